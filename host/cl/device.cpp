@@ -1,0 +1,181 @@
+#include "fp4cl/device.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return r;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\0' || std::isspace(static_cast<unsigned char>(s.back())))) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+template <cl_int Name, typename Object>
+auto info_of(const Object& object, const char* what) {
+  cl_int err = CL_SUCCESS;
+  auto value = object.template getInfo<Name>(&err);
+  check_cl(err, "querying {}", what);
+  return value;
+}
+
+struct Enumerated {
+  cl::Device device;
+  DeviceInfo info;
+};
+
+std::vector<Enumerated> enumerate() {
+  std::vector<cl::Platform> platforms;
+  const cl_int err = cl::Platform::get(&platforms);
+  // The ICD loader reports "no platforms" as CL_PLATFORM_NOT_FOUND_KHR (-1001).
+  if (err == -1001 || (err == CL_SUCCESS && platforms.empty())) return {};
+  check_cl(err, "listing OpenCL platforms");
+  std::vector<Enumerated> all;
+  for (std::size_t p = 0; p < platforms.size(); ++p) {
+    std::vector<cl::Device> devices;
+    const cl_int derr = platforms[p].getDevices(CL_DEVICE_TYPE_ALL, &devices);
+    if (derr == CL_DEVICE_NOT_FOUND) continue;
+    check_cl(derr, "listing the devices of OpenCL platform {}", p);
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      all.push_back({devices[d], query_device_info(devices[d], static_cast<int>(p), static_cast<int>(d))});
+    }
+  }
+  return all;
+}
+
+std::string device_list(const std::vector<Enumerated>& all) {
+  if (all.empty()) return "  (no OpenCL devices: is an ICD such as pocl-opencl-icd installed?)";
+  std::string s;
+  for (const auto& e : all) s += "\n  " + e.info.describe();
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cpu: return "CPU";
+    case DeviceKind::gpu: return "GPU";
+    case DeviceKind::accelerator: return "accelerator";
+    default: return "other";
+  }
+}
+
+bool DeviceInfo::has_extension(std::string_view ext) const {
+  std::size_t pos = 0;
+  while ((pos = extensions.find(ext, pos)) != std::string::npos) {
+    const bool start_ok = pos == 0 || extensions[pos - 1] == ' ';
+    const std::size_t end = pos + ext.size();
+    const bool end_ok = end == extensions.size() || extensions[end] == ' ';
+    if (start_ok && end_ok) return true;
+    pos = end;
+  }
+  return false;
+}
+
+std::string DeviceInfo::describe() const {
+  return fmt::format("{}:{} {} ({}, {}, {}, {} CUs, {} MiB)", platform_index, device_index, name, platform_name,
+                     to_string(kind), opencl_c_version, compute_units, global_mem_bytes >> 20);
+}
+
+DeviceInfo query_device_info(const cl::Device& device, int platform_index, int device_index) {
+  DeviceInfo info;
+  info.platform_index = platform_index;
+  info.device_index = device_index;
+  const cl::Platform platform(info_of<CL_DEVICE_PLATFORM>(device, "the device's platform"));
+  info.platform_name = trim(info_of<CL_PLATFORM_NAME>(platform, "the platform name"));
+  info.platform_version = trim(info_of<CL_PLATFORM_VERSION>(platform, "the platform version"));
+  info.vendor = trim(info_of<CL_DEVICE_VENDOR>(device, "the device vendor"));
+  info.name = trim(info_of<CL_DEVICE_NAME>(device, "the device name"));
+  info.driver_version = trim(info_of<CL_DRIVER_VERSION>(device, "the driver version"));
+  info.device_version = trim(info_of<CL_DEVICE_VERSION>(device, "the device version"));
+  info.opencl_c_version = trim(info_of<CL_DEVICE_OPENCL_C_VERSION>(device, "the OpenCL C version"));
+  info.extensions = trim(info_of<CL_DEVICE_EXTENSIONS>(device, "the device extensions"));
+  const cl_device_type type = info_of<CL_DEVICE_TYPE>(device, "the device type");
+  info.kind = (type & CL_DEVICE_TYPE_GPU)           ? DeviceKind::gpu
+              : (type & CL_DEVICE_TYPE_CPU)         ? DeviceKind::cpu
+              : (type & CL_DEVICE_TYPE_ACCELERATOR) ? DeviceKind::accelerator
+                                                    : DeviceKind::other;
+  info.compute_units = info_of<CL_DEVICE_MAX_COMPUTE_UNITS>(device, "the compute units");
+  info.global_mem_bytes = info_of<CL_DEVICE_GLOBAL_MEM_SIZE>(device, "the global memory size");
+  info.max_alloc_bytes = info_of<CL_DEVICE_MAX_MEM_ALLOC_SIZE>(device, "the maximum allocation");
+  info.local_mem_bytes = info_of<CL_DEVICE_LOCAL_MEM_SIZE>(device, "the local memory size");
+  info.max_work_group_size = info_of<CL_DEVICE_MAX_WORK_GROUP_SIZE>(device, "the maximum work-group size");
+  cl_device_fp_config fp64 = 0;
+  if (device.getInfo(CL_DEVICE_DOUBLE_FP_CONFIG, &fp64) != CL_SUCCESS) fp64 = 0;
+  info.has_fp64 = fp64 != 0 || info.has_extension("cl_khr_fp64");
+  const cl_device_fp_config fp32 = info_of<CL_DEVICE_SINGLE_FP_CONFIG>(device, "the fp32 capabilities");
+  info.correctly_rounded_divide = (fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  return info;
+}
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> infos;
+  for (auto& e : enumerate()) infos.push_back(std::move(e.info));
+  return infos;
+}
+
+std::string device_selector_from_env() {
+  const char* v = std::getenv("FP4CL_DEVICE");
+  return v ? std::string(v) : std::string();
+}
+
+SelectedDevice select_device(std::string_view selector_in) {
+  const std::string selector = lower(trim(std::string(selector_in)));
+  const auto all = enumerate();
+  auto first_of = [&](DeviceKind kind) -> const Enumerated* {
+    for (const auto& e : all)
+      if (e.info.kind == kind) return &e;
+    return nullptr;
+  };
+  const Enumerated* found = nullptr;
+  if (selector.empty() || selector == "default") {
+    found = first_of(DeviceKind::gpu);
+    if (!found) found = first_of(DeviceKind::cpu);
+    if (!found && !all.empty()) found = &all.front();
+  } else if (selector == "gpu") {
+    found = first_of(DeviceKind::gpu);
+  } else if (selector == "cpu") {
+    found = first_of(DeviceKind::cpu);
+  } else if (selector == "accelerator") {
+    found = first_of(DeviceKind::accelerator);
+  } else {
+    int p = -1, d = -1;
+    char tail = 0;
+    if (std::sscanf(selector.c_str(), "%d:%d%c", &p, &d, &tail) == 2) {
+      for (const auto& e : all)
+        if (e.info.platform_index == p && e.info.device_index == d) found = &e;
+    } else {
+      for (const auto& e : all) {
+        if (lower(e.info.name).find(selector) != std::string::npos) { found = &e; break; }
+      }
+      for (std::size_t i = 0; !found && i < all.size(); ++i) {
+        if (lower(all[i].info.platform_name + " " + all[i].info.name).find(selector) != std::string::npos)
+          found = &all[i];
+      }
+    }
+  }
+  if (!found) {
+    fail("no OpenCL device matches the selector '{}' (FP4CL_DEVICE: \"gpu\", \"cpu\", \"P:D\" or a name "
+         "substring); the devices are:{}",
+         std::string(selector_in), device_list(all));
+  }
+  return {found->device, found->info};
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,40 @@
+// A Context is the device, OpenCL context, command queue and program cache fp4cl works with.
+// It is cheap to copy (shared state). It either owns its OpenCL objects or wraps the ones a
+// serving runtime already has.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "fp4cl/device.hpp"
+#include "fp4cl/opencl.hpp"
+
+namespace fp4cl {
+
+class ProgramCache;
+
+class Context {
+ public:
+  // Creates a context and an in-order queue (with profiling enabled) on the device that
+  // `selector` picks (see select_device). create() uses FP4CL_DEVICE, else the default device.
+  static Context create();
+  static Context create(std::string_view selector);
+
+  // Wraps a context and queue the caller owns. fp4cl retains both for as long as it uses them
+  // and releases only what it retained. The queue's device is the device fp4cl runs on.
+  static Context wrap(::cl_context context, ::cl_command_queue queue);
+
+  const cl::Context& opencl_context() const;
+  const cl::Device& device() const;
+  const cl::CommandQueue& queue() const;
+  const DeviceInfo& info() const;
+  bool profiling_enabled() const;  // true when the queue records event timestamps
+  ProgramCache& programs() const;
+
+ private:
+  struct State;
+  explicit Context(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace fp4cl

@@ -1,0 +1,55 @@
+// OpenCL device discovery and selection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4cl/opencl.hpp"
+
+namespace fp4cl {
+
+enum class DeviceKind { cpu, gpu, accelerator, other };
+const char* to_string(DeviceKind kind);
+
+// What fp4cl knows about a device: its identity (for caches and tuning databases) and the
+// capabilities kernels are chosen by.
+struct DeviceInfo {
+  int platform_index = -1;  // position in clGetPlatformIDs, -1 for a device the caller brought
+  int device_index = -1;    // position within its platform
+  std::string platform_name, platform_version, vendor, name, driver_version, device_version,
+      opencl_c_version, extensions;
+  DeviceKind kind = DeviceKind::other;
+  unsigned compute_units = 0;
+  std::uint64_t global_mem_bytes = 0, max_alloc_bytes = 0, local_mem_bytes = 0;
+  std::size_t max_work_group_size = 0;
+  bool has_fp64 = false;                 // cl_khr_fp64 (or fp64 in the core of the device)
+  bool correctly_rounded_divide = false; // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT for fp32
+
+  bool has_extension(std::string_view ext) const;
+  // "0:0 pthread-haswell-AMD EPYC (Portable Computing Language, CPU, OpenCL C 1.2 PoCL)"
+  std::string describe() const;
+};
+
+DeviceInfo query_device_info(const cl::Device& device, int platform_index = -1, int device_index = -1);
+
+// Every device of every platform, in platform order.
+std::vector<DeviceInfo> list_devices();
+
+// Selects a device. Selector grammar (case-insensitive):
+//   "" or "default"          first GPU, else first CPU (PoCL in CI), else the first device
+//   "gpu" | "cpu" | "accelerator"   first device of that kind
+//   "P:D"                    device D of platform P (indices as list_devices() prints them)
+//   anything else            first device whose name, or "platform name + device name", contains it
+// Throws fp4cl::Error listing every device when nothing matches.
+struct SelectedDevice {
+  cl::Device device;
+  DeviceInfo info;
+};
+SelectedDevice select_device(std::string_view selector);
+
+// The selector from the environment variable FP4CL_DEVICE, or "" when it is unset.
+std::string device_selector_from_env();
+
+}  // namespace fp4cl

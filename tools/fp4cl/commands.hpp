@@ -1,0 +1,10 @@
+// The subcommands of the fp4cl tool; each register_* adds one and its callback.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fp4cl::cli {
+
+void register_devices(CLI::App& app);
+
+}  // namespace fp4cl::cli
