@@ -1,0 +1,42 @@
+// FP4 weights on the host, as a loader hands them to a layer: packed E2M1 codes and block scales
+// in the checkpoint's linear (unswizzled) layout, with global scales already in the dequant
+// direction. A layer's kernel prepares its own device layout (swizzled scales, repacking) from
+// these once, at creation. See ../shared/spec/FP4.md §2–§4 and §6.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fp4cl/scheme.hpp"
+
+namespace fp4cl {
+
+// One linear layer's weight W [n, k] (y = x · Wᵀ).
+struct Fp4Weight {
+  WeightFormat format = WeightFormat::nvfp4;
+  std::int64_t n = 0;                 // out_features
+  std::int64_t k = 0;                 // in_features, a multiple of the block size
+  std::vector<std::uint8_t> packed;   // [n, k/2]: element 2i in the low nibble, 2i+1 in the high
+  std::vector<std::uint8_t> scales;   // [n, k/block]: E4M3 (NVFP4) or E8M0 (MXFP4) bytes
+  float global_scale = 1.0f;          // gs_d, dequant direction (NVFP4); 1 for MXFP4
+  float input_global_scale = 1.0f;    // activations' gs_q, quant direction (NVFP4 W4A4 only)
+};
+
+// The routed experts of one MoE layer, stacked (vLLM's layout, FP4.md §6):
+// w13 [E, 2I, H/2] in [gate; up] row order, w2 [E, H, I/2]; block scales alike.
+struct Fp4Experts {
+  WeightFormat format = WeightFormat::nvfp4;
+  std::int64_t num_experts = 0;        // E
+  std::int64_t hidden = 0;             // H
+  std::int64_t intermediate = 0;       // I
+  std::vector<std::uint8_t> w13_packed, w13_scales;  // [E, 2I, H/2], [E, 2I, H/block]
+  std::vector<std::uint8_t> w2_packed, w2_scales;    // [E, H, I/2],  [E, H, I/block]
+  // Dequant-direction global scales (NVFP4; all 1 for MXFP4). Gate and up may differ:
+  std::vector<float> w13_global_scale;  // [E, 2]: {gate, up} per expert
+  std::vector<float> w2_global_scale;   // [E]
+  // Quant-direction activation global scales for W4A4 (NVFP4), per expert:
+  std::vector<float> w13_input_global_scale;  // [E] FC1 input
+  std::vector<float> w2_input_global_scale;   // [E] FC2 input (used only when asked; b12x uses 1.0)
+};
+
+}  // namespace fp4cl
