@@ -399,7 +399,7 @@ class CompressedTensorsRules final : public QuantRules {
       const Activations acts = read_activations(member(value, "input_activations"), *f, at / "input_activations");
       g.outcome.scheme = QuantScheme{f->weight, acts};
     } else if (is_other_format(*format)) {
-      g.outcome.what = fmt::format("compressed-tensors format '{}' (config_groups.{})", *format, name);
+      g.outcome.what = fmt::format("compressed-tensors format '{}'", *format);
     } else {
       format_at.fail("is '{}', which is not a compressed-tensors format fp4cl knows (its FP4 formats: "
                      "nvfp4-pack-quantized, mxfp4-pack-quantized)",

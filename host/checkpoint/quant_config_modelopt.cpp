@@ -202,7 +202,7 @@ class ModelOptRules final : public QuantRules {
     for (std::size_t dot = module.rfind('.'); dot != std::string_view::npos && dot > 0;
          dot = module.rfind('.', dot - 1)) {
       if (const auto it = layers_.find(module.substr(0, dot)); it != layers_.end()) {
-        return decision_for(it->second, fmt::format("quantized_layers entry '{}' (a parent module)", it->first));
+        return decision_for(it->second, fmt::format("quantized_layers entry '{}', a parent module", it->first));
       }
     }
     const std::string prefix = std::string(module) + ".";
@@ -215,7 +215,7 @@ class ModelOptRules final : public QuantRules {
                source(), module, first->first, first->second.name, it->first, it->second.name);
         }
       }
-      return decision_for(first->second, fmt::format("quantized_layers entries under it (e.g. '{}')", first->first));
+      return decision_for(first->second, fmt::format("quantized_layers entries under it, e.g. '{}'", first->first));
     }
     Decision d;
     d.reason = "not listed in quantized_layers";
