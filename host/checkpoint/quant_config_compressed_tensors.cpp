@@ -103,7 +103,7 @@ struct QuantArgs {
   std::optional<std::int64_t> group_size;
   std::string strategy;
   bool strategy_inferred = false;
-  Json dynamic = false;        // true, false or "local"
+  Json dynamic = false;           // true, false or "local"
   bool grouped_actorder = false;  // actorder "group"/"dynamic"/true: columns permuted by g_idx
   bool block_structure = false;
   std::optional<std::string> scale_dtype;

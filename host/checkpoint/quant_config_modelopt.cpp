@@ -4,6 +4,11 @@
 // or config.json → quantization_config {"quant_method": "modelopt", "quant_algo": ..., "ignore":
 // [...]} (ModelOpt's convert_hf_quant_config_format), with MIXED_PRECISION adding
 // "quantized_layers": {module: {"quant_algo": ..., "group_size": ...}}.
+// The config.json form also carries "config_groups", ModelOpt's derived compressed-tensors-style
+// copy; quant_algo is authoritative (as in vLLM) and config_groups are not read.
+// Exclusion entries are matched with fnmatch only: vLLM's extra substring matching for old
+// exports is not reproduced (a module it would have excluded then resolves as quantized, and the
+// loader finds an unquantized weight where it expects packed FP4 and reports it).
 // Facts checked against ModelOpt (modelopt/torch/export/quant_utils.py process_layer_quant_config,
 // convert_hf_config.py) and vLLM (model_executor/layers/quantization/modelopt.py).
 #include <fmt/format.h>

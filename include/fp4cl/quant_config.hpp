@@ -8,7 +8,11 @@
 //    "modelopt"`. quant_algo NVFP4 (W4A4), W4A16_NVFP4 (W4A16), or MIXED_PRECISION with a
 //    per-module algo in `quantized_layers`. Modules listed in `exclude_modules` (or `ignore` in
 //    config.json) are not quantized; entries are fnmatch wildcards ("lm_head", "*mlp.gate",
-//    "model.layers.0.self_attn*"), as ModelOpt writes and matches them.
+//    "model.layers.0.self_attn*"), as ModelOpt writes and matches them. A quantized_layers entry
+//    may name a parent module ("model.layers.0.mlp.experts" covers every expert projection under
+//    it); asked for a parent of listed modules, resolve() answers with their common algo (and
+//    throws if they differ). Modules of a MIXED_PRECISION config that are not listed are not
+//    quantized.
 //  - compressed-tensors (llm-compressor): `config.json` → `quantization_config` with `quant_method:
 //    "compressed-tensors"`, `format` nvfp4-pack-quantized or mxfp4-pack-quantized (or
 //    mixed-precision with a format per group), `config_groups` whose `targets` select modules and
@@ -18,6 +22,9 @@
 //    (callers only resolve linear layers). When several groups target a module, the most specific
 //    target wins as in compressed-tensors (exact name, then regex, then class name); two groups
 //    that match equally specifically with different schemes are an error.
+//
+// KV-cache settings (kv_cache_quant_algo, kv_cache_scheme) concern attention, not linear layers,
+// and are not read.
 //
 // The scheme of a module depends only on the config, never on which tensors the checkpoint
 // happens to contain: a W4A16 module stays W4A16 even when calibrated activation scales
