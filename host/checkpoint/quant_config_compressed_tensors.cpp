@@ -59,9 +59,10 @@ struct Fp4Format {
 };
 
 bool nvfp4_dynamic_ok(const Json& d) {
-  // "local": per-block scales computed at run time, the global scale calibrated (stored as
-  // input_global_scale). compressed-tensors before DynamicType.LOCAL wrote false for the same
-  // scheme (and vLLM reads both as W4A4). true would mean no stored global scale.
+  // "local" (the NVFP4 preset): per-block scales computed at run time, the global scale
+  // calibrated and stored as input_global_scale. false is accepted too: exporters write it for the
+  // same scheme (ModelOpt's compressed-tensors-style copy does), and vLLM's NVFP4 W4A4 check
+  // does not look at `dynamic`. true would mean no stored global scale: rejected.
   return (d.is_string() && d.get<std::string>() == "local") || (d.is_boolean() && !d.get<bool>());
 }
 bool mxfp4_dynamic_ok(const Json& d) { return d.is_boolean() && d.get<bool>(); }

@@ -172,7 +172,7 @@ TEST(CompressedTensorsConfig, PresetNamedGroups) {
   expect_error([] { ct(R"({"MXFP4": ["Linear"]})"); }, {"config_groups.MXFP4.weights.strategy", "tensor_group"});
 }
 
-TEST(CompressedTensorsConfig, Nvfp4ActivationsWrittenBeforeDynamicLocalAreW4A4) {
+TEST(CompressedTensorsConfig, Nvfp4ActivationsWithDynamicFalseAreW4A4) {
   const std::string legacy =
       R"({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": true, "dynamic": false})";
   EXPECT_EQ(ct(R"({"group_0": )" + group(R"(["Linear"])", kNvfp4Weights, legacy) + "}").resolve("a.b"), kNvfp4W4A4);
