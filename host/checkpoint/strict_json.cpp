@@ -65,6 +65,9 @@ std::string describe(const std::string& path) {
 
 nlohmann::json parse_strict_json(std::string_view text, const std::string& context) {
   if (auto bad = find_invalid_utf8(text)) fail("{}: not valid UTF-8 (byte {})", context, *bad);
+  // JSON text never holds a raw NUL, but nlohmann stops at one as if the input ended there.
+  const std::size_t nul = text.find('\0');
+  if (nul != std::string_view::npos) fail("{}: malformed JSON: a NUL byte at byte {}", context, nul);
 
   std::vector<Frame> frames;
   auto callback = [&frames](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {

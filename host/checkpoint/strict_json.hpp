@@ -1,5 +1,6 @@
 // JSON parsing for checkpoint files, stricter than nlohmann's defaults: the text must be valid
-// UTF-8, no object may repeat a key (nlohmann silently keeps the last), and nesting is bounded.
+// UTF-8 without NUL bytes (nlohmann ends its input at a NUL and ignores the rest), no object may
+// repeat a key (nlohmann silently keeps the last), and nesting is bounded.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,8 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text);
 constexpr int kMaxJsonDepth = 64;
 
 // Parses `text` as one JSON value. Throws fp4cl::Error "<context>: <problem>" for invalid UTF-8,
-// malformed JSON, a duplicate key (naming it and where it is) or nesting deeper than kMaxJsonDepth.
+// malformed JSON (a NUL byte included), a duplicate key (naming it and where it is) or nesting
+// deeper than kMaxJsonDepth.
 nlohmann::json parse_strict_json(std::string_view text, const std::string& context);
 
 }  // namespace fp4cl
