@@ -36,7 +36,9 @@ SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::uint8_t> bytes, std
 
 const std::string& SafetensorsFile::path() const { return storage_->path; }
 const std::vector<TensorInfo>& SafetensorsFile::tensors() const { return storage_->header.tensors; }
-const std::map<std::string, std::string>& SafetensorsFile::metadata() const { return storage_->header.metadata; }
+const std::map<std::string, std::string>& SafetensorsFile::metadata() const {
+  return storage_->header.metadata;
+}
 std::uint64_t SafetensorsFile::data_offset() const { return storage_->header.data_offset; }
 std::uint64_t SafetensorsFile::file_size() const { return storage_->size; }
 
@@ -51,7 +53,8 @@ std::optional<TensorView> SafetensorsFile::find(std::string_view name) const {
 
 TensorView SafetensorsFile::tensor(std::string_view name) const {
   if (auto view = find(name)) return *std::move(view);
-  fail("safetensors file '{}' has no tensor '{}' ({} tensors)", storage_->path, name, storage_->by_name.size());
+  fail("safetensors file '{}' has no tensor '{}' ({} tensors)", storage_->path, name,
+       storage_->by_name.size());
 }
 
 }  // namespace fp4cl

@@ -59,7 +59,8 @@ class HeaderParser {
   std::map<std::string, std::string> parse_metadata(const json& value) const {
     std::map<std::string, std::string> metadata;
     if (value.is_null()) return metadata;  // the official package reads null as "no metadata"
-    if (!value.is_object()) fail("{}: __metadata__ is {}, expected an object of strings", where_, kind_of(value));
+    if (!value.is_object())
+      fail("{}: __metadata__ is {}, expected an object of strings", where_, kind_of(value));
     for (const auto& [key, item] : value.items()) {
       if (!item.is_string()) {
         fail("{}: __metadata__ entry \"{}\" is {}, expected a string", where_, key, kind_of(item));
@@ -72,7 +73,9 @@ class HeaderParser {
   // A non-negative integer field value; `what` names it in errors.
   std::uint64_t unsigned_value(const json& value, const std::string& tensor, const char* what) const {
     const auto v = non_negative(value);
-    if (!v) fail("{}, tensor '{}': {} is {}, expected a non-negative integer", where_, tensor, what, kind_of(value));
+    if (!v)
+      fail("{}, tensor '{}': {} is {}, expected a non-negative integer", where_, tensor, what,
+           kind_of(value));
     return *v;
   }
 
@@ -84,25 +87,28 @@ class HeaderParser {
 
   TensorInfo parse_tensor(const std::string& name, const json& entry) const {
     if (!entry.is_object()) {
-      fail("{}, tensor '{}': entry is {}, expected an object with dtype, shape and data_offsets",
-           where_, name, kind_of(entry));
+      fail("{}, tensor '{}': entry is {}, expected an object with dtype, shape and data_offsets", where_,
+           name, kind_of(entry));
     }
     TensorInfo info;
     info.name = name;
 
     const json& dtype = field(entry, name, "dtype");
-    if (!dtype.is_string()) fail("{}, tensor '{}': dtype is {}, expected a string", where_, name, kind_of(dtype));
+    if (!dtype.is_string())
+      fail("{}, tensor '{}': dtype is {}, expected a string", where_, name, kind_of(dtype));
     const auto parsed_dtype = dtype_from_name(dtype.get_ref<const std::string&>());
     if (!parsed_dtype) {
-      fail("{}, tensor '{}': unknown dtype \"{}\" (known: BOOL, U8, I8, I16, U16, I32, U32, I64, U64, "
-           "F16, BF16, F32, F64, C64, F8_E4M3, F8_E5M2, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, F4, "
-           "F6_E2M3, F6_E3M2)",
-           where_, name, dtype.get_ref<const std::string&>());
+      fail(
+          "{}, tensor '{}': unknown dtype \"{}\" (known: BOOL, U8, I8, I16, U16, I32, U32, I64, U64, "
+          "F16, BF16, F32, F64, C64, F8_E4M3, F8_E5M2, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, F4, "
+          "F6_E2M3, F6_E3M2)",
+          where_, name, dtype.get_ref<const std::string&>());
     }
     info.dtype = *parsed_dtype;
 
     const json& shape = field(entry, name, "shape");
-    if (!shape.is_array()) fail("{}, tensor '{}': shape is {}, expected an array", where_, name, kind_of(shape));
+    if (!shape.is_array())
+      fail("{}, tensor '{}': shape is {}, expected an array", where_, name, kind_of(shape));
     for (std::size_t i = 0; i < shape.size(); ++i) {
       const json& dim = shape[i];
       const auto d = non_negative(dim);
@@ -111,8 +117,8 @@ class HeaderParser {
              brief(shape), dim.get<std::int64_t>(), i);
       }
       if (!d) {
-        fail("{}, tensor '{}': shape {} has {} at position {}, expected a non-negative integer",
-             where_, name, brief(shape), kind_of(dim), i);
+        fail("{}, tensor '{}': shape {} has {} at position {}, expected a non-negative integer", where_, name,
+             brief(shape), kind_of(dim), i);
       }
       if (*d > static_cast<std::uint64_t>(INT64_MAX)) {
         fail("{}, tensor '{}': shape {} has a dimension above 2^63 - 1 at position {}", where_, name,
@@ -123,16 +129,18 @@ class HeaderParser {
 
     const json& offsets = field(entry, name, "data_offsets");
     if (!offsets.is_array() || offsets.size() != 2) {
-      fail("{}, tensor '{}': data_offsets is {}, expected an array [begin, end]", where_, name, brief(offsets));
+      fail("{}, tensor '{}': data_offsets is {}, expected an array [begin, end]", where_, name,
+           brief(offsets));
     }
     info.begin = unsigned_value(offsets[0], name, "data_offsets[0]");
     info.end = unsigned_value(offsets[1], name, "data_offsets[1]");
     if (info.end < info.begin) {
-      fail("{}, tensor '{}': data_offsets [{}, {}] end before they begin", where_, name, info.begin, info.end);
+      fail("{}, tensor '{}': data_offsets [{}, {}] end before they begin", where_, name, info.begin,
+           info.end);
     }
     if (info.end > data_size_) {
-      fail("{}, tensor '{}': data_offsets [{}, {}] run past the end of the data section ({} bytes)",
-           where_, name, info.begin, info.end, data_size_);
+      fail("{}, tensor '{}': data_offsets [{}, {}] run past the end of the data section ({} bytes)", where_,
+           name, info.begin, info.end, data_size_);
     }
 
     const TensorBytes size = tensor_bytes(info.dtype, info.shape);
@@ -148,8 +156,8 @@ class HeaderParser {
              shape_string(info.shape), dtype_name(info.dtype), dtype_bits(info.dtype));
     }
     if (size.bytes != info.size_bytes()) {
-      fail("{}, tensor '{}': shape {} of {} needs {} bytes, but data_offsets [{}, {}] hold {}", where_,
-           name, shape_string(info.shape), dtype_name(info.dtype), size.bytes, info.begin, info.end,
+      fail("{}, tensor '{}': shape {} of {} needs {} bytes, but data_offsets [{}, {}] hold {}", where_, name,
+           shape_string(info.shape), dtype_name(info.dtype), size.bytes, info.begin, info.end,
            info.size_bytes());
     }
     return info;
@@ -189,7 +197,8 @@ class HeaderParser {
 
 SafetensorsHeader parse_safetensors_header(const std::uint8_t* file, std::uint64_t size,
                                            const std::string& source) {
-  if (size < 8) fail("safetensors file '{}': {} bytes long, shorter than the 8-byte header length", source, size);
+  if (size < 8)
+    fail("safetensors file '{}': {} bytes long, shorter than the 8-byte header length", source, size);
   std::uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | file[i];  // little-endian
   if (header_bytes > size - 8) {
@@ -200,7 +209,8 @@ SafetensorsHeader parse_safetensors_header(const std::uint8_t* file, std::uint64
     fail("safetensors file '{}': header length {} exceeds the limit of {} bytes", source, header_bytes,
          kMaxSafetensorsHeaderBytes);
   }
-  const std::string_view text(reinterpret_cast<const char*>(file + 8), static_cast<std::size_t>(header_bytes));
+  const std::string_view text(reinterpret_cast<const char*>(file + 8),
+                              static_cast<std::size_t>(header_bytes));
   const json root = parse_strict_json(text, "safetensors file '" + source + "': header");
 
   SafetensorsHeader header = HeaderParser(source, size - 8 - header_bytes).parse(root);

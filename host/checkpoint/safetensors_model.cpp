@@ -43,9 +43,10 @@ void check_shard_name(const std::string& shard, const std::string& tensor, const
   bool escapes = shard.empty() || p.is_absolute() || p.has_root_name();
   for (const fs::path& part : p) escapes = escapes || part == "..";
   if (escapes) {
-    fail("{}: weight_map names the shard \"{}\" for tensor '{}'; expected a file name inside the "
-         "model directory",
-         where, shard, tensor);
+    fail(
+        "{}: weight_map names the shard \"{}\" for tensor '{}'; expected a file name inside the "
+        "model directory",
+        where, shard, tensor);
   }
 }
 
@@ -87,7 +88,8 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
   if (!root.is_object()) fail("{}: expected a JSON object with a \"weight_map\"", where);
   const auto weight_map = root.find("weight_map");
   if (weight_map == root.end()) fail("{}: has no \"weight_map\"", where);
-  if (!weight_map->is_object()) fail("{}: \"weight_map\" has JSON type {}, expected object", where, weight_map->type_name());
+  if (!weight_map->is_object())
+    fail("{}: \"weight_map\" has JSON type {}, expected object", where, weight_map->type_name());
 
   // Every shard the weight_map names, in name order, with the tensors it is said to hold.
   std::map<std::string, std::set<std::string>> listed;
@@ -118,12 +120,14 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
              model.shards_[it->second].path(), shard_path);
       }
       if (tensors.count(t.name) == 0) {
-        fail("{}: shard '{}' holds tensor '{}', which the weight_map does not put there", where, shard_path, t.name);
+        fail("{}: shard '{}' holds tensor '{}', which the weight_map does not put there", where, shard_path,
+             t.name);
       }
     }
     for (const std::string& tensor : tensors) {
       if (!file.contains(tensor)) {
-        fail("{}: weight_map puts tensor '{}' in shard '{}', which has no such tensor", where, tensor, shard_path);
+        fail("{}: weight_map puts tensor '{}' in shard '{}', which has no such tensor", where, tensor,
+             shard_path);
       }
     }
   }

@@ -14,9 +14,9 @@
 namespace fp4cl::detail {
 
 struct SafetensorsStorage {
-  std::string path;                // or the label of in-memory bytes
-  MappedFile mapping;              // the file's bytes when opened from disk
-  std::vector<std::uint8_t> owned; // the file's bytes when given in memory
+  std::string path;                 // or the label of in-memory bytes
+  MappedFile mapping;               // the file's bytes when opened from disk
+  std::vector<std::uint8_t> owned;  // the file's bytes when given in memory
   const std::uint8_t* bytes = nullptr;
   std::uint64_t size = 0;
   SafetensorsHeader header;

@@ -29,13 +29,14 @@ const TensorView& TensorView::expect_shape(const std::vector<std::int64_t>& shap
 void TensorView::check_elements(Dtype dtype, std::size_t element_size, std::size_t alignment) const {
   expect_dtype(dtype);
   if (static_cast<std::size_t>(dtype_bits(dtype)) != 8 * element_size) {
-    fail("tensor '{}' in '{}': {} elements have {} bits, not the {} bits of the requested type",
-         info_->name, storage_->path, dtype_name(dtype), dtype_bits(dtype), 8 * element_size);
+    fail("tensor '{}' in '{}': {} elements have {} bits, not the {} bits of the requested type", info_->name,
+         storage_->path, dtype_name(dtype), dtype_bits(dtype), 8 * element_size);
   }
   if (reinterpret_cast<std::uintptr_t>(data_) % alignment != 0) {
-    fail("tensor '{}' in '{}': data at file offset {} is not aligned to {} bytes (the file lacks the "
-         "format's 8-byte padding); copy it with to_vector()",
-         info_->name, storage_->path, storage_->header.data_offset + info_->begin, alignment);
+    fail(
+        "tensor '{}' in '{}': data at file offset {} is not aligned to {} bytes (the file lacks the "
+        "format's 8-byte padding); copy it with to_vector()",
+        info_->name, storage_->path, storage_->header.data_offset + info_->begin, alignment);
   }
 }
 

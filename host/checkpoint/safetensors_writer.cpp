@@ -1,12 +1,12 @@
 // SafetensorsWriter: the official package's layout (dtype-descending then name order, header
 // padded with spaces to a multiple of 8 bytes), atomic file writes, and sharded output with an index.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "checkpoint/atomic_file.hpp"
 #include "checkpoint/strict_json.hpp"
@@ -18,14 +18,16 @@ namespace fp4cl {
 namespace {
 
 void check_utf8(const std::string& text, const char* what) {
-  if (auto bad = find_invalid_utf8(text)) fail("safetensors writer: {} is not valid UTF-8 (byte {})", what, *bad);
+  if (auto bad = find_invalid_utf8(text))
+    fail("safetensors writer: {} is not valid UTF-8 (byte {})", what, *bad);
 }
 
 }  // namespace
 
 SafetensorsWriter& SafetensorsWriter::add_pending(std::string name, Pending tensor) {
   check_utf8(name, "a tensor name");
-  if (name == "__metadata__") fail("safetensors writer: \"__metadata__\" is reserved and cannot name a tensor");
+  if (name == "__metadata__")
+    fail("safetensors writer: \"__metadata__\" is reserved and cannot name a tensor");
   if (tensors_.count(name) != 0) fail("safetensors writer: tensor '{}' added twice", name);
   const TensorBytes size = tensor_bytes(tensor.dtype, tensor.shape);
   switch (size.status) {
@@ -35,7 +37,8 @@ SafetensorsWriter& SafetensorsWriter::add_pending(std::string name, Pending tens
       fail("safetensors writer: tensor '{}' has the negative dimension {} in shape {}", name,
            tensor.shape[size.bad_dim], shape_string(tensor.shape));
     case TensorBytes::Status::overflow:
-      fail("safetensors writer: tensor '{}' of shape {} holds more than 2^64 bits", name, shape_string(tensor.shape));
+      fail("safetensors writer: tensor '{}' of shape {} holds more than 2^64 bits", name,
+           shape_string(tensor.shape));
     case TensorBytes::Status::partial_byte:
       fail("safetensors writer: tensor '{}': shape {} of {} does not fill whole bytes", name,
            shape_string(tensor.shape), dtype_name(tensor.dtype));

@@ -4,10 +4,11 @@
 // File format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length
 // N, N bytes of UTF-8 JSON `{"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]},
 // ..., "__metadata__": {"key": "value"}}`, then the data section; offsets are relative to its
-// start. The reader enforces what the official parser enforces (tensors cover the data section
-// exactly, without gaps or overlaps; shape × dtype size = byte length) and more: duplicate JSON
-// keys and negative dimensions are errors. Every failure is an fp4cl::Error naming the file and,
-// where one is concerned, the tensor. Data is little-endian, row-major.
+// start. The reader accepts and refuses what the official parser does (tensors tile the data
+// section exactly, without gaps or overlaps; shape × dtype size = byte length; tested against it
+// with corrupted files), and also refuses a JSON key that appears twice, where the official
+// parser keeps the last. Every failure is an fp4cl::Error naming the file and, where one is
+// concerned, the tensor. Data is little-endian, row-major.
 #pragma once
 
 #include <cstddef>
@@ -59,6 +60,7 @@ std::optional<Dtype> dtype_from_name(std::string_view name);
 int dtype_bits(Dtype dtype);
 
 // The dtype whose elements are stored as the C++ type T (float → F32, std::int64_t → I64, ...).
+// clang-format off
 template <typename T> struct DtypeOf;
 template <> struct DtypeOf<float> { static constexpr Dtype value = Dtype::f32; };
 template <> struct DtypeOf<double> { static constexpr Dtype value = Dtype::f64; };
@@ -70,6 +72,7 @@ template <> struct DtypeOf<std::int32_t> { static constexpr Dtype value = Dtype:
 template <> struct DtypeOf<std::uint32_t> { static constexpr Dtype value = Dtype::u32; };
 template <> struct DtypeOf<std::int64_t> { static constexpr Dtype value = Dtype::i64; };
 template <> struct DtypeOf<std::uint64_t> { static constexpr Dtype value = Dtype::u64; };
+// clang-format on
 
 // A read-only view of contiguous elements (C++17 has no std::span).
 template <typename T>
@@ -131,14 +134,22 @@ class TensorView {
   // elements have sizeof(T) bytes (as<std::uint16_t>(Dtype::bf16), as<std::uint8_t>(Dtype::f8_e4m3)).
   // Throws when the dtype differs or when the data is not aligned for T (files written without
   // the format's 8-byte padding); to_vector() has no alignment requirement.
-  template <typename T> Span<const T> as() const { return as<T>(DtypeOf<T>::value); }
-  template <typename T> Span<const T> as(Dtype dtype) const {
+  template <typename T>
+  Span<const T> as() const {
+    return as<T>(DtypeOf<T>::value);
+  }
+  template <typename T>
+  Span<const T> as(Dtype dtype) const {
     check_elements(dtype, sizeof(T), alignof(T));
     return {reinterpret_cast<const T*>(data_), static_cast<std::size_t>(num_elements())};
   }
   // The elements copied out as T, with the same dtype rules as as().
-  template <typename T> std::vector<T> to_vector() const { return to_vector<T>(DtypeOf<T>::value); }
-  template <typename T> std::vector<T> to_vector(Dtype dtype) const {
+  template <typename T>
+  std::vector<T> to_vector() const {
+    return to_vector<T>(DtypeOf<T>::value);
+  }
+  template <typename T>
+  std::vector<T> to_vector(Dtype dtype) const {
     check_elements(dtype, sizeof(T), 1);
     std::vector<T> out(static_cast<std::size_t>(num_elements()));
     if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(T));
@@ -160,7 +171,9 @@ class TensorView {
   const std::uint8_t* data_;
 };
 
-// One safetensors file, validated completely on open. Copies share the same mapping.
+// One safetensors file, validated completely on open. Copies share the same mapping; nothing
+// changes after open, so concurrent use is safe. Like any memory-mapped reader, it requires that
+// the file is not truncated by someone else while mapped.
 class SafetensorsFile {
  public:
   // Maps `path` read-only and validates its header.
@@ -225,11 +238,12 @@ class SafetensorsWriter {
   // the name "__metadata__", a name that is not UTF-8, a negative dimension, or a size mismatch.
   SafetensorsWriter& add(std::string name, Dtype dtype, std::vector<std::int64_t> shape,
                          std::vector<std::uint8_t> bytes);
-  SafetensorsWriter& add(std::string name, Dtype dtype, std::vector<std::int64_t> shape,
-                         const void* data, std::size_t size);
+  SafetensorsWriter& add(std::string name, Dtype dtype, std::vector<std::int64_t> shape, const void* data,
+                         std::size_t size);
   template <typename T>
   SafetensorsWriter& add(std::string name, std::vector<std::int64_t> shape, const std::vector<T>& values) {
-    return add(std::move(name), DtypeOf<T>::value, std::move(shape), values.data(), values.size() * sizeof(T));
+    return add(std::move(name), DtypeOf<T>::value, std::move(shape), values.data(),
+               values.size() * sizeof(T));
   }
   // Adds a tensor read from a file, without copying its bytes (the view keeps its file mapped).
   SafetensorsWriter& add(const TensorView& view);

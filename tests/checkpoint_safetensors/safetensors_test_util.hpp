@@ -18,9 +18,11 @@
 namespace fp4cl::test {
 
 // A safetensors file: the little-endian length of `header`, `header`, then `data`.
-inline std::vector<std::uint8_t> file_bytes(const std::string& header, const std::vector<std::uint8_t>& data = {}) {
+inline std::vector<std::uint8_t> file_bytes(const std::string& header,
+                                            const std::vector<std::uint8_t>& data = {}) {
   std::vector<std::uint8_t> out;
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i)));
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
   out.insert(out.end(), data.begin(), data.end());
   return out;

@@ -6,20 +6,19 @@
 //   safetensors_tool check-many                             one JSON line per file path read from stdin
 #include <cstdio>
 #include <iostream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fp4cl/error.hpp"
 #include "fp4cl/safetensors.hpp"
 
 namespace {
 
-using nlohmann::json;
 using fp4cl::SafetensorsFile;
 using fp4cl::SafetensorsModel;
 using fp4cl::SafetensorsWriter;
 using fp4cl::TensorView;
+using nlohmann::json;
 
 std::string hex(const TensorView& view) {
   static const char* digits = "0123456789abcdef";
@@ -33,7 +32,8 @@ std::string hex(const TensorView& view) {
 }
 
 json describe(const TensorView& view) {
-  return {{"dtype", std::string(fp4cl::dtype_name(view.dtype()))}, {"shape", view.shape()}, {"hex", hex(view)}};
+  return {
+      {"dtype", std::string(fp4cl::dtype_name(view.dtype()))}, {"shape", view.shape()}, {"hex", hex(view)}};
 }
 
 json describe_file(const SafetensorsFile& file) {
@@ -71,7 +71,8 @@ int run(int argc, char** argv) {
   } else if (command == "copy" && argc == 4) {
     writer_for(SafetensorsModel::open(argv[2])).write(argv[3]);
   } else if (command == "copy-sharded" && argc == 5) {
-    const auto names = writer_for(SafetensorsModel::open(argv[2])).write_sharded(argv[3], std::stoull(argv[4]));
+    const auto names =
+        writer_for(SafetensorsModel::open(argv[2])).write_sharded(argv[3], std::stoull(argv[4]));
     std::cout << json(names).dump() << "\n";
   } else if (command == "check-many" && argc == 2) {
     std::string path;
@@ -103,5 +104,8 @@ int main(int argc, char** argv) {
   } catch (const fp4cl::Error& e) {
     std::cerr << "fp4cl::Error: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // a bad command-line number, say
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
   }
 }

@@ -27,7 +27,8 @@ std::vector<std::uint8_t> sample_file() {
 }
 
 // Everything a successful load promises, checked against the buffer it came from.
-void expect_consistent(const SafetensorsFile& f, const std::vector<std::uint8_t>& bytes, const std::string& what) {
+void expect_consistent(const SafetensorsFile& f, const std::vector<std::uint8_t>& bytes,
+                       const std::string& what) {
   ASSERT_LE(f.data_offset(), bytes.size()) << what;
   std::uint64_t covered = 0;
   std::set<std::string> names;
@@ -79,7 +80,8 @@ TEST(SafetensorsCorruption, TruncatedFilesOnDiskFailCleanly) {
   test::TempDir dir;
   for (std::size_t n = 0; n < file.size(); n += 3) {  // through the mmap path
     const std::string path = dir.file("cut" + std::to_string(n) + ".safetensors");
-    test::write_file(path, std::vector<std::uint8_t>(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(n)));
+    test::write_file(path,
+                     std::vector<std::uint8_t>(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(n)));
     EXPECT_THROW(SafetensorsFile::open(path), Error) << "cut at " << n;
   }
 }
@@ -108,7 +110,8 @@ TEST(SafetensorsCorruption, EveryBitFlipLoadsConsistentlyOrFailsCleanly) {
 TEST(SafetensorsCorruption, ByteValuesAtEveryHeaderOffset) {
   // Bytes that are special to JSON or UTF-8, written over every byte of the header.
   const std::vector<std::uint8_t> file = sample_file();
-  const std::size_t data_start = static_cast<std::size_t>(SafetensorsFile::from_bytes(file, "o").data_offset());
+  const std::size_t data_start =
+      static_cast<std::size_t>(SafetensorsFile::from_bytes(file, "o").data_offset());
   for (std::size_t offset = 0; offset < data_start; ++offset) {
     for (int value : {0x00, 0x22, 0x2C, 0x2D, 0x30, 0x39, 0x3A, 0x5B, 0x5D, 0x7B, 0x7D, 0x80, 0xC3, 0xFF}) {
       std::vector<std::uint8_t> changed = file;

@@ -70,10 +70,10 @@ TEST(SafetensorsHeader, HeaderLengthAboveTheLimit) {
 
 TEST(SafetensorsHeader, HeaderNotUtf8) {
   expect_header_error("{\"a\xff\":1}", 0, {"header: not valid UTF-8 (byte 3)"});
-  expect_header_error("{\"\xc0\x80\":1}", 0, {"not valid UTF-8 (byte 2)"});        // overlong NUL
-  expect_header_error("{\"\xed\xa0\x80\":1}", 0, {"not valid UTF-8 (byte 2)"});    // surrogate
+  expect_header_error("{\"\xc0\x80\":1}", 0, {"not valid UTF-8 (byte 2)"});          // overlong NUL
+  expect_header_error("{\"\xed\xa0\x80\":1}", 0, {"not valid UTF-8 (byte 2)"});      // surrogate
   expect_header_error("{\"\xf4\x90\x80\x80\":1}", 0, {"not valid UTF-8 (byte 2)"});  // above U+10FFFF
-  expect_header_error("{\"\xe2\x82", 0, {"not valid UTF-8 (byte 2)"});              // cut short
+  expect_header_error("{\"\xe2\x82", 0, {"not valid UTF-8 (byte 2)"});               // cut short
 }
 
 TEST(SafetensorsHeader, MalformedJson) {
@@ -92,7 +92,8 @@ TEST(SafetensorsHeader, HeaderNotAnObject) {
 }
 
 TEST(SafetensorsHeader, NestingTooDeep) {
-  expect_header_error(one(std::string(100, '[') + std::string(100, ']')), 0, {"nested deeper than 64 levels"});
+  expect_header_error(one(std::string(100, '[') + std::string(100, ']')), 0,
+                      {"nested deeper than 64 levels"});
 }
 
 TEST(SafetensorsHeader, DuplicateTensorName) {
@@ -109,9 +110,12 @@ TEST(SafetensorsHeader, DuplicateFieldOrMetadataKey) {
 }
 
 TEST(SafetensorsHeader, TensorEntryMissingAField) {
-  expect_header_error(one("{\"shape\":[1],\"data_offsets\":[0,1]}"), 1, {"tensor 'a': entry has no \"dtype\""});
-  expect_header_error(one("{\"dtype\":\"U8\",\"data_offsets\":[0,1]}"), 1, {"tensor 'a': entry has no \"shape\""});
-  expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[1]}"), 1, {"tensor 'a': entry has no \"data_offsets\""});
+  expect_header_error(one("{\"shape\":[1],\"data_offsets\":[0,1]}"), 1,
+                      {"tensor 'a': entry has no \"dtype\""});
+  expect_header_error(one("{\"dtype\":\"U8\",\"data_offsets\":[0,1]}"), 1,
+                      {"tensor 'a': entry has no \"shape\""});
+  expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[1]}"), 1,
+                      {"tensor 'a': entry has no \"data_offsets\""});
 }
 
 TEST(SafetensorsHeader, TensorEntryWithWrongTypes) {
@@ -120,8 +124,9 @@ TEST(SafetensorsHeader, TensorEntryWithWrongTypes) {
                       {"tensor 'a': dtype is a number, expected a string"});
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":\"1\",\"data_offsets\":[0,1]}"), 1,
                       {"tensor 'a': shape is a string, expected an array"});
-  expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[\"1\"],\"data_offsets\":[0,1]}"), 1,
-                      {"tensor 'a': shape [\"1\"] has a string at position 0, expected a non-negative integer"});
+  expect_header_error(
+      one("{\"dtype\":\"U8\",\"shape\":[\"1\"],\"data_offsets\":[0,1]}"), 1,
+      {"tensor 'a': shape [\"1\"] has a string at position 0, expected a non-negative integer"});
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[1.5],\"data_offsets\":[0,1]}"), 1,
                       {"shape [1.5] has a non-integer or out-of-range number at position 0"});
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":{\"b\":0}}"), 1,
@@ -138,14 +143,16 @@ TEST(SafetensorsHeader, UnknownDtype) {
   // torch.float8_e4m3fn is stored as "F8_E4M3"; "F8_E4M3FN" is not a safetensors dtype.
   expect_header_error(one("{\"dtype\":\"F8_E4M3FN\",\"shape\":[1],\"data_offsets\":[0,1]}"), 1,
                       {"tensor 'a': unknown dtype \"F8_E4M3FN\" (known: BOOL"});
-  expect_header_error(one("{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}"), 4, {"unknown dtype \"f32\""});
+  expect_header_error(one("{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}"), 4,
+                      {"unknown dtype \"f32\""});
 }
 
 TEST(SafetensorsHeader, NegativeOrHugeDimension) {
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[2,-3],\"data_offsets\":[0,0]}"), 0,
                       {"tensor 'a': shape [2,-3] has the negative dimension -3 at position 1"});
-  expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[9223372036854775808],\"data_offsets\":[0,0]}"), 0,
-                      {"tensor 'a': shape [9223372036854775808] has a dimension above 2^63 - 1 at position 0"});
+  expect_header_error(
+      one("{\"dtype\":\"U8\",\"shape\":[9223372036854775808],\"data_offsets\":[0,0]}"), 0,
+      {"tensor 'a': shape [9223372036854775808] has a dimension above 2^63 - 1 at position 0"});
   // Beyond 64 bits nlohmann reads a float: refused as such.
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[0,0]}"), 0,
                       {"has a non-integer or out-of-range number at position 0"});
@@ -161,7 +168,8 @@ TEST(SafetensorsHeader, ElementCountOverflow) {
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,0]}"), 0,
                       {"holds more than 2^64 bits"});
   // A zero dimension makes the count 0 whatever the others are.
-  EXPECT_NO_THROW(load(one("{\"dtype\":\"U8\",\"shape\":[9223372036854775807,0],\"data_offsets\":[0,0]}"), 0));
+  EXPECT_NO_THROW(
+      load(one("{\"dtype\":\"U8\",\"shape\":[9223372036854775807,0],\"data_offsets\":[0,0]}"), 0));
 }
 
 TEST(SafetensorsHeader, ShapeAndByteLengthDisagree) {
@@ -178,8 +186,9 @@ TEST(SafetensorsHeader, OffsetsOutOfOrderOrRange) {
                       {"tensor 'a': data_offsets [8, 4] end before they begin"});
   expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[100],\"data_offsets\":[0,100]}"), 8,
                       {"tensor 'a': data_offsets [0, 100] run past the end of the data section (8 bytes)"});
-  expect_header_error(one("{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[18446744073709551615,18446744073709551615]}"),
-                      0, {"run past the end of the data section (0 bytes)"});
+  expect_header_error(
+      one("{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[18446744073709551615,18446744073709551615]}"), 0,
+      {"run past the end of the data section (0 bytes)"});
 }
 
 TEST(SafetensorsHeader, OverlappingTensors) {
@@ -207,7 +216,8 @@ TEST(SafetensorsHeader, GapsAndTrailingBytes) {
 }
 
 TEST(SafetensorsHeader, MetadataMustBeAStringMap) {
-  expect_header_error("{\"__metadata__\":[\"x\"]}", 0, {"__metadata__ is an array, expected an object of strings"});
+  expect_header_error("{\"__metadata__\":[\"x\"]}", 0,
+                      {"__metadata__ is an array, expected an object of strings"});
   expect_header_error("{\"__metadata__\":{\"format\":\"pt\",\"step\":3}}", 0,
                       {"__metadata__ entry \"step\" is a number, expected a string"});
   const SafetensorsFile null_metadata = load("{\"__metadata__\":null}");

@@ -64,13 +64,15 @@ TEST(SafetensorsModel, ShardedDirectoryFindsTensorsAcrossShards) {
     EXPECT_EQ(m.tensor("c").file(), dir.file("model-00002-of-00002.safetensors"));
     EXPECT_EQ(m.tensor("c").to_vector<std::uint8_t>(), bytes_of(4, 4));
     EXPECT_EQ(m.tensor("b").to_vector<std::uint8_t>(), bytes_of(8, 4));
-    expect_error([&] { m.tensor("d"); }, {"safetensors model '" + m.source() + "' has no tensor 'd' (3 tensors in 2 files)"});
+    expect_error([&] { m.tensor("d"); },
+                 {"safetensors model '" + m.source() + "' has no tensor 'd' (3 tensors in 2 files)"});
   }
 }
 
 TEST(SafetensorsModel, MissingModel) {
   TempDir dir;
-  expect_error([&] { SafetensorsModel::open(dir.file("nothing")); }, {"safetensors model '", "nothing' does not exist"});
+  expect_error([&] { SafetensorsModel::open(dir.file("nothing")); },
+               {"safetensors model '", "nothing' does not exist"});
   expect_error([&] { SafetensorsModel::open(dir.path().string()); },
                {"safetensors model directory '" + dir.path().string() +
                 "' has neither model.safetensors.index.json nor model.safetensors"});
@@ -95,59 +97,71 @@ TEST(SafetensorsModel, MalformedIndex) {
   expect_index_error(R"({"weight_map": ["a"]})", {"\"weight_map\" has JSON type array, expected object"});
   expect_index_error(R"({"weight_map": {"a": 1}})",
                      {"weight_map entry for tensor 'a' has JSON type number, expected a shard file name"});
-  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "a": "model-00001-of-00002.safetensors"}})",
-                     {"duplicate key \"a\" in object \"/weight_map\""});
+  expect_index_error(
+      R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "a": "model-00001-of-00002.safetensors"}})",
+      {"duplicate key \"a\" in object \"/weight_map\""});
 }
 
 TEST(SafetensorsModel, IndexNamingAMissingShard) {
-  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
+  expect_index_error(
+      R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
                          "c": "model-00003-of-00003.safetensors"}})",
-                     {"weight_map puts tensor 'c' in shard 'model-00003-of-00003.safetensors', but '", "<dir>",
-                      "' does not exist"});
+      {"weight_map puts tensor 'c' in shard 'model-00003-of-00003.safetensors', but '", "<dir>",
+       "' does not exist"});
 }
 
 TEST(SafetensorsModel, ShardNamesMustStayInTheDirectory) {
-  expect_index_error(R"({"weight_map": {"a": "../model-00001-of-00002.safetensors"}})",
-                     {"weight_map names the shard \"../model-00001-of-00002.safetensors\" for tensor 'a'; expected a "
-                      "file name inside the model directory"});
+  expect_index_error(
+      R"({"weight_map": {"a": "../model-00001-of-00002.safetensors"}})",
+      {"weight_map names the shard \"../model-00001-of-00002.safetensors\" for tensor 'a'; expected a "
+       "file name inside the model directory"});
   expect_index_error(R"({"weight_map": {"a": "/etc/passwd"}})", {"names the shard \"/etc/passwd\""});
   expect_index_error(R"({"weight_map": {"a": ""}})", {"names the shard \"\" for tensor 'a'"});
 }
 
 TEST(SafetensorsModel, IndexAndShardsDisagree) {
   // "c" is listed in the first shard, which does not hold it.
-  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
+  expect_index_error(
+      R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
                          "c": "model-00001-of-00002.safetensors"}})",
-                     {"weight_map puts tensor 'c' in shard '", "model-00001-of-00002.safetensors', which has no such tensor"});
+      {"weight_map puts tensor 'c' in shard '",
+       "model-00001-of-00002.safetensors', which has no such tensor"});
   // The first shard holds "b", which the weight_map puts nowhere.
-  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})",
-                     {"shard '", "model-00001-of-00002.safetensors' holds tensor 'b', which the weight_map does not put there"});
+  expect_index_error(
+      R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})",
+      {"shard '",
+       "model-00001-of-00002.safetensors' holds tensor 'b', which the weight_map does not put there"});
 }
 
 TEST(SafetensorsModel, TensorInTwoShards) {
   TempDir dir;
   write_shard(dir.file("s1.safetensors"), {"a", "b"});
   write_shard(dir.file("s2.safetensors"), {"b", "c"});
-  test::write_file(dir.file("model.safetensors.index.json"),
-                   R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors", "c": "s2.safetensors"}})");
+  test::write_file(
+      dir.file("model.safetensors.index.json"),
+      R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors", "c": "s2.safetensors"}})");
   expect_error([&] { SafetensorsModel::open(dir.path().string()); },
-               {"tensor 'b' is in two shards, '" + dir.file("s1.safetensors") + "' and '" + dir.file("s2.safetensors") + "'"});
+               {"tensor 'b' is in two shards, '" + dir.file("s1.safetensors") + "' and '" +
+                dir.file("s2.safetensors") + "'"});
 }
 
 TEST(SafetensorsModel, CorruptShardIsNamed) {
   TempDir dir;
   write_sharded_model(dir);
   test::write_file(dir.file("model-00002-of-00002.safetensors"), std::vector<std::uint8_t>{1, 2, 3});
-  expect_error([&] { SafetensorsModel::open(dir.path().string()); },
-               {"safetensors file '" + dir.file("model-00002-of-00002.safetensors") + "'", "shorter than the 8-byte"});
+  expect_error(
+      [&] { SafetensorsModel::open(dir.path().string()); },
+      {"safetensors file '" + dir.file("model-00002-of-00002.safetensors") + "'", "shorter than the 8-byte"});
 }
 
 TEST(SafetensorsModel, ShardsInSubdirectoriesAreAllowed) {
   TempDir dir;
   std::filesystem::create_directories(dir.path() / "shards");
   write_shard(dir.file("shards/one.safetensors"), {"a"});
-  test::write_file(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": "shards/one.safetensors"}})");
-  EXPECT_EQ(SafetensorsModel::open(dir.path().string()).tensor("a").to_vector<std::uint8_t>(), bytes_of(4, 4));
+  test::write_file(dir.file("model.safetensors.index.json"),
+                   R"({"weight_map": {"a": "shards/one.safetensors"}})");
+  EXPECT_EQ(SafetensorsModel::open(dir.path().string()).tensor("a").to_vector<std::uint8_t>(),
+            bytes_of(4, 4));
 }
 
 }  // namespace

@@ -22,12 +22,12 @@ std::vector<std::uint8_t> le_bytes(const void* p, std::size_t n) {
 
 // A file with tensors of several dtypes, written by SafetensorsWriter.
 struct Sample {
-  std::vector<float> w{1.5f, -2.0f, 3.25f, 0.0f, -0.5f, 7.0f};      // F32 [2, 3]
-  std::vector<std::uint16_t> bf{0x3F80, 0xC000, 0x7F80, 0x0001};    // BF16 [4]
-  std::vector<std::uint8_t> scale{0x30, 0x38, 0x7E};                 // F8_E4M3 [3]
-  std::vector<std::uint8_t> packed{0xD7, 0x01, 0xFF, 0x80};          // U8 [2, 2]
-  std::vector<std::int64_t> ids{-1, 1LL << 40};                      // I64 [2]
-  float gs = 0.125f;                                                  // F32 []
+  std::vector<float> w{1.5f, -2.0f, 3.25f, 0.0f, -0.5f, 7.0f};    // F32 [2, 3]
+  std::vector<std::uint16_t> bf{0x3F80, 0xC000, 0x7F80, 0x0001};  // BF16 [4]
+  std::vector<std::uint8_t> scale{0x30, 0x38, 0x7E};              // F8_E4M3 [3]
+  std::vector<std::uint8_t> packed{0xD7, 0x01, 0xFF, 0x80};       // U8 [2, 2]
+  std::vector<std::int64_t> ids{-1, 1LL << 40};                   // I64 [2]
+  float gs = 0.125f;                                              // F32 []
 
   SafetensorsWriter writer() const {
     SafetensorsWriter out;
@@ -125,8 +125,11 @@ TEST(SafetensorsReader, ExpectDtypeAndShape) {
   const SafetensorsFile f = SafetensorsFile::from_bytes(Sample().writer().serialize(), "sample.bin");
   const TensorView packed = f.tensor("layer.weight_packed");
   EXPECT_NO_THROW(packed.expect_dtype(Dtype::u8).expect_shape({2, 2}));
-  expect_error([&] { packed.expect_shape({2, 4}); },
-               {"tensor 'layer.weight_packed' in 'sample.bin': expected shape [2, 4], but it is U8 [2, 2]"});
+  expect_error(
+      [&] {
+        packed.expect_shape({2, 4});
+      },
+      {"tensor 'layer.weight_packed' in 'sample.bin': expected shape [2, 4], but it is U8 [2, 2]"});
   expect_error([&] { packed.expect_dtype(Dtype::f8_e4m3); }, {"expected dtype F8_E4M3, but it is U8 [2, 2]"});
 }
 

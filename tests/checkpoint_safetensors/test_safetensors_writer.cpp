@@ -42,7 +42,8 @@ TEST(SafetensorsWriter, HeaderIsPaddedWithSpacesToAMultipleOf8) {
     const std::vector<std::uint8_t> file = w.serialize();
     const std::string header = header_text(file);
     ASSERT_EQ(header.size() % 8, 0u);
-    const std::string json = "{\"" + std::string(len, 'n') + "\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}}";
+    const std::string json =
+        "{\"" + std::string(len, 'n') + "\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}}";
     EXPECT_EQ(header, json + std::string(header.size() - json.size(), ' '));
     EXPECT_LT(header.size() - json.size(), 8u);
     EXPECT_EQ(file.size(), 8 + header.size() + 3);
@@ -63,13 +64,19 @@ TEST(SafetensorsWriter, OrdersByDtypeSizeThenNameSoEveryTensorIsAligned) {
   std::vector<std::string> order;
   for (const TensorInfo& t : f.tensors()) {
     order.push_back(t.name);
-    EXPECT_EQ((f.data_offset() + t.begin) % static_cast<std::uint64_t>(std::max(1, dtype_bits(t.dtype) / 8)), 0u) << t.name;
+    EXPECT_EQ((f.data_offset() + t.begin) % static_cast<std::uint64_t>(std::max(1, dtype_bits(t.dtype) / 8)),
+              0u)
+        << t.name;
   }
   // The official enum order: ... BOOL < U8 < BF16 < F32 < F64 < I64; descending, then by name.
-  EXPECT_EQ(order, (std::vector<std::string>{"c_i64", "z_f64", "a_f32", "b_f32", "a_bf16", "b_u8", "a_bool"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"c_i64", "z_f64", "a_f32", "b_f32", "a_bf16", "b_u8", "a_bool"}));
   // __metadata__ comes first, then the tensors in file order, fields as the official writer puts them.
   const std::string header = header_text(w.serialize());
-  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"c_i64\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},", 0), 0u)
+  EXPECT_EQ(header.rfind("{\"__metadata__\":{\"format\":\"pt\"},\"c_i64\":{\"dtype\":\"I64\",\"shape\":[1],"
+                         "\"data_offsets\":[0,8]},",
+                         0),
+            0u)
       << header;
 }
 
@@ -85,7 +92,8 @@ TEST(SafetensorsWriter, RoundTripsThroughFileAndMemory) {
   EXPECT_EQ(test::read_file(path), w.serialize());
   const SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.tensor("w").to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
-  EXPECT_EQ(f.tensor("\xce\xb1.scale").to_vector<std::uint8_t>(Dtype::f8_e4m3), (std::vector<std::uint8_t>{0x38, 0x7E}));
+  EXPECT_EQ(f.tensor("\xce\xb1.scale").to_vector<std::uint8_t>(Dtype::f8_e4m3),
+            (std::vector<std::uint8_t>{0x38, 0x7E}));
   EXPECT_EQ(f.tensor("empty").shape(), (std::vector<std::int64_t>{0, 5}));
   EXPECT_EQ(f.metadata().at("k"), "v \xe2\x9c\x93");
 }
@@ -105,7 +113,8 @@ TEST(SafetensorsWriter, CopiesViewsWithoutCopyingTheirBytes) {
   const SafetensorsFile c = SafetensorsFile::from_bytes(copy.serialize(), "copy");
   EXPECT_EQ(c.tensor("a").to_vector<std::int32_t>(), (std::vector<std::int32_t>{7, -8, 9}));
   EXPECT_EQ(c.tensor("renamed").to_vector<std::int32_t>(), (std::vector<std::int32_t>{7, -8, 9}));
-  EXPECT_EQ(c.tensor("b").to_vector<std::uint16_t>(Dtype::bf16), (std::vector<std::uint16_t>{0x0201, 0x0403}));
+  EXPECT_EQ(c.tensor("b").to_vector<std::uint16_t>(Dtype::bf16),
+            (std::vector<std::uint16_t>{0x0201, 0x0403}));
 }
 
 TEST(SafetensorsWriter, RefusesBadTensors) {
@@ -116,14 +125,23 @@ TEST(SafetensorsWriter, RefusesBadTensors) {
                {"\"__metadata__\" is reserved"});
   expect_error([&] { w.add("bad\xff", Dtype::u8, {1}, std::vector<std::uint8_t>{1}); },
                {"a tensor name is not valid UTF-8 (byte 3)"});
-  expect_error([&] { w.add("neg", Dtype::u8, {2, -1}, std::vector<std::uint8_t>{}); },
-               {"tensor 'neg' has the negative dimension -1 in shape [2, -1]"});
-  expect_error([&] { w.add("size", Dtype::f32, {2, 3}, std::vector<std::uint8_t>(20)); },
-               {"tensor 'size': shape [2, 3] of F32 needs 24 bytes, but 20 were given"});
+  expect_error(
+      [&] {
+        w.add("neg", Dtype::u8, {2, -1}, std::vector<std::uint8_t>{});
+      },
+      {"tensor 'neg' has the negative dimension -1 in shape [2, -1]"});
+  expect_error(
+      [&] {
+        w.add("size", Dtype::f32, {2, 3}, std::vector<std::uint8_t>(20));
+      },
+      {"tensor 'size': shape [2, 3] of F32 needs 24 bytes, but 20 were given"});
   expect_error([&] { w.add("nibbles", Dtype::f4, {3}, std::vector<std::uint8_t>(2)); },
                {"tensor 'nibbles': shape [3] of F4 does not fill whole bytes"});
-  expect_error([&] { w.add("huge", Dtype::u8, {1LL << 62, 8}, std::vector<std::uint8_t>{}); },
-               {"tensor 'huge' of shape [4611686018427387904, 8] holds more than 2^64 bits"});
+  expect_error(
+      [&] {
+        w.add("huge", Dtype::u8, {1LL << 62, 8}, std::vector<std::uint8_t>{});
+      },
+      {"tensor 'huge' of shape [4611686018427387904, 8] holds more than 2^64 bits"});
   expect_error([&] { w.set_metadata("k", "\xc3"); }, {"a metadata value is not valid UTF-8 (byte 0)"});
   EXPECT_EQ(w.size(), 1u);
 }
@@ -137,7 +155,8 @@ TEST(SafetensorsWriter, WritesAtomically) {
   w.write(path);
   EXPECT_EQ(SafetensorsFile::open(path).tensor("x").scalar_f32(), 5.0f);
   std::vector<std::string> entries;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    entries.push_back(e.path().filename().string());
   EXPECT_EQ(entries, (std::vector<std::string>{"m.safetensors"}));  // no temporary left
 
   // Into a missing directory: an error naming the path, nothing created.
@@ -145,24 +164,28 @@ TEST(SafetensorsWriter, WritesAtomically) {
                {"cannot write '" + dir.file("missing/m.safetensors") + "'", "No such file or directory"});
   // Over a directory: the rename fails, the temporary is removed, the directory stays.
   std::filesystem::create_directories(dir.path() / "taken");
-  expect_error([&] { w.write(dir.file("taken")); }, {"cannot write '" + dir.file("taken") + "': rename failed"});
+  expect_error([&] { w.write(dir.file("taken")); },
+               {"cannot write '" + dir.file("taken") + "': rename failed"});
   entries.clear();
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    entries.push_back(e.path().filename().string());
   std::sort(entries.begin(), entries.end());
   EXPECT_EQ(entries, (std::vector<std::string>{"m.safetensors", "taken"}));
 }
 
 TEST(SafetensorsWriter, WritesShardsAndAnIndex) {
   SafetensorsWriter w;
-  for (const char* name : {"a", "b", "c", "d"}) w.add(name, Dtype::u8, {16}, std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(name[0])));
+  for (const char* name : {"a", "b", "c", "d"})
+    w.add(name, Dtype::u8, {16}, std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(name[0])));
   w.add("big", Dtype::u8, {100}, std::vector<std::uint8_t>(100, 9));
   w.set_metadata("format", "pt");
   TempDir dir;
   const std::string out = dir.file("out");
   // Name order a, b, big, c, d with at most 40 bytes: [a, b] [big] [c, d].
   const std::vector<std::string> shards = w.write_sharded(out, 40);
-  ASSERT_EQ(shards, (std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                                              "model-00003-of-00003.safetensors"}));
+  ASSERT_EQ(shards,
+            (std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                                      "model-00003-of-00003.safetensors"}));
   EXPECT_EQ(SafetensorsFile::open(out + "/" + shards[0]).tensors().size(), 2u);
   EXPECT_EQ(SafetensorsFile::open(out + "/" + shards[1]).tensors().size(), 1u);
   EXPECT_EQ(SafetensorsFile::open(out + "/" + shards[2]).metadata().at("format"), "pt");
