@@ -21,7 +21,9 @@ class Context {
   static Context create(std::string_view selector);
 
   // Wraps a context and queue the caller owns. fp4cl retains both for as long as it uses them
-  // and releases only what it retained. The queue's device is the device fp4cl runs on.
+  // and releases only what it retained. The queue's device is the device fp4cl runs on; the
+  // queue must be in-order and belong to `context`. Throws fp4cl::Error (taking no reference)
+  // for a null handle, a queue of another context or an out-of-order queue.
   static Context wrap(::cl_context context, ::cl_command_queue queue);
 
   const cl::Context& opencl_context() const;
