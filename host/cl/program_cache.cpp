@@ -127,8 +127,9 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
   check_cl(err, "creating the program {}", kernel_file);
   err = program.build({device_}, options.c_str());
   if (err != CL_SUCCESS) {
+    const std::string failure_log = build_log(program, device_);
     throw Error(fmt::format("building {} with options \"{}\" on {}: {} ({})\nbuild log:\n{}", kernel_file, options,
-                            info_.name, cl_status_name(err), err, build_log(program, device_)),
+                            info_.name, cl_status_name(err), err, failure_log.empty() ? "(empty)" : failure_log),
                 err);
   }
   if (log::enabled(log::Level::debug)) {

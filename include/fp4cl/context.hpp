@@ -1,6 +1,6 @@
 // A Context is the device, OpenCL context, command queue and program cache fp4cl works with.
-// It is cheap to copy (shared state). It either owns its OpenCL objects or wraps the ones a
-// serving runtime already has.
+// It is cheap to copy (shared state) and may be used from several threads (the program cache is
+// thread-safe). It either owns its OpenCL objects or wraps the ones a serving runtime already has.
 #pragma once
 
 #include <memory>
