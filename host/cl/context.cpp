@@ -39,22 +39,36 @@ Context Context::create(std::string_view selector) {
 Context Context::wrap(::cl_context context, ::cl_command_queue queue) {
   if (!context) fail("Context::wrap: the cl_context is null");
   if (!queue) fail("Context::wrap: the cl_command_queue is null");
+  // Everything is checked before fp4cl takes a reference, so a refused pair leaves the caller's
+  // objects exactly as they were.
+  ::cl_context queue_context = nullptr;
+  check_cl(::clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof queue_context, &queue_context, nullptr),
+           "Context::wrap: querying the context of the cl_command_queue (is it a valid queue?)");
+  if (queue_context != context)
+    fail("Context::wrap: the cl_command_queue belongs to another cl_context than the one given");
+  cl_command_queue_properties properties = 0;
+  check_cl(::clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
+           "Context::wrap: querying the properties of the cl_command_queue");
+  if (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    fail("Context::wrap: the cl_command_queue is out-of-order; fp4cl enqueues dependent kernels in sequence "
+         "and needs an in-order queue");
+  ::cl_device_id device = nullptr;
+  check_cl(::clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof device, &device, nullptr),
+           "Context::wrap: querying the device of the cl_command_queue");
+
   auto state = std::make_shared<State>();
-  // retainObject = true: fp4cl takes its own references and releases only those.
-  state->context = cl::Context(context, true);
-  state->queue = cl::CommandQueue(queue, true);
-  cl_int err = CL_SUCCESS;
-  const ::cl_context queue_context = state->queue.getInfo<CL_QUEUE_CONTEXT>(&err)();
-  check_cl(err, "Context::wrap: querying the queue's context");
-  if (queue_context != context) fail("Context::wrap: the command queue belongs to another cl_context");
-  state->device = state->queue.getInfo<CL_QUEUE_DEVICE>(&err);
-  check_cl(err, "Context::wrap: querying the queue's device");
-  const cl_command_queue_properties props = state->queue.getInfo<CL_QUEUE_PROPERTIES>(&err);
-  check_cl(err, "Context::wrap: querying the queue's properties");
-  state->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  // fp4cl's own references, each released once by its cl:: wrapper when the last copy of this
+  // Context (and of any program or kernel built through it) is gone.
+  check_cl(::clRetainContext(context), "Context::wrap: retaining the cl_context");
+  state->context = cl::Context(context, /*retainObject=*/false);  // adopts the reference just taken
+  check_cl(::clRetainCommandQueue(queue), "Context::wrap: retaining the cl_command_queue");
+  state->queue = cl::CommandQueue(queue, /*retainObject=*/false);
+  state->device = cl::Device(device, /*retainObject=*/true);  // a no-op for root devices
+  state->profiling = (properties & CL_QUEUE_PROFILING_ENABLE) != 0;
   state->info = query_device_info(state->device);
   state->programs = std::make_unique<ProgramCache>(state->context, state->device, state->info,
                                                    ProgramCache::disk_dir_from_env());
+  log::info("device {} (wrapped context)", state->info.describe());
   return Context(std::move(state));
 }
 

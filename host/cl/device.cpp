@@ -2,22 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 
+#include "cl/device_selector.hpp"
 #include "support/check.hpp"
+#include "support/log.hpp"
 
 namespace fp4cl {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return r;
-}
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\0' || std::isspace(static_cast<unsigned char>(s.back())))) s.pop_back();
@@ -39,6 +34,8 @@ struct Enumerated {
   DeviceInfo info;
 };
 
+// Every device of every platform. A platform or device that cannot be queried is skipped with a
+// warning (one broken ICD must not hide the others); indices stay those of the OpenCL lists.
 std::vector<Enumerated> enumerate() {
   std::vector<cl::Platform> platforms;
   const cl_int err = cl::Platform::get(&platforms);
@@ -50,19 +47,19 @@ std::vector<Enumerated> enumerate() {
     std::vector<cl::Device> devices;
     const cl_int derr = platforms[p].getDevices(CL_DEVICE_TYPE_ALL, &devices);
     if (derr == CL_DEVICE_NOT_FOUND) continue;
-    check_cl(derr, "listing the devices of OpenCL platform {}", p);
+    if (derr != CL_SUCCESS) {
+      log::warn("skipping OpenCL platform {}: listing its devices failed with {} ({})", p, cl_status_name(derr), derr);
+      continue;
+    }
     for (std::size_t d = 0; d < devices.size(); ++d) {
-      all.push_back({devices[d], query_device_info(devices[d], static_cast<int>(p), static_cast<int>(d))});
+      try {
+        all.push_back({devices[d], query_device_info(devices[d], static_cast<int>(p), static_cast<int>(d))});
+      } catch (const Error& e) {
+        log::warn("skipping OpenCL device {}:{}: {}", p, d, e.what());
+      }
     }
   }
   return all;
-}
-
-std::string device_list(const std::vector<Enumerated>& all) {
-  if (all.empty()) return "  (no OpenCL devices: is an ICD such as pocl-opencl-icd installed?)";
-  std::string s;
-  for (const auto& e : all) s += "\n  " + e.info.describe();
-  return s;
 }
 
 }  // namespace
@@ -135,47 +132,13 @@ std::string device_selector_from_env() {
   return v ? std::string(v) : std::string();
 }
 
-SelectedDevice select_device(std::string_view selector_in) {
-  const std::string selector = lower(trim(std::string(selector_in)));
+SelectedDevice select_device(std::string_view selector) {
   const auto all = enumerate();
-  auto first_of = [&](DeviceKind kind) -> const Enumerated* {
-    for (const auto& e : all)
-      if (e.info.kind == kind) return &e;
-    return nullptr;
-  };
-  const Enumerated* found = nullptr;
-  if (selector.empty() || selector == "default") {
-    found = first_of(DeviceKind::gpu);
-    if (!found) found = first_of(DeviceKind::cpu);
-    if (!found && !all.empty()) found = &all.front();
-  } else if (selector == "gpu") {
-    found = first_of(DeviceKind::gpu);
-  } else if (selector == "cpu") {
-    found = first_of(DeviceKind::cpu);
-  } else if (selector == "accelerator") {
-    found = first_of(DeviceKind::accelerator);
-  } else {
-    int p = -1, d = -1;
-    char tail = 0;
-    if (std::sscanf(selector.c_str(), "%d:%d%c", &p, &d, &tail) == 2) {
-      for (const auto& e : all)
-        if (e.info.platform_index == p && e.info.device_index == d) found = &e;
-    } else {
-      for (const auto& e : all) {
-        if (lower(e.info.name).find(selector) != std::string::npos) { found = &e; break; }
-      }
-      for (std::size_t i = 0; !found && i < all.size(); ++i) {
-        if (lower(all[i].info.platform_name + " " + all[i].info.name).find(selector) != std::string::npos)
-          found = &all[i];
-      }
-    }
-  }
-  if (!found) {
-    fail("no OpenCL device matches the selector '{}' (FP4CL_DEVICE: \"gpu\", \"cpu\", \"P:D\" or a name "
-         "substring); the devices are:{}",
-         std::string(selector_in), device_list(all));
-  }
-  return {found->device, found->info};
+  std::vector<DeviceInfo> infos;
+  infos.reserve(all.size());
+  for (const auto& e : all) infos.push_back(e.info);
+  const std::size_t i = detail::select_device_index(selector, infos);
+  return {all[i].device, all[i].info};
 }
 
 }  // namespace fp4cl

@@ -73,8 +73,14 @@ std::string cl_status_name(int status) {
     FP4CL_CASE(CL_INVALID_LINKER_OPTIONS)
     FP4CL_CASE(CL_INVALID_DEVICE_PARTITION_COUNT)
 #undef FP4CL_CASE
-    case -1001:
-      return "CL_PLATFORM_NOT_FOUND_KHR";
+    // Codes of OpenCL 2.x/3.0 and of extensions, spelled as numbers because the 1.2 headers
+    // fp4cl compiles against do not define them.
+    case -69: return "CL_INVALID_PIPE_SIZE";
+    case -70: return "CL_INVALID_DEVICE_QUEUE";
+    case -71: return "CL_INVALID_SPEC_ID";
+    case -72: return "CL_MAX_SIZE_RESTRICTION_EXCEEDED";
+    case -1000: return "CL_INVALID_GL_SHAREGROUP_REFERENCE_KHR";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     default:
       return "CL_UNKNOWN_ERROR(" + std::to_string(status) + ")";
   }

@@ -1,151 +1,54 @@
 #include "fp4cl/program_cache.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <cctype>
 #include <cstdlib>
-#include <cstring>
+#include <exception>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "cl/binary_cache.hpp"
 #include "support/check.hpp"
-#include "support/hash.hpp"
 #include "support/log.hpp"
 
 namespace fp4cl {
 
-namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------- BuildOptions
-
-BuildOptions& BuildOptions::define(const std::string& name, long long value) {
-  return define(name, std::to_string(value));
-}
-BuildOptions& BuildOptions::define(const std::string& name, const std::string& value) {
-  if (name.empty() || name.find_first_of(" \t=\"'") != std::string::npos)
-    fail("BuildOptions: invalid define name '{}'", name);
-  if (value.find_first_of(" \t\"'") != std::string::npos)
-    fail("BuildOptions: the value '{}' of define {} has white space or quotes", value, name);
-  defines_[name] = value;
-  return *this;
-}
-BuildOptions& BuildOptions::flag(const std::string& f) {
-  flags_.push_back(f);
-  return *this;
-}
-std::string BuildOptions::str() const {
-  std::string s;
-  for (const auto& [name, value] : defines_) s += fmt::format("{}-D{}={}", s.empty() ? "" : " ", name, value);
-  std::vector<std::string> flags = flags_;
-  std::sort(flags.begin(), flags.end());
-  for (const auto& f : flags) s += (s.empty() ? "" : " ") + f;
-  return s;
-}
-
-// ---------------------------------------------------------------- disk cache entries
-//
-// File: "FP4CLBIN1\n", then the key text's length (8 bytes LE), the key text, the binary's length
-// (8 bytes LE), the binary, and a 16-byte hash of key+binary. Any mismatch = corrupt → rebuild.
-
 namespace {
-
-constexpr char kMagic[] = "FP4CLBIN1\n";
-
-void put_u64(std::string& out, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-bool get_u64(const std::string& in, std::size_t& pos, std::uint64_t& v) {
-  if (in.size() - pos < 8 || pos > in.size()) return false;
-  v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[pos + i])) << (8 * i);
-  pos += 8;
-  return true;
-}
-std::string checksum(const std::string& key, const std::string& binary) {
-  Hash128 h;
-  h.update(key).update(binary);
-  std::string s;
-  put_u64(s, h.a);
-  put_u64(s, h.b);
-  return s;
-}
-
-// Returns the binary, or "" when the entry is missing, corrupt or for another key.
-std::string read_entry(const fs::path& path, const std::string& key, bool& rejected) {
-  rejected = false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
-  std::size_t pos = sizeof(kMagic) - 1;
-  std::uint64_t key_len = 0, bin_len = 0;
-  rejected = true;
-  if (data.compare(0, pos, kMagic) != 0) return {};
-  if (!get_u64(data, pos, key_len) || key_len > data.size() - pos) return {};
-  const std::string stored_key = data.substr(pos, key_len);
-  pos += key_len;
-  if (stored_key != key) return {};
-  if (!get_u64(data, pos, bin_len) || bin_len > data.size() - pos || bin_len == 0) return {};
-  std::string binary = data.substr(pos, bin_len);
-  pos += bin_len;
-  if (data.size() - pos != 16 || data.compare(pos, 16, checksum(key, binary)) != 0) return {};
-  rejected = false;
-  return binary;
-}
-
-bool write_entry(const fs::path& path, const std::string& key, const std::string& binary) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec) return false;
-  std::string data(kMagic, sizeof(kMagic) - 1);
-  put_u64(data, key.size());
-  data += key;
-  put_u64(data, binary.size());
-  data += binary;
-  data += checksum(key, binary);
-  // Unique temporary name in the same directory, then an atomic rename.
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}.{}", static_cast<long>(::getpid()),
-                                                   reinterpret_cast<std::uintptr_t>(&data));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return false;
-  }
-  return true;
-}
 
 std::string build_log(const cl::Program& program, const cl::Device& device) {
   std::string log;
   if (program.getBuildInfo(device, CL_PROGRAM_BUILD_LOG, &log) != CL_SUCCESS) return "(no build log)";
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  return log.empty() ? "(empty build log)" : log;
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  return log;
+}
+
+std::string kernel_names(const cl::Program& program) {
+  std::string names;
+  if (program.getInfo(CL_PROGRAM_KERNEL_NAMES, &names) != CL_SUCCESS) return "(unknown)";
+  while (!names.empty() && names.back() == '\0') names.pop_back();
+  for (char& c : names)
+    if (c == ';') c = ' ';
+  return names.empty() ? "(none)" : names;
 }
 
 }  // namespace
 
-// ---------------------------------------------------------------- ProgramCache
-
-ProgramCache::ProgramCache(cl::Context context, cl::Device device, DeviceInfo info, std::string disk_dir)
-    : context_(std::move(context)), device_(std::move(device)), info_(std::move(info)), disk_dir_(std::move(disk_dir)) {}
+ProgramCache::ProgramCache(cl::Context context, cl::Device device, DeviceInfo info, std::string disk_dir,
+                           KernelSources sources)
+    : context_(std::move(context)),
+      device_(std::move(device)),
+      info_(std::move(info)),
+      disk_dir_(std::move(disk_dir)),
+      sources_(std::move(sources)) {
+  if (!sources_) fail("ProgramCache: no kernel source table given");
+}
 
 std::string ProgramCache::disk_dir_from_env() {
-  const char* v = std::getenv("FP4CL_CACHE_DIR");
-  if (v && *v) {
-    const std::string s(v);
-    if (s == "off" || s == "OFF" || s == "0") return {};
+  if (const char* v = std::getenv("FP4CL_CACHE_DIR"); v && *v) {
+    std::string s(v);
+    std::string lowered = s;
+    for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lowered == "off") return {};
     return s;
   }
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/fp4cl";
@@ -153,73 +56,141 @@ std::string ProgramCache::disk_dir_from_env() {
   return {};
 }
 
-cl::Program ProgramCache::build(const std::string& source, const std::string& options, const std::string& what) {
-  const std::string key = fmt::format(
-      "fp4cl program cache v1\nsource {}\noptions {}\ndevice {}\ndriver {}\nplatform {}\n",
-      Hash128().update(source).hex(), options, info_.name, info_.driver_version, info_.platform_version);
-  const fs::path entry = disk_dir_.empty() ? fs::path()
-                                           : fs::path(disk_dir_) / (Hash128().update(key).hex() + ".clbin");
-  cl_int err = CL_SUCCESS;
-  if (!disk_dir_.empty()) {
-    bool rejected = false;
-    const std::string binary = read_entry(entry, key, rejected);
-    if (rejected) {
+// A program from a cached binary, or a null program when there is none or it is unusable.
+cl::Program ProgramCache::load_cached(const std::string& entry, const std::string& key, const std::string& options,
+                                      const std::string& what) {
+  detail::CacheEntryRead read = detail::read_cache_entry(entry, key);
+  if (read.status == detail::CacheEntryRead::missing) return {};
+  if (read.status != detail::CacheEntryRead::found) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.disk_rejected;
-      log::warn("program cache entry {} for {} is corrupt or stale; rebuilding it", entry.string(), what);
     }
-    if (!binary.empty()) {
-      const std::vector<unsigned char> bytes(binary.begin(), binary.end());
-      cl::Program::Binaries binaries{bytes};
-      std::vector<cl_int> status;
-      cl::Program program(context_, {device_}, binaries, &status, &err);
-      if (err == CL_SUCCESS && program.build({device_}, options.c_str()) == CL_SUCCESS) {
-        ++stats_.disk_hits;
-        return program;
-      }
-      ++stats_.disk_rejected;
-      log::warn("the driver refused cached binary {} for {}; rebuilding it", entry.string(), what);
-    }
+    log::warn("program cache entry {} for {} is {}: {}; rebuilding it", entry, what,
+              read.status == detail::CacheEntryRead::stale ? "stale" : "corrupt", read.problem);
+    return {};
   }
+  const cl::Program::Binaries binaries{std::vector<unsigned char>(read.binary.begin(), read.binary.end())};
+  std::vector<cl_int> binary_status;
+  cl_int err = CL_SUCCESS;
+  cl::Program program(context_, {device_}, binaries, &binary_status, &err);
+  if (err == CL_SUCCESS) err = program.build({device_}, options.c_str());
+  if (err == CL_SUCCESS) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.disk_hits;
+    return program;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.disk_rejected;
+  }
+  log::warn("the OpenCL driver refused cached binary {} for {} ({}); rebuilding it", entry, what, cl_status_name(err));
+  return {};
+}
+
+void ProgramCache::store_cached(const std::string& entry, const std::string& key, const cl::Program& program) {
+  std::vector<std::vector<unsigned char>> binaries;
+  std::string failure;
+  const cl_int err = program.getInfo(CL_PROGRAM_BINARIES, &binaries);
+  if (err != CL_SUCCESS) {
+    failure = fmt::format("reading the program binary: {}", cl_status_name(err));
+  } else if (binaries.size() != 1 || binaries[0].empty()) {
+    failure = "the driver returned no program binary";
+  } else {
+    failure = detail::write_cache_entry(entry, key, std::string(binaries[0].begin(), binaries[0].end()));
+  }
+  if (failure.empty()) return;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.disk_write_failures;
+    first = !write_failure_reported_;
+    write_failure_reported_ = true;
+  }
+  // Warn once per cache (an unwritable directory would otherwise warn on every build).
+  log::at(first ? log::Level::warn : log::Level::debug,
+          "could not write program cache entry {} ({}); programs are still built, only not cached on disk", entry,
+          failure);
+}
+
+cl::Program ProgramCache::build(const std::string& kernel_file, const std::string& options) {
+  const std::string source = kernel_source(kernel_file, sources_);
+  const std::string key = detail::program_cache_key(source, options, info_);
+  const std::string entry = disk_dir_.empty() ? std::string() : detail::cache_entry_path(disk_dir_, key).string();
+
+  if (!entry.empty()) {
+    if (cl::Program cached = load_cached(entry, key, options, kernel_file); cached()) return cached;
+  }
+
+  cl_int err = CL_SUCCESS;
   cl::Program program(context_, source, false, &err);
-  check_cl(err, "creating the program {}", what);
+  check_cl(err, "creating the program {}", kernel_file);
   err = program.build({device_}, options.c_str());
   if (err != CL_SUCCESS) {
-    throw Error(fmt::format("building {} with options \"{}\" on {}: {} ({})\nbuild log:\n{}", what, options,
-                            info_.name, cl_status_name(err), err, build_log(program, device_)),
+    const std::string failure_log = build_log(program, device_);
+    throw Error(fmt::format("building {} with options \"{}\" on {}: {} ({})\nbuild log:\n{}", kernel_file, options,
+                            info_.name, cl_status_name(err), err, failure_log.empty() ? "(empty)" : failure_log),
                 err);
   }
-  ++stats_.source_builds;
-  if (!disk_dir_.empty()) {
-    std::vector<std::vector<unsigned char>> binaries;
-    if (program.getInfo(CL_PROGRAM_BINARIES, &binaries) == CL_SUCCESS && binaries.size() == 1 &&
-        !binaries[0].empty()) {
-      if (!write_entry(entry, key, std::string(binaries[0].begin(), binaries[0].end()))) {
-        ++stats_.disk_write_failures;
-        log::warn("could not write program cache entry {}", entry.string());
-      }
-    }
+  if (log::enabled(log::Level::debug)) {
+    const std::string log_text = build_log(program, device_);
+    if (!log_text.empty()) log::debug("build log of {} (\"{}\"):\n{}", kernel_file, options, log_text);
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.source_builds;
+  }
+  if (!entry.empty()) store_cached(entry, key, program);
   return program;
 }
 
 cl::Program ProgramCache::program(const std::string& kernel_file, const BuildOptions& options) {
-  const std::string opts = options.str();
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto key = std::make_pair(kernel_file, opts);
-  if (auto it = programs_.find(key); it != programs_.end()) {
-    ++stats_.memory_hits;
-    return it->second;
+  const auto key = std::make_pair(kernel_file, options.str());
+  std::promise<cl::Program> promise;
+  std::shared_future<cl::Program> pending;
+  bool building = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = programs_.find(key); it != programs_.end()) {
+      pending = it->second;
+    } else {
+      pending = promise.get_future().share();
+      programs_.emplace(key, pending);
+      building = true;
+    }
   }
-  cl::Program program = build(kernel_source(kernel_file), opts, kernel_file);
-  programs_.emplace(key, program);
-  return program;
+  if (!building) {
+    // Built, or being built by another thread: wait outside the lock (get() rethrows its error).
+    cl::Program program = pending.get();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.memory_hits;
+    return program;
+  }
+  try {
+    cl::Program program = build(kernel_file, key.second);
+    promise.set_value(program);
+    return program;
+  } catch (...) {
+    // Failures are not cached: a later request builds again (and reports its own error).
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      programs_.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+    throw;
+  }
 }
 
 cl::Kernel ProgramCache::kernel(const std::string& kernel_file, const std::string& kernel_name,
                                 const BuildOptions& options) {
-  cl::Program prog = program(kernel_file, options);
+  const cl::Program prog = program(kernel_file, options);
   cl_int err = CL_SUCCESS;
   cl::Kernel kernel(prog, kernel_name.c_str(), &err);
+  if (err == CL_INVALID_KERNEL_NAME) {
+    throw Error(fmt::format("creating kernel {} from {}: {} ({}): the program's kernels are: {}", kernel_name,
+                            kernel_file, cl_status_name(err), err, kernel_names(prog)),
+                err);
+  }
   check_cl(err, "creating kernel {} from {}", kernel_name, kernel_file);
   return kernel;
 }

@@ -1,8 +1,11 @@
-// Minimal leveled logging to stderr. FP4CL_LOG=error|warn|info|debug (default warn).
+// Minimal leveled logging, to stderr by default. FP4CL_LOG=error|warn|info|debug (default warn).
+// Library code prints only through here; an application (or a test) can lower or raise the level
+// and redirect the messages with set_level() and set_sink().
 #pragma once
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <string_view>
 #include <utility>
 
@@ -12,6 +15,15 @@ enum class Level { error = 0, warn = 1, info = 2, debug = 3 };
 
 bool enabled(Level level);
 void write(Level level, std::string_view message);
+
+// Overrides the level FP4CL_LOG chose (messages above it are dropped before formatting).
+void set_level(Level level);
+Level level();
+
+// Where messages go. An empty Sink means stderr ("fp4cl <level>: <message>"). Sinks are called
+// one message at a time (serialized) and must not log themselves. Returns the previous sink.
+using Sink = std::function<void(Level, std::string_view)>;
+Sink set_sink(Sink sink);
 
 template <typename... Args>
 void at(Level level, fmt::format_string<Args...> format, Args&&... args) {

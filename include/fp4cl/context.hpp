@@ -1,6 +1,6 @@
 // A Context is the device, OpenCL context, command queue and program cache fp4cl works with.
-// It is cheap to copy (shared state). It either owns its OpenCL objects or wraps the ones a
-// serving runtime already has.
+// It is cheap to copy (shared state) and may be used from several threads (the program cache is
+// thread-safe). It either owns its OpenCL objects or wraps the ones a serving runtime already has.
 #pragma once
 
 #include <memory>
@@ -21,7 +21,9 @@ class Context {
   static Context create(std::string_view selector);
 
   // Wraps a context and queue the caller owns. fp4cl retains both for as long as it uses them
-  // and releases only what it retained. The queue's device is the device fp4cl runs on.
+  // and releases only what it retained. The queue's device is the device fp4cl runs on; the
+  // queue must be in-order and belong to `context`. Throws fp4cl::Error (taking no reference)
+  // for a null handle, a queue of another context or an out-of-order queue.
   static Context wrap(::cl_context context, ::cl_command_queue queue);
 
   const cl::Context& opencl_context() const;

@@ -37,12 +37,17 @@ DeviceInfo query_device_info(const cl::Device& device, int platform_index = -1, 
 // Every device of every platform, in platform order.
 std::vector<DeviceInfo> list_devices();
 
-// Selects a device. Selector grammar (case-insensitive):
-//   "" or "default"          first GPU, else first CPU (PoCL in CI), else the first device
-//   "gpu" | "cpu" | "accelerator"   first device of that kind
-//   "P:D"                    device D of platform P (indices as list_devices() prints them)
-//   anything else            first device whose name, or "platform name + device name", contains it
-// Throws fp4cl::Error listing every device when nothing matches.
+// Selects a device. Selector grammar (case-insensitive, surrounding white space ignored):
+//   "" or "default"          the first GPU; else the first CPU of the PoCL platform (what CI
+//                            runs); else the first CPU; else the first device
+//   "gpu" | "cpu" | "accelerator"   the first device of that kind
+//   "P:D"                    device D of platform P (indices as list_devices() and
+//                            `fp4cl devices` print them); a selector whose part before the first
+//                            ':' has no letter must have this form ("0:", "-1:0", "0:x" are errors)
+//   anything else            the first device whose name contains it, else the first whose
+//                            "platform name + ' ' + device name" contains it (names may hold ':',
+//                            e.g. "gfx90a:sramecc+:xnack-")
+// Throws fp4cl::Error naming the selector and listing every device when nothing matches.
 struct SelectedDevice {
   cl::Device device;
   DeviceInfo info;

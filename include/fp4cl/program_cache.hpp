@@ -3,14 +3,18 @@
 // keyed by a hash of the source, the options, the device name, the driver version and the
 // platform version. FP4CL_CACHE_DIR chooses the directory (default: $XDG_CACHE_HOME/fp4cl or
 // ~/.cache/fp4cl); FP4CL_CACHE_DIR=off disables the disk cache. A corrupt or stale entry is
-// rebuilt, never fatal; entries are written to a temporary file and renamed into place.
+// rebuilt (with a warning), never fatal; entries are written to a temporary file and renamed
+// into place, so concurrent processes may share a directory.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
-#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,35 +23,63 @@
 
 namespace fp4cl {
 
-// Build options: named integer (or token) defines for tuning parameters plus plain flags.
+// Build options: named defines for tuning parameters plus plain compiler flags. str() is
+// canonical: defines sorted by name, then flags sorted, so equal option sets give equal strings
+// (and equal cache keys) whatever order they were added in.
 class BuildOptions {
  public:
+  // -D<name>=<value>. `name` must be a C identifier; `value` a non-empty token without white
+  // space, quotes or backslashes. Defining a name again replaces its value. Throws fp4cl::Error.
   BuildOptions& define(const std::string& name, long long value);
   BuildOptions& define(const std::string& name, const std::string& value = "1");
+  // One compiler flag such as "-cl-mad-enable": it starts with '-', has no white space or
+  // quotes, and is neither -D (use define) nor -I (includes come from the kernel table).
+  // Adding a flag twice keeps one. Throws fp4cl::Error.
   BuildOptions& flag(const std::string& flag);
-  // The option string handed to clBuildProgram, in a canonical (sorted) order.
+  // The option string handed to clBuildProgram, in the canonical order.
   std::string str() const;
   bool operator==(const BuildOptions& o) const { return str() == o.str(); }
+  bool operator!=(const BuildOptions& o) const { return !(*this == o); }
 
  private:
   std::map<std::string, std::string> defines_;
   std::vector<std::string> flags_;
 };
 
+// Where kernel files come from: the text of the file at `path` (relative to kernels/, e.g.
+// "common/formats.cl"), or nullopt when there is none. The text must stay valid for as long as
+// the lookup object lives.
+using KernelSources = std::function<std::optional<std::string_view>(std::string_view path)>;
+
+// The kernel files embedded in the library at build time (every kernels/**/*.cl).
+KernelSources embedded_kernel_sources();
+
+// The source of kernel file `kernel_file` with its `#include "path"` lines resolved against the
+// same table (each file included once, `#line` directives keeping compiler messages pointing at
+// the right file and line). Throws fp4cl::Error naming the file, or the includer and the line,
+// when a file is missing. The one-argument form uses the embedded files.
+std::string kernel_source(const std::string& kernel_file);
+std::string kernel_source(const std::string& kernel_file, const KernelSources& sources);
+
 struct ProgramCacheStats {
   std::uint64_t memory_hits = 0;   // served from this process
   std::uint64_t disk_hits = 0;     // loaded from a cached binary
   std::uint64_t source_builds = 0; // compiled from source
-  std::uint64_t disk_rejected = 0; // cache entries found corrupt or stale (then rebuilt)
+  std::uint64_t disk_rejected = 0; // cache entries found corrupt or stale, or refused by the driver (then rebuilt)
   std::uint64_t disk_write_failures = 0;
 };
 
+// Thread-safe. Concurrent requests for the same program build it once; different programs
+// build in parallel.
 class ProgramCache {
  public:
-  // `disk_dir` empty = no disk cache.
-  ProgramCache(cl::Context context, cl::Device device, DeviceInfo info, std::string disk_dir);
+  // `disk_dir` empty = no disk cache. `sources` = where kernel files come from.
+  ProgramCache(cl::Context context, cl::Device device, DeviceInfo info, std::string disk_dir,
+               KernelSources sources = embedded_kernel_sources());
+  ProgramCache(const ProgramCache&) = delete;
+  ProgramCache& operator=(const ProgramCache&) = delete;
 
-  // The program built from the embedded file `kernel_file` (path relative to kernels/, e.g.
+  // The program built from kernel file `kernel_file` (path relative to kernels/, e.g.
   // "quantize.cl") with `options`. Build failures throw fp4cl::Error with the build log.
   cl::Program program(const std::string& kernel_file, const BuildOptions& options = {});
 
@@ -58,22 +90,25 @@ class ProgramCache {
   ProgramCacheStats stats() const;
   const std::string& disk_dir() const { return disk_dir_; }
 
-  // The directory FP4CL_CACHE_DIR names (default as above), or "" when it is "off".
+  // The directory FP4CL_CACHE_DIR names (default as above), or "" when it is "off" (any case) or
+  // when neither XDG_CACHE_HOME nor HOME is set.
   static std::string disk_dir_from_env();
 
  private:
-  cl::Program build(const std::string& source, const std::string& options, const std::string& what);
+  cl::Program build(const std::string& kernel_file, const std::string& options);
+  cl::Program load_cached(const std::string& entry, const std::string& key, const std::string& options,
+                          const std::string& what);
+  void store_cached(const std::string& entry, const std::string& key, const cl::Program& program);
+
   cl::Context context_;
   cl::Device device_;
   DeviceInfo info_;
   std::string disk_dir_;
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, cl::Program> programs_;
+  KernelSources sources_;
+  mutable std::mutex mutex_;  // guards programs_, stats_, write_failure_reported_
+  std::map<std::pair<std::string, std::string>, std::shared_future<cl::Program>> programs_;
   ProgramCacheStats stats_;
+  bool write_failure_reported_ = false;
 };
-
-// The source of an embedded kernel file with its `#include "..."` lines resolved (each file
-// included once). Throws fp4cl::Error naming the file when it or an include is missing.
-std::string kernel_source(const std::string& kernel_file);
 
 }  // namespace fp4cl

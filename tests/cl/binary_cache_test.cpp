@@ -1,0 +1,203 @@
+// On-disk program binary entries: round trip, every kind of damage detected, stale entries told
+// apart, atomic replacement under concurrent readers, and the key covering every input.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cl/binary_cache.hpp"
+#include "support/temp_dir.hpp"
+
+namespace fp4cl {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::CacheEntryRead;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void write_file(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  return names;
+}
+
+DeviceInfo some_device() {
+  DeviceInfo d;
+  d.name = "pthread-haswell-AMD EPYC";
+  d.vendor = "AuthenticAMD";
+  d.device_version = "OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-haswell";
+  d.driver_version = "3.1";
+  d.platform_name = "Portable Computing Language";
+  d.platform_version = "OpenCL 3.0 PoCL 3.1 Linux, Release, RELOC, LLVM 15.0.6";
+  return d;
+}
+
+const std::string kKey = detail::program_cache_key("kernel source", "-DTILE=16", some_device());
+const std::string kBinary = std::string("\x7f" "ELF binary bytes\0with a zero", 28);
+
+TEST(BinaryCache, WriteThenReadRoundTripsAndLeavesNoTemporaryFile) {
+  test::TempDir dir;
+  const fs::path entry = detail::cache_entry_path(dir.path() / "nested" / "dirs", kKey);
+  EXPECT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
+  const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
+  EXPECT_EQ(read.status, CacheEntryRead::found) << read.problem;
+  EXPECT_EQ(read.binary, kBinary);
+  EXPECT_EQ(files_in(entry.parent_path()), std::vector<std::string>{entry.filename().string()});
+}
+
+TEST(BinaryCache, EntryFileNameIsAHashOfTheKey) {
+  const fs::path p = detail::cache_entry_path("/cache", kKey);
+  EXPECT_EQ(p.parent_path(), fs::path("/cache"));
+  EXPECT_EQ(p.extension(), ".clbin");
+  EXPECT_EQ(p.stem().string().size(), 32u);
+  EXPECT_EQ(p, detail::cache_entry_path("/cache", kKey));
+  EXPECT_NE(p, detail::cache_entry_path("/cache", kKey + " "));
+}
+
+TEST(BinaryCache, MissingEntryIsMissingNotCorrupt) {
+  test::TempDir dir;
+  EXPECT_EQ(detail::read_cache_entry(dir.path() / "absent.clbin", kKey).status, CacheEntryRead::missing);
+}
+
+TEST(BinaryCache, EveryTruncationIsCorrupt) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
+  const std::string good = read_file(entry);
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    write_file(entry, good.substr(0, n));
+    const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
+    EXPECT_EQ(read.status, CacheEntryRead::corrupt) << "truncated to " << n << " bytes";
+    EXPECT_FALSE(read.problem.empty());
+  }
+}
+
+TEST(BinaryCache, EveryFlippedByteIsCorrupt) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
+  const std::string good = read_file(entry);
+  for (std::size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    write_file(entry, bad);
+    EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt) << "byte " << i << " flipped";
+  }
+}
+
+TEST(BinaryCache, GarbageAndTrailingBytesAreCorrupt) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  std::mt19937 rng(7);
+  std::string garbage(4096, '\0');
+  for (char& c : garbage) c = static_cast<char>(rng());
+  write_file(entry, garbage);
+  EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt);
+  write_file(entry, "FP4CLBIN1\n" + garbage);  // right magic, garbage after it
+  EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt);
+  ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
+  write_file(entry, read_file(entry) + "x");
+  const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
+  EXPECT_EQ(read.status, CacheEntryRead::corrupt);
+  EXPECT_EQ(read.problem, "its length does not add up");
+}
+
+TEST(BinaryCache, ADirectoryInPlaceOfTheEntryIsCorrupt) {
+  test::TempDir dir;
+  fs::create_directory(dir.path() / "e.clbin");
+  const CacheEntryRead read = detail::read_cache_entry(dir.path() / "e.clbin", kKey);
+  EXPECT_EQ(read.status, CacheEntryRead::corrupt);
+  EXPECT_EQ(read.problem, "not a regular file");
+}
+
+TEST(BinaryCache, AnIntactEntryOfAnotherKeyIsStale) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  const std::string other_key = detail::program_cache_key("kernel source", "-DTILE=8", some_device());
+  ASSERT_EQ(detail::write_cache_entry(entry, other_key, kBinary), "");
+  const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
+  EXPECT_EQ(read.status, CacheEntryRead::stale);
+  EXPECT_TRUE(read.binary.empty());
+}
+
+TEST(BinaryCache, WriteReplacesAnExistingEntry) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  write_file(entry, "garbage");
+  ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
+  EXPECT_EQ(detail::read_cache_entry(entry, kKey).binary, kBinary);
+}
+
+TEST(BinaryCache, WriteIntoAnImpossibleDirectoryReportsWhy) {
+  test::TempDir dir;
+  write_file(dir.path() / "a_file", "not a directory");
+  const std::string why = detail::write_cache_entry(dir.path() / "a_file" / "sub" / "e.clbin", kKey, kBinary);
+  EXPECT_NE(why.find("creating the directory"), std::string::npos) << why;
+}
+
+TEST(BinaryCache, ReadersNeverSeeAPartialEntry) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "e.clbin";
+  std::atomic<bool> writing{true};
+  std::atomic<int> partial{0}, found{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 3; ++w) {
+    threads.emplace_back([&, w] {
+      // Binaries of different sizes, so a torn file could not pass the length checks by luck.
+      const std::string binary(std::size_t{20000} + static_cast<std::size_t>(w) * 7919, static_cast<char>('a' + w));
+      for (int i = 0; i < 30; ++i) EXPECT_EQ(detail::write_cache_entry(entry, kKey, binary), "");
+    });
+  }
+  std::thread reader([&] {
+    while (writing) {
+      const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
+      if (read.status == CacheEntryRead::corrupt || read.status == CacheEntryRead::stale) ++partial;
+      if (read.status == CacheEntryRead::found) ++found;
+    }
+  });
+  for (auto& t : threads) t.join();
+  writing = false;
+  reader.join();
+  EXPECT_EQ(partial.load(), 0);
+  EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::found);
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"e.clbin"});
+}
+
+TEST(BinaryCacheKey, CoversEveryInputThatInvalidatesABinary) {
+  const DeviceInfo base = some_device();
+  const std::string key = detail::program_cache_key("src", "-DA=1", base);
+  EXPECT_EQ(key, detail::program_cache_key("src", "-DA=1", base));
+  EXPECT_NE(key, detail::program_cache_key("src ", "-DA=1", base));
+  EXPECT_NE(key, detail::program_cache_key("src", "-DA=2", base));
+  EXPECT_NE(key, detail::program_cache_key("src", "", base));
+  auto changed = [&](auto&& edit) {
+    DeviceInfo d = base;
+    edit(d);
+    return detail::program_cache_key("src", "-DA=1", d);
+  };
+  EXPECT_NE(key, changed([](DeviceInfo& d) { d.name += "X"; }));
+  EXPECT_NE(key, changed([](DeviceInfo& d) { d.driver_version = "3.2"; }));
+  EXPECT_NE(key, changed([](DeviceInfo& d) { d.platform_version += " patched"; }));
+  EXPECT_NE(key, changed([](DeviceInfo& d) { d.platform_name = "Other"; }));
+  EXPECT_NE(key, changed([](DeviceInfo& d) { d.device_version += "!"; }));
+  // Indices and capabilities do not change the binary.
+  EXPECT_EQ(key, changed([](DeviceInfo& d) { d.platform_index = 3; d.compute_units = 99; }));
+}
+
+}  // namespace
+}  // namespace fp4cl

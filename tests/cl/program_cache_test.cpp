@@ -1,0 +1,299 @@
+// The program cache: in memory per cache, on disk across caches (and processes); corrupt, stale
+// and driver-refused entries are rebuilt with a warning; an unwritable directory or "off" only
+// loses the disk cache.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cl/binary_cache.hpp"
+#include "fp4cl/program_cache.hpp"
+#include "int_kernel.hpp"
+#include "memory_sources.hpp"
+#include "support/log_capture.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_context.hpp"
+
+namespace fp4cl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Tests share two option sets (OFFSET 1 and 2) so that PoCL's own cache spares cold compiles.
+const char* kScaleSource = R"(
+__kernel void scale(__global int* out) {
+  out[get_global_id(0)] = FACTOR * (int)get_global_id(0) + OFFSET;
+}
+)";
+const char* kOtherSource = "__kernel void other(__global int* out) { out[0] = 42; }\n";
+
+KernelSources sources(const char* scale = kScaleSource) {
+  return test::memory_sources({{"scale.cl", scale}, {"other.cl", kOtherSource}});
+}
+
+std::unique_ptr<ProgramCache> make_cache(const std::string& disk_dir, KernelSources table = sources(),
+                                         DeviceInfo info = test::shared_context().info()) {
+  const Context& ctx = test::shared_context();
+  return std::make_unique<ProgramCache>(ctx.opencl_context(), ctx.device(), std::move(info), disk_dir,
+                                        std::move(table));
+}
+
+BuildOptions offset(int value) { return BuildOptions().define("OFFSET", value).define("FACTOR", 10); }
+
+// scale with OFFSET=k writes k, 10 + k, 20 + k.
+std::vector<cl_int> run_scale(ProgramCache& cache, int offset_value) {
+  return test::run_int_kernel(test::shared_context(), cache.kernel("scale.cl", "scale", offset(offset_value)), 3);
+}
+std::vector<cl_int> expected_scale(int k) { return {k, 10 + k, 20 + k}; }
+
+std::vector<fs::path> entries(const fs::path& dir) {
+  std::vector<fs::path> found;
+  if (!fs::exists(dir)) return found;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) found.push_back(e.path());
+  return found;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void write_file(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// The only entry in `dir` (after building one program there).
+fs::path only_entry(const fs::path& dir) {
+  const auto found = entries(dir);
+  EXPECT_EQ(found.size(), 1u);
+  return found.empty() ? fs::path() : found.front();
+}
+
+TEST(ProgramCache, MemoryHitReturnsTheSameProgram) {
+  auto cache = make_cache("");
+  const cl::Program a = cache->program("scale.cl", offset(1));
+  const cl::Program b = cache->program("scale.cl", offset(1));
+  EXPECT_EQ(a(), b());
+  // Equal options given in another order are the same program.
+  const cl::Program c = cache->program("scale.cl", BuildOptions().define("FACTOR", 10).define("OFFSET", 2));
+  const cl::Program d = cache->program("scale.cl", offset(2));
+  EXPECT_EQ(c(), d());
+  EXPECT_NE(a(), c());
+  const ProgramCacheStats s = cache->stats();
+  EXPECT_EQ(s.source_builds, 2u);
+  EXPECT_EQ(s.memory_hits, 2u);
+  EXPECT_EQ(s.disk_hits, 0u);
+}
+
+TEST(ProgramCache, DiskMissThenDiskHitInAFreshCache) {
+  test::TempDir dir;
+  {
+    auto first = make_cache(dir.str());
+    EXPECT_EQ(run_scale(*first, 1), expected_scale(1));
+    const ProgramCacheStats s = first->stats();
+    EXPECT_EQ(s.source_builds, 1u);
+    EXPECT_EQ(s.disk_hits, 0u);
+    EXPECT_EQ(s.disk_write_failures, 0u);
+  }
+  const fs::path entry = only_entry(dir.path());  // and no temporary file left behind
+  EXPECT_EQ(entry.extension(), ".clbin");
+  auto second = make_cache(dir.str());
+  EXPECT_EQ(run_scale(*second, 1), expected_scale(1));  // the binary from disk computes the same
+  const ProgramCacheStats s = second->stats();
+  EXPECT_EQ(s.disk_hits, 1u);
+  EXPECT_EQ(s.source_builds, 0u);
+  EXPECT_EQ(s.disk_rejected, 0u);
+}
+
+TEST(ProgramCache, CorruptEntriesAreRebuiltWithAWarning) {
+  test::TempDir dir;
+  { EXPECT_EQ(run_scale(*make_cache(dir.str()), 1), expected_scale(1)); }
+  const fs::path entry = only_entry(dir.path());
+  const std::string good = read_file(entry);
+  ASSERT_GT(good.size(), 64u);
+
+  std::string flipped = good;
+  for (std::size_t i = good.size() / 2; i < good.size() / 2 + 8; ++i) flipped[i] = static_cast<char>(~flipped[i]);
+  const std::vector<std::pair<const char*, std::string>> damages = {
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"bytes flipped", flipped},
+      {"garbage", std::string(good.size(), '\x5a')},
+      {"empty", ""},
+  };
+  for (const auto& [what, damaged] : damages) {
+    SCOPED_TRACE(what);
+    write_file(entry, damaged);
+    test::LogCapture log;
+    auto cache = make_cache(dir.str());
+    EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));
+    const ProgramCacheStats s = cache->stats();
+    EXPECT_EQ(s.disk_rejected, 1u);
+    EXPECT_EQ(s.disk_hits, 0u);
+    EXPECT_EQ(s.source_builds, 1u);
+    const auto warnings = log.warnings();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(entry.string()), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("is corrupt"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("rebuilding it"), std::string::npos) << warnings[0];
+    // The rebuild rewrote the entry: the next cache loads it.
+    auto next = make_cache(dir.str());
+    next->program("scale.cl", offset(1));
+    EXPECT_EQ(next->stats().disk_hits, 1u);
+  }
+}
+
+TEST(ProgramCache, StaleEntryIsRebuiltNotUsed) {
+  test::TempDir dir;
+  fs::path entry1, entry2;
+  {
+    auto cache = make_cache(dir.str());
+    cache->program("scale.cl", offset(1));
+    entry1 = only_entry(dir.path());
+    cache->program("scale.cl", offset(2));
+  }
+  for (const auto& e : entries(dir.path()))
+    if (e != entry1) entry2 = e;
+  ASSERT_FALSE(entry2.empty());
+  // The binary of OFFSET=2 under the file name of OFFSET=1: intact, but for another key.
+  fs::copy_file(entry2, entry1, fs::copy_options::overwrite_existing);
+  test::LogCapture log;
+  auto cache = make_cache(dir.str());
+  EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));  // not the OFFSET=2 binary's results
+  const ProgramCacheStats s = cache->stats();
+  EXPECT_EQ(s.disk_rejected, 1u);
+  EXPECT_EQ(s.source_builds, 1u);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_NE(log.warnings()[0].find("is stale"), std::string::npos) << log.warnings()[0];
+  EXPECT_EQ(detail::read_cache_entry(entry1, detail::program_cache_key(kernel_source("scale.cl", sources()),
+                                                                      offset(1).str(), test::shared_context().info()))
+                .status,
+            detail::CacheEntryRead::found);
+}
+
+TEST(ProgramCache, ABinaryTheDriverRefusesIsRebuilt) {
+  test::TempDir dir;
+  const DeviceInfo& info = test::shared_context().info();
+  const std::string key = detail::program_cache_key(kernel_source("scale.cl", sources()), offset(1).str(), info);
+  const fs::path entry = detail::cache_entry_path(dir.path(), key);
+  // A well-formed entry for the right key whose binary is no program at all.
+  ASSERT_EQ(detail::write_cache_entry(entry, key, "this is not a device binary"), "");
+  test::LogCapture log;
+  auto cache = make_cache(dir.str());
+  EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));
+  const ProgramCacheStats s = cache->stats();
+  EXPECT_EQ(s.disk_rejected, 1u);
+  EXPECT_EQ(s.source_builds, 1u);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_NE(log.warnings()[0].find("refused cached binary"), std::string::npos) << log.warnings()[0];
+  EXPECT_EQ(detail::read_cache_entry(entry, key).status, detail::CacheEntryRead::found);
+  EXPECT_NE(detail::read_cache_entry(entry, key).binary, "this is not a device binary");
+}
+
+TEST(ProgramCache, SourceOptionsAndDriverEachGetTheirOwnEntry) {
+  test::TempDir dir;
+  auto cache = make_cache(dir.str());
+  cache->program("scale.cl", offset(1));
+  cache->program("scale.cl", offset(2));
+  cache->program("other.cl");
+  EXPECT_EQ(entries(dir.path()).size(), 3u);
+  EXPECT_EQ(cache->stats().source_builds, 3u);
+
+  // The same file name with another text: a disk miss, not the old binary.
+  auto edited = make_cache(dir.str(), sources("__kernel void scale(__global int* out) {\n"
+                                              "  out[get_global_id(0)] = -OFFSET * FACTOR;\n}\n"));
+  EXPECT_EQ(test::run_int_kernel(test::shared_context(), edited->kernel("scale.cl", "scale", offset(1)), 2),
+            (std::vector<cl_int>{-10, -10}));
+  EXPECT_EQ(edited->stats().disk_hits, 0u);
+  EXPECT_EQ(entries(dir.path()).size(), 4u);
+
+  // Another driver version: a disk miss.
+  DeviceInfo updated = test::shared_context().info();
+  updated.driver_version += "-updated";
+  auto after_update = make_cache(dir.str(), sources(), updated);
+  after_update->program("scale.cl", offset(1));
+  EXPECT_EQ(after_update->stats().disk_hits, 0u);
+  EXPECT_EQ(after_update->stats().source_builds, 1u);
+  EXPECT_EQ(entries(dir.path()).size(), 5u);
+}
+
+TEST(ProgramCache, AnUnwritableDirectoryOnlyLosesTheDiskCache) {
+  test::TempDir dir;
+  write_file(dir.path() / "a_file", "a file where the cache directory's parent should be");
+  const std::string impossible = (dir.path() / "a_file" / "cache").string();
+  test::LogCapture log;
+  auto cache = make_cache(impossible);
+  EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));
+  cache->program("other.cl");
+  const ProgramCacheStats s = cache->stats();
+  EXPECT_EQ(s.source_builds, 2u);
+  EXPECT_EQ(s.disk_write_failures, 2u);
+  EXPECT_EQ(s.disk_rejected, 0u);
+  const auto warnings = log.warnings();  // one warning, not one per program
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("could not write program cache entry"), std::string::npos) << warnings[0];
+}
+
+TEST(ProgramCache, OffDisablesTheDiskCache) {
+  {
+    // "off" wins over the default locations, in any case.
+    test::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+    test::ScopedEnv home("HOME", "/home/someone");
+    for (const char* off : {"off", "OFF", "Off"}) {
+      test::ScopedEnv env("FP4CL_CACHE_DIR", off);
+      EXPECT_EQ(ProgramCache::disk_dir_from_env(), "");
+    }
+  }
+  test::ScopedEnv env("FP4CL_CACHE_DIR", "off");
+  EXPECT_EQ(Context::create().programs().disk_dir(), "");
+  // Without a disk cache nothing carries over: a fresh cache compiles again.
+  for (int i = 0; i < 2; ++i) {
+    auto cache = make_cache(ProgramCache::disk_dir_from_env());
+    cache->program("scale.cl", offset(1));
+    EXPECT_EQ(cache->stats().source_builds, 1u);
+    EXPECT_EQ(cache->stats().disk_hits, 0u);
+    EXPECT_EQ(cache->stats().disk_write_failures, 0u);
+  }
+}
+
+TEST(ProgramCache, DiskDirFromEnvironment) {
+  test::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  test::ScopedEnv home("HOME", "/home/someone");
+  {
+    test::ScopedEnv env("FP4CL_CACHE_DIR", "/somewhere/cache");
+    EXPECT_EQ(ProgramCache::disk_dir_from_env(), "/somewhere/cache");
+  }
+  test::ScopedEnv unset("FP4CL_CACHE_DIR", std::nullopt);
+  EXPECT_EQ(ProgramCache::disk_dir_from_env(), "/xdg/fp4cl");
+  {
+    test::ScopedEnv no_xdg("XDG_CACHE_HOME", std::nullopt);
+    EXPECT_EQ(ProgramCache::disk_dir_from_env(), "/home/someone/.cache/fp4cl");
+    test::ScopedEnv no_home("HOME", std::nullopt);
+    EXPECT_EQ(ProgramCache::disk_dir_from_env(), "");
+  }
+}
+
+TEST(ProgramCache, ConcurrentRequestsBuildOnce) {
+  auto cache = make_cache("");
+  constexpr int kThreads = 8;
+  std::vector<cl::Program> programs(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { programs[static_cast<std::size_t>(t)] = cache->program("scale.cl", offset(1)); });
+  for (auto& t : threads) t.join();
+  for (const auto& p : programs) EXPECT_EQ(p(), programs[0]());
+  const ProgramCacheStats s = cache->stats();
+  EXPECT_EQ(s.source_builds, 1u);
+  EXPECT_EQ(s.memory_hits, static_cast<std::uint64_t>(kThreads - 1));
+}
+
+}  // namespace
+}  // namespace fp4cl
