@@ -85,6 +85,18 @@ FP4CL_FN float e8m0_decode(FP4CL_U32 byte) {
   return fp4cl_as_float(byte << 23);
 }
 
+// Nearest power of two, the significand rounded half up (x = 1.5·2^e gives 2^(e+1), as ml_dtypes'
+// float8_e8m0fnu cast does), saturating: values below 2^-127 (±0 included) give 0x00, values from
+// 1.5·2^127 up (+Inf included) give 0xFE. E8M0 is unsigned: negative numbers and NaN give 0xFF.
+// (The MXFP4 recipe chooses its scale by its own rule, mxfp4_scale_byte in quant_recipe.cl.)
+FP4CL_FN FP4CL_U32 e8m0_encode(float x) {
+  if (fp4cl_isnan(x) || x < 0.0f) return 0xFFu;
+  const FP4CL_U32 u = fp4cl_as_uint(fp4cl_fabs(x));
+  if (u < 0x00800000u) return u >= 0x00600000u ? 1u : 0u;  // below 2^-126: 2^-127 or 2^-126
+  if (u >= 0x7F400000u) return 0xFEu;                      // 1.5·2^127 and above
+  return (u + 0x00400000u) >> 23;
+}
+
 // ---- BF16: the upper 16 bits of an IEEE float32.
 FP4CL_FN float bf16_to_float(FP4CL_U32 bits) { return fp4cl_as_float((bits & 0xFFFFu) << 16); }
 

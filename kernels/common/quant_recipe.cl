@@ -64,8 +64,13 @@ FP4CL_FN float mxfp4_multiplier(FP4CL_U32 scale_byte) {
   return e == 127 ? fp4cl_as_float(0x00400000u) : fp4cl_as_float((FP4CL_U32)(127 - e) << 23);
 }
 
-// Step 4 (both formats): the element's E2M1 code (saturating at ±6, RNE).
-FP4CL_FN FP4CL_U32 fp4_encode_scaled(float x, float multiplier) { return e2m1_encode(x * multiplier); }
+// Step 4 (both formats): the element's E2M1 code (saturating at ±6, RNE). The sign bit is taken
+// from x rather than from the product: the same for every number (the multiplier is never
+// negative), and it keeps a NaN element's code the same on every device (x86 keeps a NaN's sign
+// through a multiply, NVIDIA GPUs return a canonical positive NaN).
+FP4CL_FN FP4CL_U32 fp4_encode_scaled(float x, float multiplier) {
+  return (e2m1_encode(x * multiplier) & 7u) | ((fp4cl_as_uint(x) >> 28) & 8u);
+}
 
 // ---- 128×4 swizzled scale layout (FP4.md §7). `kp` = number of scale columns padded to 4.
 FP4CL_FN FP4CL_U32 swizzled_scale_offset(FP4CL_U32 m, FP4CL_U32 k, FP4CL_U32 kp) {

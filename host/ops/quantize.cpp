@@ -1,0 +1,202 @@
+// Host launcher of kernels/quantize.cl: argument checks, kernel selection, NDRange, events.
+#include "fp4cl/quantize.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "cl/exact_division.hpp"
+#include "fp4cl/program_cache.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+constexpr const char* kKernelFile = "quantize.cl";
+
+int index_of(WeightFormat f) { return f == WeightFormat::nvfp4 ? 0 : 1; }
+int index_of(ScaleLayout l) { return l == ScaleLayout::linear ? 0 : 1; }
+int index_of(DequantizedType t) { return t == DequantizedType::bf16 ? 0 : 1; }
+const char* kernel_name_part(WeightFormat f) { return f == WeightFormat::nvfp4 ? "nvfp4" : "mxfp4"; }
+
+std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
+
+std::int64_t buffer_bytes(const cl::Buffer& buffer, const char* call, const char* name) {
+  if (buffer() == nullptr) fail("{}: the {} buffer is null", call, name);
+  cl_int err = CL_SUCCESS;
+  const std::size_t size = buffer.getInfo<CL_MEM_SIZE>(&err);
+  check_cl(err, "{}: querying the size of the {} buffer", call, name);
+  return static_cast<std::int64_t>(size);
+}
+
+void check_buffer(const cl::Buffer& buffer, std::int64_t needed, const char* call, const char* name,
+                  const Fp4MatrixShape& s) {
+  const std::int64_t have = buffer_bytes(buffer, call, name);
+  if (have < needed)
+    fail("{}: the {} buffer has {} bytes; {} [rows {}, cols {}] with {} scales needs {}", call, name, have,
+         to_string(s.format), s.rows, s.cols, to_string(s.scale_layout), needed);
+}
+
+void check_distinct(const cl::Buffer& a, const char* a_name, const cl::Buffer& b, const char* b_name,
+                    const char* call) {
+  if (a() == b()) fail("{}: the {} and {} buffers are the same buffer", call, a_name, b_name);
+}
+
+void check_shape(const Fp4MatrixShape& s, const char* call) {
+  const int block = block_size(s.format);
+  if (s.rows < 0 || s.cols < 0) fail("{}: negative shape rows = {}, cols = {}", call, s.rows, s.cols);
+  if (s.cols % block != 0)
+    fail("{}: cols (K) = {} is not a multiple of the {} block size {}", call, s.cols, to_string(s.format), block);
+  // The kernels index rows and columns with 32 bits, the swizzled padding included.
+  constexpr std::int64_t max32 = std::numeric_limits<std::uint32_t>::max();
+  if (s.cols > max32 || swizzled_padded_rows(s.rows) > max32)
+    fail("{}: rows = {}, cols = {} exceed the kernels' 32-bit indices", call, s.rows, s.cols);
+  if (s.scale_layout == ScaleLayout::swizzled &&
+      swizzled_padded_rows(s.rows) * swizzled_padded_cols(s.scale_cols()) > max32)
+    fail("{}: {} × {} swizzled scales exceed the 32-bit offsets of the swizzled layout", call, s.rows,
+         s.scale_cols());
+}
+
+void check_global_scale(WeightFormat format, float gs, const char* call, const char* name) {
+  if (format == WeightFormat::mxfp4) {
+    if (gs != 1.0f) fail("{}: MXFP4 has no global scale, but {} = {} (must be 1)", call, name, gs);
+  } else if (!std::isfinite(gs) || !(gs > 0.0f)) {
+    fail("{}: {} = {} is not a finite positive NVFP4 global scale", call, name, gs);
+  }
+}
+
+}  // namespace
+
+const char* to_string(DequantizedType type) { return type == DequantizedType::bf16 ? "BF16" : "FP32"; }
+
+std::array<std::size_t, 2> default_quantizer_local_size(const DeviceInfo& info) {
+  // PoCL runs a work-group as a loop over its work-items: a few per group keeps the explicit
+  // vector code per work-item. GPUs want enough work-items per group to fill a multiprocessor.
+  if (info.kind == DeviceKind::cpu) return {8, 1};
+  return {64, 2};
+}
+
+struct Quantizer::State {
+  explicit State(const Context& c) : ctx(c) {}
+  Context ctx;
+  std::array<std::size_t, 2> local{};
+  cl::Kernel quantize[2][2];       // [format][layout]
+  cl::Kernel dequantize[2][2][2];  // [format][layout][type]
+};
+
+Quantizer::Quantizer(const Context& ctx, QuantizerOptions options) : state_(std::make_unique<State>(ctx)) {
+  State& s = *state_;
+  s.local = options.local_size;
+  if (s.local[0] == 0 && s.local[1] == 0) s.local = default_quantizer_local_size(ctx.info());
+  if (s.local[0] == 0 || s.local[1] == 0 || s.local[0] * s.local[1] > ctx.info().max_work_group_size)
+    fail("Quantizer: local size {} × {} is not a valid work-group size on {} (at most {} work-items)", s.local[0],
+         s.local[1], ctx.info().name, ctx.info().max_work_group_size);
+  BuildOptions build;
+  add_exact_division(build, ctx.info(), kKernelFile);
+  const cl::Program program = ctx.programs().program(kKernelFile, build);
+  auto make = [&](const std::string& name) {
+    cl_int err = CL_SUCCESS;
+    cl::Kernel k(program, name.c_str(), &err);
+    check_cl(err, "creating kernel {} from {}", name, kKernelFile);
+    return k;
+  };
+  for (WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    for (ScaleLayout l : {ScaleLayout::linear, ScaleLayout::swizzled}) {
+      const std::string suffix = std::string(kernel_name_part(f)) + "_" + to_string(l);
+      s.quantize[index_of(f)][index_of(l)] = make("quantize_" + suffix);
+      s.dequantize[index_of(f)][index_of(l)][index_of(DequantizedType::bf16)] = make("dequantize_" + suffix + "_bf16");
+      s.dequantize[index_of(f)][index_of(l)][index_of(DequantizedType::f32)] = make("dequantize_" + suffix + "_f32");
+    }
+  }
+}
+
+Quantizer::~Quantizer() = default;
+Quantizer::Quantizer(Quantizer&&) noexcept = default;
+Quantizer& Quantizer::operator=(Quantizer&&) noexcept = default;
+
+std::array<std::size_t, 2> Quantizer::local_size() const { return state_->local; }
+
+namespace {
+
+// Launches `kernel` over a grid of cols × rows blocks (or a marker when the grid is empty).
+cl::Event launch(const Context& ctx, cl::Kernel& kernel, std::int64_t grid_cols, std::int64_t grid_rows,
+                 const std::array<std::size_t, 2>& local, const std::vector<cl::Event>& wait_for, const char* call) {
+  cl::Event event;
+  const std::vector<cl::Event>* wait = wait_for.empty() ? nullptr : &wait_for;
+  cl_int err = CL_SUCCESS;
+  if (grid_cols == 0 || grid_rows == 0) {
+    err = ctx.queue().enqueueMarkerWithWaitList(wait, &event);
+    check_cl(err, "{}: enqueueing a marker for an empty matrix", call);
+    return event;
+  }
+  const cl::NDRange global(round_up(static_cast<std::size_t>(grid_cols), local[0]),
+                           round_up(static_cast<std::size_t>(grid_rows), local[1]));
+  err = ctx.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, cl::NDRange(local[0], local[1]), wait, &event);
+  check_cl(err, "{}: enqueueing a {} × {} grid with work-groups of {} × {}", call, global[0], global[1], local[0],
+           local[1]);
+  return event;
+}
+
+template <typename... Args>
+void set_args(cl::Kernel& kernel, const char* call, const Args&... args) {
+  cl_uint index = 0;
+  auto set = [&](const auto& arg) {
+    check_cl(kernel.setArg(index, arg), "{}: setting kernel argument {}", call, index);
+    ++index;
+  };
+  (set(args), ...);
+}
+
+}  // namespace
+
+cl::Event Quantizer::quantize(const Fp4MatrixShape& shape, const cl::Buffer& input, float gs_quant,
+                              const cl::Buffer& packed, const cl::Buffer& scales,
+                              const std::vector<cl::Event>& wait_for) {
+  constexpr const char* call = "Quantizer::quantize";
+  check_shape(shape, call);
+  check_global_scale(shape.format, gs_quant, call, "gs_quant");
+  check_buffer(input, shape.rows * shape.cols * 2, call, "BF16 input", shape);
+  check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
+  check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
+  check_distinct(input, "input", packed, "packed", call);
+  check_distinct(input, "input", scales, "scales", call);
+  check_distinct(packed, "packed", scales, "scales", call);
+
+  cl::Kernel& kernel = state_->quantize[index_of(shape.format)][index_of(shape.scale_layout)];
+  const auto rows = static_cast<cl_uint>(shape.rows), cols = static_cast<cl_uint>(shape.cols);
+  if (shape.format == WeightFormat::nvfp4) {
+    set_args(kernel, call, input, packed, scales, rows, cols, gs_quant);
+  } else {
+    set_args(kernel, call, input, packed, scales, rows, cols);
+  }
+  const bool swizzled = shape.scale_layout == ScaleLayout::swizzled;
+  const std::int64_t grid_cols = swizzled ? swizzled_padded_cols(shape.scale_cols()) : shape.scale_cols();
+  const std::int64_t grid_rows = swizzled ? swizzled_padded_rows(shape.rows) : shape.rows;
+  return launch(state_->ctx, kernel, grid_cols, grid_rows, state_->local, wait_for, call);
+}
+
+cl::Event Quantizer::dequantize(const Fp4MatrixShape& shape, const cl::Buffer& packed, const cl::Buffer& scales,
+                                float gs_dequant, DequantizedType type, const cl::Buffer& output,
+                                const std::vector<cl::Event>& wait_for) {
+  constexpr const char* call = "Quantizer::dequantize";
+  check_shape(shape, call);
+  check_global_scale(shape.format, gs_dequant, call, "gs_dequant");
+  check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
+  check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
+  const std::int64_t element_bytes = type == DequantizedType::bf16 ? 2 : 4;
+  check_buffer(output, shape.rows * shape.cols * element_bytes, call, "output", shape);
+  check_distinct(output, "output", packed, "packed", call);
+  check_distinct(output, "output", scales, "scales", call);
+
+  cl::Kernel& kernel = state_->dequantize[index_of(shape.format)][index_of(shape.scale_layout)][index_of(type)];
+  const auto rows = static_cast<cl_uint>(shape.rows), cols = static_cast<cl_uint>(shape.cols);
+  if (shape.format == WeightFormat::nvfp4) {
+    set_args(kernel, call, packed, scales, output, rows, cols, gs_dequant);
+  } else {
+    set_args(kernel, call, packed, scales, output, rows, cols);
+  }
+  return launch(state_->ctx, kernel, shape.scale_cols(), shape.rows, state_->local, wait_for, call);
+}
+
+}  // namespace fp4cl
