@@ -69,12 +69,15 @@ TEST(ProgramBuild, CompileFailureCarriesTheStatusAndTheCompilersLog) {
     EXPECT_NE(message.find(test::shared_context().info().name), std::string::npos) << message;
     EXPECT_NE(message.find("CL_BUILD_PROGRAM_FAILURE (-11)"), std::string::npos) << message;
     EXPECT_NE(message.find("build log:\n"), std::string::npos) << message;
-    // The compiler's diagnostic, located in the included file by the #line directives
-    // ("file:2:" from clang-based compilers such as PoCL's, "file(2)" from EDG-style ones).
+    // The compiler's diagnostic. PoCL's clang honours the file names of the #line directives
+    // and locates it in the included file ("inc/helper.cl:2:"); NVIDIA's compiler ignores them
+    // and reports "<kernel>:N:", so the location is checked only where file names are honoured.
     EXPECT_NE(message.find("undeclared_thing"), std::string::npos) << message;
-    EXPECT_TRUE(message.find("inc/helper.cl:2:") != std::string::npos ||
-                message.find("inc/helper.cl(2)") != std::string::npos)
-        << message;
+    if (message.find("<kernel>:") == std::string::npos) {
+      EXPECT_TRUE(message.find("inc/helper.cl:2:") != std::string::npos ||
+                  message.find("inc/helper.cl(2)") != std::string::npos)
+          << message;
+    }
   }
   // A failure is not cached: the next request compiles again and fails again.
   const ProgramCacheStats before = programs().stats();
