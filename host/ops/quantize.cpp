@@ -70,28 +70,34 @@ void check_global_scale(WeightFormat format, float gs, const char* call, const c
 
 const char* to_string(DequantizedType type) { return type == DequantizedType::bf16 ? "BF16" : "FP32"; }
 
-std::array<std::size_t, 2> default_quantizer_local_size(const DeviceInfo& info) {
+QuantizerOptions default_quantizer_options(const DeviceInfo& info) {
   // PoCL runs a work-group as a loop over its work-items: a few per group keeps the explicit
   // vector code per work-item. GPUs want enough work-items per group to fill a multiprocessor.
-  if (info.kind == DeviceKind::cpu) return {8, 1};
-  return {64, 2};
+  if (info.kind == DeviceKind::cpu) return {{1, 1}, 64};
+  return {{64, 2}, 8};
 }
 
 struct Quantizer::State {
   explicit State(const Context& c) : ctx(c) {}
   Context ctx;
-  std::array<std::size_t, 2> local{};
+  QuantizerOptions options;
   cl::Kernel quantize[2][2];       // [format][layout]
   cl::Kernel dequantize[2][2][2];  // [format][layout][type]
 };
 
 Quantizer::Quantizer(const Context& ctx, QuantizerOptions options) : state_(std::make_unique<State>(ctx)) {
   State& s = *state_;
-  s.local = options.local_size;
-  if (s.local[0] == 0 && s.local[1] == 0) s.local = default_quantizer_local_size(ctx.info());
-  if (s.local[0] == 0 || s.local[1] == 0 || s.local[0] * s.local[1] > ctx.info().max_work_group_size)
-    fail("Quantizer: local size {} × {} is not a valid work-group size on {} (at most {} work-items)", s.local[0],
-         s.local[1], ctx.info().name, ctx.info().max_work_group_size);
+  const QuantizerOptions defaults = default_quantizer_options(ctx.info());
+  s.options = options;
+  if (s.options.local_size[0] == 0 && s.options.local_size[1] == 0) s.options.local_size = defaults.local_size;
+  if (s.options.blocks_per_item == 0) s.options.blocks_per_item = defaults.blocks_per_item;
+  const auto& local = s.options.local_size;
+  if (local[0] == 0 || local[1] == 0 || local[0] * local[1] > ctx.info().max_work_group_size)
+    fail("Quantizer: local size {} × {} is not a valid work-group size on {} (at most {} work-items)", local[0],
+         local[1], ctx.info().name, ctx.info().max_work_group_size);
+  if (s.options.blocks_per_item % 8 != 0 || s.options.blocks_per_item > (1u << 24))
+    fail("Quantizer: blocks_per_item = {} is not a multiple of 8 up to 2^24 (the kernels quantize 8 blocks at a time)",
+         s.options.blocks_per_item);
   BuildOptions build;
   add_exact_division(build, ctx.info(), kKernelFile);
   const cl::Program program = ctx.programs().program(kKernelFile, build);
@@ -115,7 +121,7 @@ Quantizer::~Quantizer() = default;
 Quantizer::Quantizer(Quantizer&&) noexcept = default;
 Quantizer& Quantizer::operator=(Quantizer&&) noexcept = default;
 
-std::array<std::size_t, 2> Quantizer::local_size() const { return state_->local; }
+const QuantizerOptions& Quantizer::options() const { return state_->options; }
 
 namespace {
 
@@ -165,15 +171,18 @@ cl::Event Quantizer::quantize(const Fp4MatrixShape& shape, const cl::Buffer& inp
 
   cl::Kernel& kernel = state_->quantize[index_of(shape.format)][index_of(shape.scale_layout)];
   const auto rows = static_cast<cl_uint>(shape.rows), cols = static_cast<cl_uint>(shape.cols);
+  const std::size_t per_item = state_->options.blocks_per_item;
+  const auto blocks_per_item = static_cast<cl_uint>(per_item);
   if (shape.format == WeightFormat::nvfp4) {
-    set_args(kernel, call, input, packed, scales, rows, cols, gs_quant);
+    set_args(kernel, call, input, packed, scales, rows, cols, gs_quant, blocks_per_item);
   } else {
-    set_args(kernel, call, input, packed, scales, rows, cols);
+    set_args(kernel, call, input, packed, scales, rows, cols, blocks_per_item);
   }
   const bool swizzled = shape.scale_layout == ScaleLayout::swizzled;
   const std::int64_t grid_cols = swizzled ? swizzled_padded_cols(shape.scale_cols()) : shape.scale_cols();
   const std::int64_t grid_rows = swizzled ? swizzled_padded_rows(shape.rows) : shape.rows;
-  return launch(state_->ctx, kernel, grid_cols, grid_rows, state_->local, wait_for, call);
+  const auto items = static_cast<std::int64_t>((static_cast<std::size_t>(grid_cols) + per_item - 1) / per_item);
+  return launch(state_->ctx, kernel, items, grid_rows, state_->options.local_size, wait_for, call);
 }
 
 cl::Event Quantizer::dequantize(const Fp4MatrixShape& shape, const cl::Buffer& packed, const cl::Buffer& scales,
@@ -191,12 +200,15 @@ cl::Event Quantizer::dequantize(const Fp4MatrixShape& shape, const cl::Buffer& p
 
   cl::Kernel& kernel = state_->dequantize[index_of(shape.format)][index_of(shape.scale_layout)][index_of(type)];
   const auto rows = static_cast<cl_uint>(shape.rows), cols = static_cast<cl_uint>(shape.cols);
+  const std::size_t per_item = state_->options.blocks_per_item;
+  const auto blocks_per_item = static_cast<cl_uint>(per_item);
   if (shape.format == WeightFormat::nvfp4) {
-    set_args(kernel, call, packed, scales, output, rows, cols, gs_dequant);
+    set_args(kernel, call, packed, scales, output, rows, cols, gs_dequant, blocks_per_item);
   } else {
-    set_args(kernel, call, packed, scales, output, rows, cols);
+    set_args(kernel, call, packed, scales, output, rows, cols, blocks_per_item);
   }
-  return launch(state_->ctx, kernel, shape.scale_cols(), shape.rows, state_->local, wait_for, call);
+  const auto items = static_cast<std::int64_t>((static_cast<std::size_t>(shape.scale_cols()) + per_item - 1) / per_item);
+  return launch(state_->ctx, kernel, items, shape.rows, state_->options.local_size, wait_for, call);
 }
 
 }  // namespace fp4cl
