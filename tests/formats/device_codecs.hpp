@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,14 @@ __kernel void recipe_steps8(__global const float* amax, float gs, __global uchar
 
 class DeviceCodecs {
  public:
-  explicit DeviceCodecs(const Context& ctx) : ctx_(ctx) {
+  // Built with the exact-division option add_exact_division chooses, or with `options`.
+  explicit DeviceCodecs(const Context& ctx, std::optional<BuildOptions> build_options = std::nullopt) : ctx_(ctx) {
     BuildOptions options;
-    add_exact_division(options, ctx.info(), "the device codec test kernels");
+    if (build_options) {
+      options = *build_options;
+    } else {
+      add_exact_division(options, ctx.info(), "the device codec test kernels");
+    }
     const std::string source = kernel_source("common/fp4_vector.cl") + device_codec_kernels();
     cl_int err = CL_SUCCESS;
     program_ = cl::Program(ctx.opencl_context(), source, false, &err);

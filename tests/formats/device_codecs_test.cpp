@@ -90,16 +90,22 @@ TEST_F(DeviceCodecs, DecodersMatchTheHost) {
   }
 }
 
-TEST_F(DeviceCodecs, RecipeStepsMatchTheHostForEveryBlockMaximum) {
+// Every block maximum (+0 .. +Inf as BF16), fp32 subnormals and random fp32 values.
+std::vector<float> block_maxima() {
   std::vector<float> amax;
   for (std::uint32_t b = 0; b < 0x7F81; ++b) amax.push_back(float_of_bits(b << 16));  // +0 .. +Inf
   for (std::uint32_t u = 1; u < (1u << 23); u = u * 3 + 1) amax.push_back(float_of_bits(u));  // fp32 subnormals
   std::mt19937 rng(23);
   while (amax.size() % 8 != 0 || amax.size() < 0x7F81 + 60000)  // random fp32 maxima
     amax.push_back(float_of_bits(static_cast<std::uint32_t>(rng() % 0x7F800001u)));
+  return amax;
+}
+
+void expect_recipe_steps_match(test::DeviceCodecs& codecs) {
+  const std::vector<float> amax = block_maxima();
   for (const bool vector : {false, true}) {
     for (const float gs : {1.0f, 0.37f, 2688.0f / 17.5f, 1000.0f, 1e-30f, 1e30f}) {
-      const auto d = codecs_->recipe_steps(amax, gs, vector);
+      const auto d = codecs.recipe_steps(amax, gs, vector);
       for (std::size_t i = 0; i < amax.size(); ++i) {
         const std::uint32_t sf = ::nvfp4_scale_byte(amax[i], gs), e = ::mxfp4_scale_byte(amax[i]);
         ASSERT_EQ(d.nv_scale[i], sf) << "amax " << amax[i] << " gs " << gs << " vector " << vector;
@@ -110,6 +116,15 @@ TEST_F(DeviceCodecs, RecipeStepsMatchTheHostForEveryBlockMaximum) {
       }
     }
   }
+}
+
+TEST_F(DeviceCodecs, RecipeStepsMatchTheHostForEveryBlockMaximum) { expect_recipe_steps_match(*codecs_); }
+
+TEST_F(DeviceCodecs, RecipeStepsMatchWithDivisionThroughFp64) {
+  // The fallback add_exact_division picks on devices without correctly rounded fp32 division.
+  if (!ctx_->info().has_fp64) GTEST_SKIP() << ctx_->info().name << " has no fp64";
+  test::DeviceCodecs fp64_codecs(*ctx_, BuildOptions().define("FP4CL_DIV_VIA_FP64"));
+  expect_recipe_steps_match(fp64_codecs);
 }
 
 }  // namespace
