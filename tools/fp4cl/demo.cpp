@@ -158,6 +158,9 @@ bool demo_format(const Context& ctx, Quantizer& quantizer, WeightFormat format, 
 }
 
 void run_demo(const DemoOptions& o) {
+  if (o.rows < 1 || o.cols < 32 || o.cols % 32 != 0 || o.runs < 1)
+    fail("demo: need rows >= 1, cols a positive multiple of 32 (both block sizes) and runs >= 1; got rows {}, "
+         "cols {}, runs {}", o.rows, o.cols, o.runs);
   const auto devices = list_devices();
   fmt::print("OpenCL devices ({}):\n", devices.size());
   for (const auto& d : devices) fmt::print("  {}\n", d.describe());
@@ -165,9 +168,6 @@ void run_demo(const DemoOptions& o) {
   const Context ctx = Context::create(selector);
   fmt::print("selected (FP4CL_DEVICE=\"{}\"): {}\n", selector, ctx.info().describe());
   if (!ctx.profiling_enabled()) fail("the command queue has no profiling; the demo times kernels with events");
-  if (o.rows < 1 || o.cols < 32 || o.cols % 32 != 0 || o.runs < 1)
-    fail("demo: need rows >= 1, cols a positive multiple of 32 (both block sizes) and runs >= 1; got rows {}, "
-         "cols {}, runs {}", o.rows, o.cols, o.runs);
 
   QuantizerOptions qo;
   if (!o.local_size.empty()) {
