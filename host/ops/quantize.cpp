@@ -1,11 +1,11 @@
 // Host launcher of kernels/quantize.cl: argument checks, kernel selection, NDRange, events.
 #include "fp4cl/quantize.hpp"
 
-#include <cmath>
 #include <limits>
 #include <string>
 
 #include "cl/exact_division.hpp"
+#include "formats/argument_checks.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "support/check.hpp"
 
@@ -49,10 +49,7 @@ void check_distinct(const cl::Buffer& a, const char* a_name, const cl::Buffer& b
 }
 
 void check_shape(const Fp4MatrixShape& s, const char* call) {
-  const int block = block_size(s.format);
-  if (s.rows < 0 || s.cols < 0) fail("{}: negative shape rows = {}, cols = {}", call, s.rows, s.cols);
-  if (s.cols % block != 0)
-    fail("{}: cols (K) = {} is not a multiple of the {} block size {}", call, s.cols, to_string(s.format), block);
+  check_fp4_shape(call, s.format, s.rows, s.cols);
   // The kernels index rows and columns with 32 bits, the swizzled padding included.
   constexpr std::int64_t max32 = std::numeric_limits<std::uint32_t>::max();
   if (s.cols > max32 || swizzled_padded_rows(s.rows) > max32)
@@ -61,14 +58,6 @@ void check_shape(const Fp4MatrixShape& s, const char* call) {
       swizzled_padded_rows(s.rows) * swizzled_padded_cols(s.scale_cols()) > max32)
     fail("{}: {} × {} swizzled scales exceed the 32-bit offsets of the swizzled layout", call, s.rows,
          s.scale_cols());
-}
-
-void check_global_scale(WeightFormat format, float gs, const char* call, const char* name) {
-  if (format == WeightFormat::mxfp4) {
-    if (gs != 1.0f) fail("{}: MXFP4 has no global scale, but {} = {} (must be 1)", call, name, gs);
-  } else if (!std::isfinite(gs) || !(gs > 0.0f)) {
-    fail("{}: {} = {} is not a finite positive NVFP4 global scale", call, name, gs);
-  }
 }
 
 }  // namespace
@@ -168,7 +157,7 @@ cl::Event Quantizer::quantize(const Fp4MatrixShape& shape, const cl::Buffer& inp
                               const std::vector<cl::Event>& wait_for) {
   constexpr const char* call = "Quantizer::quantize";
   check_shape(shape, call);
-  check_global_scale(shape.format, gs_quant, call, "gs_quant");
+  check_global_scale(call, "gs_quant", shape.format, gs_quant);
   check_buffer(input, shape.rows * shape.cols * 2, call, "BF16 input", shape);
   check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
   check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
@@ -197,7 +186,7 @@ cl::Event Quantizer::dequantize(const Fp4MatrixShape& shape, const cl::Buffer& p
                                 const std::vector<cl::Event>& wait_for) {
   constexpr const char* call = "Quantizer::dequantize";
   check_shape(shape, call);
-  check_global_scale(shape.format, gs_dequant, call, "gs_dequant");
+  check_global_scale(call, "gs_dequant", shape.format, gs_dequant);
   check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
   check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
   const std::int64_t element_bytes = type == DequantizedType::bf16 ? 2 : 4;

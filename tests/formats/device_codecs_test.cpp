@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <random>
 #include <vector>
@@ -13,21 +12,15 @@
 #include "common/quant_recipe.cl"
 #include "device_codecs.hpp"
 #include "fp4cl/formats.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float float_of_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b); }
+using test::bits_of;
+using test::float_of_bits;
+using test::same_float;
+
 
 class DeviceCodecs : public ::testing::Test {
  protected:

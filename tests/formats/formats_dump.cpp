@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <fstream>
 #include <random>
@@ -20,15 +19,13 @@
 #include "fp4cl/context.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/quantize.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
-float float_of_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using test::float_of_bits;
+
 
 // Every BF16 pattern; the E2M1, E4M3, E8M0 and BF16 rounding ties and their float neighbours;
 // random float32 values over the whole range.

@@ -16,18 +16,17 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/quantize.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
+using test::bits_of;
+using test::error_of;
+
 constexpr std::uint8_t kPoison = 0xAB;  // fills output buffers so unwritten bytes show
 constexpr std::size_t kGuard = 64;      // extra bytes after each output that must stay untouched
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 class QuantizeKernels : public ::testing::Test {
  protected:
@@ -282,14 +281,6 @@ TEST_F(QuantizeKernels, SwizzledPaddingIsZeroedByTheKernel) {
   EXPECT_EQ(padding, 512 - 21);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST_F(QuantizeKernels, RejectsBadArguments) {
   const cl::Buffer big = poisoned(1 << 16), big2 = poisoned(1 << 16), big3 = poisoned(1 << 16), small = poisoned(8);
