@@ -178,8 +178,10 @@ void run_demo(const DemoOptions& o) {
   Quantizer quantizer(ctx, qo);
   const auto local = quantizer.options().local_size;
   const std::int64_t n = o.rows * o.cols;
-  fmt::print("input: BF16 [{}, {}] ({:.1f} MiB), N(0, 1) values, seed {}; work-groups of {} × {}\n", o.rows, o.cols,
-             static_cast<double>(n) * 2 / (1 << 20), o.seed, local[0], local[1]);
+  fmt::print("input: BF16 [{}, {}] ({:.1f} MiB), N(0, 1) values, seed {}\n", o.rows, o.cols,
+             static_cast<double>(n) * 2 / (1 << 20), o.seed);
+  fmt::print("kernels: {} blocks per work-item, work-groups of {} × {}\n", quantizer.options().blocks_per_item,
+             local[0], local[1]);
   const std::vector<std::uint16_t> x = gaussian_bf16(n, o.seed);
   const cl::Buffer input = device_buffer(ctx, x.size(), x.data());
 
