@@ -1,15 +1,15 @@
 // The host reference dequantizer: w = e2m1(code) × scale × gs_d (FP4.md §3, §4).
 #include "common/formats.cl"
+#include "formats/argument_checks.hpp"
 #include "fp4cl/formats.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
 
 std::vector<float> dequantize(const QuantizedRows& q) {
+  check_fp4_shape("dequantize", q.format, q.rows, q.cols);
+  check_global_scale("dequantize", "global_scale", q.format, q.global_scale);
   const std::int64_t block = q.block_size();
-  if (q.rows < 0 || q.cols < 0 || q.cols % block != 0)
-    fail("dequantize: invalid shape rows = {}, cols = {} ({} needs cols to be a multiple of {})", q.rows, q.cols,
-         to_string(q.format), block);
   if (static_cast<std::int64_t>(q.packed.size()) != q.rows * q.cols / 2)
     fail("dequantize: packed has {} bytes; [{}, {}] needs {}", q.packed.size(), q.rows, q.cols, q.rows * q.cols / 2);
   if (static_cast<std::int64_t>(q.scales.size()) != q.rows * q.scale_cols())

@@ -1,8 +1,7 @@
 // The host reference quantizers (FP4.md §3 NVFP4, §4 MXFP4): per block, the recipe steps of
 // kernels/common/quant_recipe.cl, the same code the quantize kernels compile.
-#include <cmath>
-
 #include "common/quant_recipe.cl"
+#include "formats/argument_checks.hpp"
 #include "fp4cl/formats.hpp"
 #include "support/check.hpp"
 
@@ -12,10 +11,8 @@ namespace {
 
 QuantizedRows empty_result(const char* what, WeightFormat format, const std::vector<std::uint16_t>& bf16,
                            std::int64_t rows, std::int64_t cols) {
+  check_fp4_shape(what, format, rows, cols);
   const int block = block_size(format);
-  if (rows < 0 || cols < 0) fail("{}: negative shape rows = {}, cols = {}", what, rows, cols);
-  if (cols % block != 0)
-    fail("{}: cols (K) = {} is not a multiple of the {} block size {}", what, cols, to_string(format), block);
   if (static_cast<std::int64_t>(bf16.size()) != rows * cols)
     fail("{}: bf16 has {} values; [rows {}, cols {}] needs {}", what, bf16.size(), rows, cols, rows * cols);
   QuantizedRows q;
@@ -53,8 +50,7 @@ void quantize_blocks(const std::vector<std::uint16_t>& bf16, QuantizedRows& q, S
 
 QuantizedRows quantize_nvfp4(const std::vector<std::uint16_t>& bf16, std::int64_t rows, std::int64_t cols,
                              float gs_quant) {
-  if (!std::isfinite(gs_quant) || !(gs_quant > 0.0f))
-    fail("quantize_nvfp4: gs_quant = {} is not a finite positive (quant-direction) global scale", gs_quant);
+  check_global_scale("quantize_nvfp4", "gs_quant", WeightFormat::nvfp4, gs_quant);
   QuantizedRows q = empty_result("quantize_nvfp4", WeightFormat::nvfp4, bf16, rows, cols);
   q.global_scale = 1.0f / gs_quant;
   quantize_blocks(
@@ -74,7 +70,7 @@ QuantizedRows quantize_mxfp4(const std::vector<std::uint16_t>& bf16, std::int64_
 QuantizedRows quantize(WeightFormat format, const std::vector<std::uint16_t>& bf16, std::int64_t rows,
                        std::int64_t cols, float gs_quant) {
   if (format == WeightFormat::nvfp4) return quantize_nvfp4(bf16, rows, cols, gs_quant);
-  if (gs_quant != 1.0f) fail("quantize: MXFP4 has no global scale, but gs_quant = {} (must be 1)", gs_quant);
+  check_global_scale("quantize", "gs_quant", format, gs_quant);
   return quantize_mxfp4(bf16, rows, cols);
 }
 

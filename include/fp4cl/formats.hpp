@@ -124,7 +124,8 @@ QuantizedRows quantize(WeightFormat format, const std::vector<std::uint16_t>& bf
                        std::int64_t cols, float gs_quant = 1.0f);
 
 // w = e2m1(code) × scale × gs_d, evaluated left to right in fp32 (the first product is exact),
-// as [rows, cols] floats. Throws fp4cl::Error when the vectors do not match the shape.
+// as [rows, cols] floats. Throws fp4cl::Error when the vectors do not match the shape or the
+// global scale is not valid for the format (finite and > 0 for NVFP4, 1 for MXFP4).
 std::vector<float> dequantize(const QuantizedRows& q);
 
 }  // namespace fp4cl

@@ -16,12 +16,13 @@ namespace fp4cl {
 enum class DequantizedType { bf16, f32 };
 const char* to_string(DequantizedType type);
 
+// How the kernels spread work: each work-item handles `blocks_per_item` consecutive blocks of
+// one row, in work-groups of local_size (chunks of blocks, rows). 0 = the device kind's default.
 struct QuantizerOptions {
-  // Work-group size (block columns, rows) of every launch; {0, 0} = the default for the device
-  // kind (default_quantizer_local_size).
   std::array<std::size_t, 2> local_size{0, 0};
+  std::size_t blocks_per_item = 0;
 };
-std::array<std::size_t, 2> default_quantizer_local_size(const DeviceInfo& info);
+QuantizerOptions default_quantizer_options(const DeviceInfo& info);
 
 // Builds the kernels once (a program-cache hit after the first Quantizer on a context) and
 // enqueues them on ctx.queue(). Each call checks its arguments and throws fp4cl::Error naming
@@ -47,7 +48,7 @@ class Quantizer {
                        float gs_dequant, DequantizedType type, const cl::Buffer& output,
                        const std::vector<cl::Event>& wait_for = {});
 
-  std::array<std::size_t, 2> local_size() const;
+  const QuantizerOptions& options() const;
 
  private:
   struct State;

@@ -4,27 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "fp4cl/formats.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
-float float_of_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b); }
+using test::bits_of;
+using test::float_of_bits;
+using test::same_float;
+
 
 // The code among `magnitudes` (ascending, code i has value magnitudes[i]) nearest to a >= 0;
 // a tie goes to the even code, or to the larger code with `ties_up`. Values past the largest

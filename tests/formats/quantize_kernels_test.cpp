@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,17 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/quantize.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
+using test::bits_of;
+using test::error_of;
+
 constexpr std::uint8_t kPoison = 0xAB;  // fills output buffers so unwritten bytes show
 constexpr std::size_t kGuard = 64;      // extra bytes after each output that must stay untouched
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 class QuantizeKernels : public ::testing::Test {
  protected:
@@ -65,6 +65,10 @@ class QuantizeKernels : public ::testing::Test {
   // compares with the host dequantization.
   static void expect_bit_exact(WeightFormat format, ScaleLayout layout, std::int64_t rows, std::int64_t cols,
                                const std::vector<std::uint16_t>& x, float gs) {
+    expect_bit_exact(*quantizer_, format, layout, rows, cols, x, gs);
+  }
+  static void expect_bit_exact(Quantizer& quantizer, WeightFormat format, ScaleLayout layout, std::int64_t rows,
+                               std::int64_t cols, const std::vector<std::uint16_t>& x, float gs) {
     SCOPED_TRACE(::testing::Message() << to_string(format) << " " << to_string(layout) << " scales, [" << rows
                                       << ", " << cols << "], gs " << gs);
     const QuantizedRows ref = quantize(format, x, rows, cols, gs);
@@ -76,7 +80,7 @@ class QuantizeKernels : public ::testing::Test {
     const auto packed_bytes = static_cast<std::size_t>(shape.packed_bytes());
     const auto scale_bytes = static_cast<std::size_t>(shape.scale_bytes());
     const cl::Buffer packed = poisoned(packed_bytes + kGuard), scales = poisoned(scale_bytes + kGuard);
-    quantizer_->quantize(shape, input, gs, packed, scales);
+    quantizer.quantize(shape, input, gs, packed, scales);
     const auto dev_packed = download<std::uint8_t>(packed, packed_bytes + kGuard);
     const auto dev_scales = download<std::uint8_t>(scales, scale_bytes + kGuard);
     for (std::size_t i = 0; i < packed_bytes; ++i)
@@ -90,8 +94,8 @@ class QuantizeKernels : public ::testing::Test {
     const std::vector<float> ref_w = dequantize(ref);
     const auto n = static_cast<std::size_t>(rows * cols);
     const cl::Buffer out_f32 = poisoned(4 * n + kGuard), out_bf16 = poisoned(2 * n + kGuard);
-    quantizer_->dequantize(shape, packed, scales, ref.global_scale, DequantizedType::f32, out_f32);
-    quantizer_->dequantize(shape, packed, scales, ref.global_scale, DequantizedType::bf16, out_bf16);
+    quantizer.dequantize(shape, packed, scales, ref.global_scale, DequantizedType::f32, out_f32);
+    quantizer.dequantize(shape, packed, scales, ref.global_scale, DequantizedType::bf16, out_bf16);
     const auto w32 = download<float>(out_f32, n);
     const auto w16 = download<std::uint16_t>(out_bf16, n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -189,6 +193,48 @@ TEST_F(QuantizeKernels, AdversarialDataBothLayouts) {
   }
 }
 
+TEST_F(QuantizeKernels, EveryBf16BlockMaximum) {
+  // Block b has the maximum magnitude BF16 pattern b (every non-negative non-NaN pattern), the
+  // other elements fractions of it with random signs: every scale the recipes can choose.
+  std::mt19937 rng(29);
+  for (const WeightFormat format : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const int block = block_size(format);
+    const std::int64_t cols = 64 * block, rows = (0x7F81 + 63) / 64;
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * cols), 0);
+    for (std::uint32_t b = 0; b < 0x7F81; ++b) {
+      const float amax = bf16_to_float(static_cast<std::uint16_t>(b));
+      for (int i = 0; i < block; ++i) {
+        const float v = i == static_cast<int>(b % static_cast<std::uint32_t>(block))
+                            ? amax
+                            : amax * static_cast<float>(rng() % 1000) / 1000.0f * ((rng() & 1) ? -1.0f : 1.0f);
+        x[b * static_cast<std::size_t>(block) + static_cast<std::size_t>(i)] = test::bf16(v);
+      }
+    }
+    if (format == WeightFormat::mxfp4) {
+      expect_bit_exact(format, ScaleLayout::linear, rows, cols, x, 1.0f);
+    } else {
+      for (const float gs : {1.0f, 0.37f, 2688.0f}) expect_bit_exact(format, ScaleLayout::linear, rows, cols, x, gs);
+    }
+  }
+}
+
+TEST_F(QuantizeKernels, OtherWorkSplitsGiveTheSameBits) {
+  // Work-items of 16 blocks (the default is 64 on CPUs, 8 on GPUs) in 3 × 2 work-groups: groups of
+  // 8 blocks and the single blocks at a row's end fall at other places, the global size is rounded
+  // up in both dimensions.
+  {
+    Quantizer quantizer(*ctx_, QuantizerOptions{{3, 2}, 16});
+    for (const WeightFormat format : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+      for (const ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled}) {
+        for (const auto& [m, k] : {std::pair<std::int64_t, std::int64_t>{7, 96}, {130, 2880}, {3, 1024}}) {
+          const auto x = test::adversarial_bf16(m, k, block_size(format), static_cast<std::uint32_t>(m + k));
+          expect_bit_exact(quantizer, format, layout, m, k, x, format == WeightFormat::nvfp4 ? 0.37f : 1.0f);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(QuantizeKernels, EveryBf16UpToSixPassesThroughTheE2M1Encoder) {
   // MXFP4 blocks of [6.0, 31 test values]: the block maximum 6 gives a multiplier of exactly 1,
   // so the kernel's codes are E2M1 encodings of the BF16 values themselves. NaN values do not
@@ -235,14 +281,6 @@ TEST_F(QuantizeKernels, SwizzledPaddingIsZeroedByTheKernel) {
   EXPECT_EQ(padding, 512 - 21);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST_F(QuantizeKernels, RejectsBadArguments) {
   const cl::Buffer big = poisoned(1 << 16), big2 = poisoned(1 << 16), big3 = poisoned(1 << 16), small = poisoned(8);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,11 +11,13 @@
 #include "bf16_test_data.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
+#include "test_helpers.hpp"
 
 namespace fp4cl {
 namespace {
 
 using test::bf16;
+using test::error_of;
 
 // E2M1 code by nearest-value search (ties to even), sign given, saturating; NaN gives 7.
 std::uint8_t nearest_e2m1(double x, bool negative) {
@@ -31,14 +32,6 @@ std::uint8_t nearest_e2m1(double x, bool negative) {
   return static_cast<std::uint8_t>((negative ? 8 : 0) | best);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(QuantizeReference, WorkedExampleOfTheSpec) {
   // FP4.md §8: [3.0, -1.296875, 0.1298828125, 0.125, 0 × 12], gs = 1.
@@ -212,6 +205,9 @@ TEST(QuantizeReference, ErrorsNameTheArgument) {
   QuantizedRows q = quantize_nvfp4(x, 2, 48, 1.0f);
   q.scales.pop_back();
   EXPECT_NE(error_of([&] { dequantize(q); }).find("scales"), std::string::npos);
+  QuantizedRows mq = quantize_mxfp4(std::vector<std::uint16_t>(64), 2, 32);
+  mq.global_scale = 2.0f;  // MXFP4 has no global scale
+  EXPECT_NE(error_of([&] { dequantize(mq); }).find("global_scale"), std::string::npos);
 }
 
 TEST(QuantizeReference, EmptyMatricesAreFine) {
