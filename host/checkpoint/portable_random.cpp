@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "support/check.hpp"
+
 namespace fp4cl::detail {
 
 std::uint64_t splitmix64_next(std::uint64_t& state) {
@@ -21,6 +23,16 @@ std::uint64_t fnv1a64(std::string_view bytes) {
 PortableRandom::PortableRandom(std::uint64_t seed) {
   std::uint64_t state = seed;
   for (std::uint64_t& word : s_) word = splitmix64_next(state);
+}
+
+PortableRandom PortableRandom::with_state(std::uint64_t s0, std::uint64_t s1, std::uint64_t s2, std::uint64_t s3) {
+  if ((s0 | s1 | s2 | s3) == 0) fail("xoshiro256** state must not be all zero");
+  PortableRandom r;
+  r.s_[0] = s0;
+  r.s_[1] = s1;
+  r.s_[2] = s2;
+  r.s_[3] = s3;
+  return r;
 }
 
 std::uint64_t PortableRandom::next() {

@@ -33,6 +33,8 @@ class PortableRandom {
   // A stream for one named purpose: seeded with seed XOR fnv1a64(name), so every tensor of a
   // synthetic model has its own stream that does not depend on the others' sizes.
   PortableRandom(std::uint64_t seed, std::string_view name) : PortableRandom(seed ^ fnv1a64(name)) {}
+  // A generator with the given xoshiro256** state (not all zero), for the reference test vectors.
+  static PortableRandom with_state(std::uint64_t s0, std::uint64_t s1, std::uint64_t s2, std::uint64_t s3);
 
   // The next xoshiro256** output.
   std::uint64_t next();
@@ -43,7 +45,8 @@ class PortableRandom {
   double normal();
 
  private:
-  std::uint64_t s_[4];
+  PortableRandom() = default;
+  std::uint64_t s_[4] = {};
   double spare_ = 0.0;
   bool has_spare_ = false;
 };
