@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,10 +57,15 @@ void register_quantize(CLI::App& app) {
     output.progress = bar.callback();
     const QuantizeSummary summary = quantize_model(args->in, args->out, options, output);
     bar.finish();
-    fmt::print("wrote {}: {} {} checkpoint, {} modules quantized, {} linear modules kept ({}), {} tensors copied\n",
+    std::string kept = "none";
+    if (!summary.ignored.empty()) {
+      const std::size_t shown = std::min<std::size_t>(summary.ignored.size(), 4);
+      kept = fmt::format("{}{}", fmt::join(summary.ignored.begin(), summary.ignored.begin() + shown, ", "),
+                         summary.ignored.size() > shown ? ", ..." : "");
+    }
+    fmt::print("wrote {}: {} {} checkpoint; {} modules quantized; {} linear modules kept ({}); {} tensors copied\n",
                args->out, to_string(options.layout), options.scheme.name(), summary.quantized.size(),
-               summary.ignored.size(), summary.ignored.empty() ? "none" : fmt::format("{}", fmt::join(summary.ignored, ", ")),
-               summary.copied_tensors);
+               summary.ignored.size(), kept, summary.copied_tensors);
   });
 }
 
