@@ -24,7 +24,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-ActivationCalibration::ActivationCalibration(const SafetensorsModel& model, std::int64_t rows, std::uint64_t seed)
+ActivationCalibration::ActivationCalibration(const SafetensorsModel& model, std::int64_t rows,
+                                             std::uint64_t seed)
     : model_(model), rows_(rows), seed_(seed) {
   if (rows <= 0) fail("calibration rows = {} must be positive", rows);
 }

@@ -25,7 +25,8 @@ PortableRandom::PortableRandom(std::uint64_t seed) {
   for (std::uint64_t& word : s_) word = splitmix64_next(state);
 }
 
-PortableRandom PortableRandom::with_state(std::uint64_t s0, std::uint64_t s1, std::uint64_t s2, std::uint64_t s3) {
+PortableRandom PortableRandom::with_state(std::uint64_t s0, std::uint64_t s1, std::uint64_t s2,
+                                          std::uint64_t s3) {
   if ((s0 | s1 | s2 | s3) == 0) fail("xoshiro256** state must not be all zero");
   PortableRandom r;
   r.s_[0] = s0;

@@ -38,7 +38,7 @@ inline constexpr const char* kModelOptFormatVersion = "0.37.0";
 inline constexpr const char* kCompressedTensorsFormatVersion = "0.12.2";
 
 struct ProducerQuantConfig {
-  nlohmann::ordered_json quantization_config;            // config.json → "quantization_config"
+  nlohmann::ordered_json quantization_config;             // config.json → "quantization_config"
   std::optional<nlohmann::ordered_json> hf_quant_config;  // ModelOpt's hf_quant_config.json
 };
 

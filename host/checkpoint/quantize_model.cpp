@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint/activation_calibration.hpp"
@@ -33,7 +33,8 @@ constexpr float kFp4TimesE4m3Max = 2688.0f;  // 6 · 448
 
 std::string lower(std::string_view s) {
   std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(r.begin(), r.end(), r.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return r;
 }
 
@@ -106,9 +107,11 @@ Plan plan_model(const SafetensorsModel& model, const QuantizeOptions& o, const T
     }
   }
   if (plan.quantize.empty()) {
-    fail("no linear module of '{}' matches the include patterns [{}] (minus the exclude patterns [{}]): nothing to "
-         "quantize",
-         model.source(), fmt::join(o.include, ", "), fmt::join(o.exclude, ", "));
+    fail(
+        "no linear module of '{}' matches the include patterns [{}] (minus the exclude patterns [{}]): "
+        "nothing to "
+        "quantize",
+        model.source(), fmt::join(o.include, ", "), fmt::join(o.exclude, ", "));
   }
   // A tensor we would write must not exist already (other than the weight ModelOpt replaces).
   for (const Linear& l : plan.quantize) {
@@ -117,8 +120,8 @@ Plan plan_model(const SafetensorsModel& model, const QuantizeOptions& o, const T
       if (suffix->empty() || *suffix == "weight") continue;
       const std::string name = TensorLayout::tensor_name(l.module, *suffix);
       if (model.contains(name)) {
-        fail("'{}' already holds '{}': the model looks quantized already; quantize a BF16/F32 model", model.source(),
-             name);
+        fail("'{}' already holds '{}': the model looks quantized already; quantize a BF16/F32 model",
+             model.source(), name);
       }
     }
   }
@@ -135,7 +138,8 @@ std::vector<std::uint8_t> f32_bytes(float value) {
 // 448·6/amax. An all-zero calibration (amax 0) gives the neutral scale 1.
 float input_scale(float amax, ScaleDirection direction, const std::string& module) {
   if (amax == 0.0f) return 1.0f;
-  const float scale = direction == ScaleDirection::dequant ? amax / kFp4TimesE4m3Max : kFp4TimesE4m3Max / amax;
+  const float scale =
+      direction == ScaleDirection::dequant ? amax / kFp4TimesE4m3Max : kFp4TimesE4m3Max / amax;
   if (!std::isfinite(scale) || scale == 0.0f) {
     fail("'{}': activation amax {} gives no finite FP32 input scale", module, amax);
   }
@@ -143,8 +147,8 @@ float input_scale(float amax, ScaleDirection direction, const std::string& modul
 }
 
 // Adds the tensors of one quantized module (FP4.md §5); returns their size in bytes.
-std::uint64_t add_quantized(SafetensorsWriter& writer, const Linear& l, const QuantizeOptions& o, const TensorLayout& layout,
-                   std::optional<float> input_amax) {
+std::uint64_t add_quantized(SafetensorsWriter& writer, const Linear& l, const QuantizeOptions& o,
+                            const TensorLayout& layout, std::optional<float> input_amax) {
   const std::string weight_name = l.weight.name();
   const std::vector<float> values = detail::weight_values(l.weight);
   const std::int64_t rows = l.weight.shape()[0], cols = l.weight.shape()[1];
@@ -156,7 +160,8 @@ std::uint64_t add_quantized(SafetensorsWriter& writer, const Linear& l, const Qu
   // ModelOpt stores scalars ([]), compressed-tensors one-element vectors ([1]).
   const std::vector<std::int64_t> scalar_shape =
       o.layout == QuantProducer::modelopt ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1};
-  writer.add(TensorLayout::tensor_name(l.module, layout.weight), Dtype::u8, {rows, cols / 2}, std::move(q.packed));
+  writer.add(TensorLayout::tensor_name(l.module, layout.weight), Dtype::u8, {rows, cols / 2},
+             std::move(q.packed));
   writer.add(TensorLayout::tensor_name(l.module, layout.weight_scale), nvfp4 ? Dtype::f8_e4m3 : Dtype::u8,
              {rows, q.scale_cols()}, std::move(q.scales));
   if (!layout.weight_global_scale.empty()) {
@@ -176,8 +181,8 @@ std::uint64_t add_quantized(SafetensorsWriter& writer, const Linear& l, const Qu
 
 void check_options(const QuantizeOptions& o) {
   if (o.layout == QuantProducer::modelopt && o.scheme.weight == WeightFormat::mxfp4) {
-    fail("ModelOpt has no {} checkpoint layout that fp4cl writes (FP4.md §5 defines ModelOpt NVFP4 and W4A16 NVFP4); "
-         "use the compressed-tensors layout for MXFP4",
+    fail("ModelOpt has no {} checkpoint layout that fp4cl writes (FP4.md §5 defines ModelOpt NVFP4 and "
+         "W4A16 NVFP4); use the compressed-tensors layout for MXFP4",
          o.scheme.name());
   }
   if (o.include.empty()) fail("quantize: no include pattern: nothing would be quantized");
@@ -195,8 +200,14 @@ QuantizeSummary quantize_model(const fs::path& input, const fs::path& output, co
   const TensorLayout layout = tensor_layout(o.layout, o.scheme);
   std::error_code ec;
   if (!fs::is_directory(input, ec)) fail("input model '{}' is not a directory", input.string());
-  if (fs::exists(output, ec) && fs::equivalent(input, output, ec)) {
-    fail("the output '{}' is the input model directory; write the checkpoint elsewhere", output.string());
+  if (fs::exists(output, ec)) {
+    // Replacing the output must never delete the input.
+    const fs::path in = fs::canonical(input, ec), out = fs::canonical(output, ec);
+    const bool out_contains_in = std::mismatch(out.begin(), out.end(), in.begin(), in.end()).first == out.end();
+    if (!ec && out_contains_in) {
+      fail("the output '{}' is or contains the input model directory '{}'; write the checkpoint elsewhere",
+           output.string(), input.string());
+    }
   }
   const fs::path config_path = input / "config.json";
   if (!fs::exists(config_path, ec)) fail("input model '{}' has no config.json", input.string());
@@ -256,7 +267,8 @@ QuantizeSummary quantize_model(const fs::path& input, const fs::path& output, co
 
   for (const std::string& name : plan.copied) total_bytes += model.tensor(name).info().size_bytes();
   if (out_options.progress) out_options.progress({"writing", 0, total_bytes});
-  const std::vector<std::string> tensor_files = out.write_tensors(writer, total_bytes, out_options.max_shard_bytes);
+  const std::vector<std::string> tensor_files =
+      out.write_tensors(writer, total_bytes, out_options.max_shard_bytes);
   summary.files.insert(summary.files.end(), tensor_files.begin(), tensor_files.end());
   out.commit();
   if (out_options.progress) out_options.progress({"writing", total_bytes, total_bytes});

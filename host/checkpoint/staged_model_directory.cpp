@@ -29,8 +29,8 @@ fs::path normalized(const fs::path& path) {
 fs::path create_sibling_directory(const fs::path& target, const char* tag) {
   static std::atomic<unsigned> counter{0};
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    const fs::path candidate = target.parent_path() / fmt::format(".{}.{}.{}.{}", target.filename().string(), tag,
-                                                                   ::getpid(), counter.fetch_add(1));
+    const fs::path candidate = target.parent_path() / fmt::format(".{}.{}.{}.{}", target.filename().string(),
+                                                                  tag, ::getpid(), counter.fetch_add(1));
     std::error_code ec;
     if (fs::create_directory(candidate, ec)) return candidate;
     if (ec) fail("cannot create a staging directory beside '{}': {}", target.string(), ec.message());
@@ -58,7 +58,8 @@ StagedModelDirectory::StagedModelDirectory(fs::path target, bool overwrite)
       }
       // Overwriting deletes the old directory: only ever a model directory.
       if (!fs::exists(target_ / "config.json", ec)) {
-        fail("refusing to replace '{}': it is not a model directory (it has no config.json)", target_.string());
+        fail("refusing to replace '{}': it is not a model directory (it has no config.json)",
+             target_.string());
       }
     }
   }

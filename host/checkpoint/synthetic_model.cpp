@@ -19,9 +19,14 @@ namespace {
 
 void check_options(const SyntheticModelOptions& o) {
   const std::pair<const char*, std::int64_t> positive[] = {
-      {"layers", o.layers},   {"hidden", o.hidden},         {"intermediate", o.intermediate},
-      {"experts", o.experts}, {"experts_per_token", o.experts_per_token},
-      {"heads", o.heads},     {"kv_heads", o.kv_heads},     {"head_dim", o.head_dim},
+      {"layers", o.layers},
+      {"hidden", o.hidden},
+      {"intermediate", o.intermediate},
+      {"experts", o.experts},
+      {"experts_per_token", o.experts_per_token},
+      {"heads", o.heads},
+      {"kv_heads", o.kv_heads},
+      {"head_dim", o.head_dim},
       {"vocab", o.vocab},
   };
   for (const auto& [name, value] : positive) {

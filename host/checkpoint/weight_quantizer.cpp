@@ -9,8 +9,8 @@ namespace fp4cl::detail {
 
 std::vector<float> weight_values(const TensorView& weight) {
   if (weight.shape().size() != 2) {
-    fail("'{}' in {} has shape {}: a linear weight is 2-D [out_features, in_features]", weight.name(), weight.file(),
-         shape_string(weight.shape()));
+    fail("'{}' in {} has shape {}: a linear weight is 2-D [out_features, in_features]", weight.name(),
+         weight.file(), shape_string(weight.shape()));
   }
   std::vector<float> values;
   if (weight.dtype() == Dtype::bf16) {
@@ -25,8 +25,8 @@ std::vector<float> weight_values(const TensorView& weight) {
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) {
-      fail("'{}' in {} holds {} at element {}: cannot quantize a non-finite weight", weight.name(), weight.file(),
-           values[i], i);
+      fail("'{}' in {} holds {} at element {}: cannot quantize a non-finite weight", weight.name(),
+           weight.file(), values[i], i);
     }
   }
   return values;
@@ -61,8 +61,10 @@ QuantizedRows quantize_weight(WeightFormat format, const std::vector<float>& val
                               std::int64_t cols, float gs_quant, std::string_view tensor) {
   const std::int64_t block = block_size(format);
   if (cols % block != 0) {
-    fail("'{}': in_features = {} is not a multiple of the {} block size {}; exclude the module from quantization",
-         tensor, cols, to_string(format), block);
+    fail(
+        "'{}': in_features = {} is not a multiple of the {} block size {}; exclude the module from "
+        "quantization",
+        tensor, cols, to_string(format), block);
   }
   if (static_cast<std::int64_t>(values.size()) != rows * cols) {
     fail("'{}': {} values for shape [{}, {}]", tensor, values.size(), rows, cols);

@@ -57,8 +57,8 @@ struct SyntheticModelOptions {
   std::int64_t heads = 4;              // num_attention_heads
   std::int64_t kv_heads = 2;           // num_key_value_heads (divides heads)
   std::int64_t head_dim = 64;
-  std::int64_t vocab = 512;            // vocab_size
-  Dtype dtype = Dtype::bf16;           // Dtype::bf16 or Dtype::f32
+  std::int64_t vocab = 512;   // vocab_size
+  Dtype dtype = Dtype::bf16;  // Dtype::bf16 or Dtype::f32
 };
 
 struct SyntheticTensor {
@@ -85,7 +85,8 @@ std::vector<SyntheticTensor> synthetic_model_tensors(const SyntheticModelOptions
 //    over [1/8, 2)), then K values σ·row_scale·z; then max(1, N·K/1024) outliers: index =
 //    next() mod N·K, value × (8 + 24·uniform()).
 // The same options and tensor give the same values on every platform.
-std::vector<double> synthetic_tensor_values(const SyntheticModelOptions& options, const SyntheticTensor& tensor);
+std::vector<double> synthetic_tensor_values(const SyntheticModelOptions& options,
+                                            const SyntheticTensor& tensor);
 
 // The model's config.json text (keys sorted, two-space indent, as save_pretrained writes it).
 std::string synthetic_model_config(const SyntheticModelOptions& options);

@@ -93,8 +93,8 @@ inline double fp4_error_bound(double x, double s, double zero_scale_limit) {
 // (the largest element of every non-zero block encodes to magnitude ≥ 4). `gs_d` is the
 // dequant-direction global scale (1 for MXFP4). Returns the number of failures (reported through
 // gtest, at most a few).
-inline int expect_within_fp4_error(const std::string& what, const std::vector<float>& source, const QuantizedRows& q,
-                                   float gs_d) {
+inline int expect_within_fp4_error(const std::string& what, const std::vector<float>& source,
+                                   const QuantizedRows& q, float gs_d) {
   const std::vector<float> deq = dequantize(q);
   const int block = q.block_size();
   int failures = 0;
@@ -118,8 +118,8 @@ inline int expect_within_fp4_error(const std::string& what, const std::vector<fl
     }
     if (block_amax > 0.0f && s > 0.0 && code_max < 4.0f) {
       if (++failures <= 3) {
-        ADD_FAILURE() << what << " block " << b << ": amax " << block_amax << " encodes to at most " << code_max
-                      << " (scale " << s << " is not tight)";
+        ADD_FAILURE() << what << " block " << b << ": amax " << block_amax << " encodes to at most "
+                      << code_max << " (scale " << s << " is not tight)";
       }
     }
   }

@@ -1,5 +1,7 @@
 // The portable generator and math behind the synthetic models: the published reference outputs
 // of SplitMix64 and xoshiro256**, accuracy of portable_log/portable_exp, and the distribution.
+#include "checkpoint/portable_random.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <limits>
 
 #include "checkpoint/portable_math.hpp"
-#include "checkpoint/portable_random.hpp"
 #include "fp4cl/error.hpp"
 
 namespace fp4cl::detail {
@@ -45,7 +46,8 @@ TEST(PortableRandom, Fnv1aMatchesTheReferenceOutputs) {
 }
 
 TEST(PortableRandom, NamedStreamsAreReproducibleAndIndependent) {
-  PortableRandom a(7, "model.norm.weight"), b(7, "model.norm.weight"), c(7, "lm_head.weight"), d(8, "model.norm.weight");
+  PortableRandom a(7, "model.norm.weight"), b(7, "model.norm.weight"), c(7, "lm_head.weight"),
+      d(8, "model.norm.weight");
   int same_c = 0, same_d = 0;
   for (int i = 0; i < 100; ++i) {
     const std::uint64_t x = a.next();
@@ -82,7 +84,8 @@ TEST(PortableRandom, UniformAndNormalHaveTheirDistributions) {
 }
 
 double ulps_apart(double a, double b) {
-  return std::fabs(a - b) / (std::nextafter(std::fabs(b), std::numeric_limits<double>::infinity()) - std::fabs(b));
+  return std::fabs(a - b) /
+         (std::nextafter(std::fabs(b), std::numeric_limits<double>::infinity()) - std::fabs(b));
 }
 
 TEST(PortableMath, LogIsAccurateToAFewUlp) {
@@ -93,8 +96,8 @@ TEST(PortableMath, LogIsAccurateToAFewUlp) {
     const double want = std::log(x);
     EXPECT_LE(ulps_apart(portable_log(x), want), 4.0) << "x = " << x;
   }
-  for (const double x : {std::numeric_limits<double>::min(), std::numeric_limits<double>::denorm_min(), 1e-300,
-                         std::nextafter(1.0, 0.0), std::nextafter(1.0, 2.0), 2.0, 0.5, 1e300,
+  for (const double x : {std::numeric_limits<double>::min(), std::numeric_limits<double>::denorm_min(),
+                         1e-300, std::nextafter(1.0, 0.0), std::nextafter(1.0, 2.0), 2.0, 0.5, 1e300,
                          std::numeric_limits<double>::max()}) {
     EXPECT_LE(ulps_apart(portable_log(x), std::log(x)), 4.0) << "x = " << x;
   }

@@ -18,7 +18,8 @@ TEST(ProgressBar, RendersStageFractionAndMegabytes) {
   EXPECT_EQ(ProgressBar::render("writing", 2000000, 2000000),
             "writing    [##############################] 100%      2.0/2.0 MB");
   // Nothing to do counts as done; more than the total is clamped.
-  EXPECT_EQ(ProgressBar::render("writing", 0, 0), "writing    [##############################] 100%      0.0/0.0 MB");
+  EXPECT_EQ(ProgressBar::render("writing", 0, 0),
+            "writing    [##############################] 100%      0.0/0.0 MB");
   EXPECT_EQ(ProgressBar::render("x", 5, 4).substr(0, 45), ProgressBar::render("x", 4, 4).substr(0, 45));
 }
 
@@ -44,7 +45,8 @@ TEST(ProgressBar, DisabledBarWritesNothing) {
   ::close(saved);
   std::rewind(capture);
   std::string written;
-  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) written.push_back(static_cast<char>(c));
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture))
+    written.push_back(static_cast<char>(c));
   std::fclose(capture);
   // Only the enabled bar drew: one line, ended when it went out of scope.
   EXPECT_EQ(written, "\r" + ProgressBar::render("writing", 1, 2) + "\n");

@@ -3,10 +3,10 @@
 // shapes, dequantizes within FP4 error of the source with the global scales in the producer's
 // direction, keeps everything else bit for bit, and carries the producer's config files.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "checkpoint_write/checkpoint_write_test_util.hpp"
@@ -24,13 +24,15 @@ struct Combo {
 void PrintTo(const Combo& c, std::ostream* os) { *os << c.scheme << " / " << to_string(c.layout); }
 
 std::string combo_name(const ::testing::TestParamInfo<Combo>& info) {
-  return std::string(info.param.scheme) + (info.param.layout == QuantProducer::modelopt ? "_modelopt" : "_ct");
+  return std::string(info.param.scheme) +
+         (info.param.layout == QuantProducer::modelopt ? "_modelopt" : "_ct");
 }
 
 // The tensors FP4.md §5 lists per quantized linear: suffix → (dtype, shape) for weight [N, K].
 std::map<std::string, std::pair<Dtype, std::vector<std::int64_t>>> spec_tensors(QuantProducer layout,
                                                                                 const QuantScheme& s,
-                                                                                std::int64_t n, std::int64_t k) {
+                                                                                std::int64_t n,
+                                                                                std::int64_t k) {
   std::map<std::string, std::pair<Dtype, std::vector<std::int64_t>>> t;
   if (layout == QuantProducer::modelopt) {
     t["weight"] = {Dtype::u8, {n, k / 2}};
@@ -70,8 +72,8 @@ TEST_P(QuantizeRoundTrip, WritesTheProducersCheckpoint) {
   for (const std::string& name : src.names()) {
     const TensorView s = src.tensor(name);
     const std::string module = name.substr(0, name.size() - std::string(".weight").size());
-    const bool linear = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && s.shape().size() == 2 &&
-                        module.find("embed") == std::string::npos;
+    const bool linear = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                        s.shape().size() == 2 && module.find("embed") == std::string::npos;
     if (linear) {
       const std::optional<QuantScheme> resolved = config.resolve(module);
       if (ignored.count(module)) {
@@ -88,7 +90,8 @@ TEST_P(QuantizeRoundTrip, WritesTheProducersCheckpoint) {
       ASSERT_TRUE(d.has_value()) << name;
       EXPECT_EQ(d->dtype(), s.dtype()) << name;
       EXPECT_EQ(d->shape(), s.shape()) << name;
-      EXPECT_TRUE(std::equal(s.bytes().begin(), s.bytes().end(), d->bytes().begin(), d->bytes().end())) << name;
+      EXPECT_TRUE(std::equal(s.bytes().begin(), s.bytes().end(), d->bytes().begin(), d->bytes().end()))
+          << name;
       continue;
     }
     ++modules;
@@ -122,13 +125,15 @@ TEST_P(QuantizeRoundTrip, WritesTheProducersCheckpoint) {
     q.rows = n;
     q.cols = k;
     q.packed = dst.tensor(module + "." + layout.weight).to_vector<std::uint8_t>();
-    q.scales = dst.tensor(module + "." + layout.weight_scale).to_vector<std::uint8_t>(
-        o.scheme.weight == WeightFormat::nvfp4 ? Dtype::f8_e4m3 : Dtype::u8);
+    q.scales =
+        dst.tensor(module + "." + layout.weight_scale)
+            .to_vector<std::uint8_t>(o.scheme.weight == WeightFormat::nvfp4 ? Dtype::f8_e4m3 : Dtype::u8);
     float gs_d = 1.0f;
     if (o.scheme.weight == WeightFormat::nvfp4) {
       const float stored = dst.tensor(module + "." + layout.weight_global_scale).scalar_f32();
       if (o.layout == QuantProducer::modelopt) {
-        EXPECT_NEAR(stored, amax / 2688.0f, 1e-6 * amax / 2688.0f) << module << ": weight_scale_2 = amax/(448·6)";
+        EXPECT_NEAR(stored, amax / 2688.0f, 1e-6 * amax / 2688.0f)
+            << module << ": weight_scale_2 = amax/(448·6)";
         gs_d = stored;
       } else {
         EXPECT_EQ(stored, 2688.0f / amax) << module << ": weight_global_scale = 448·6/amax";
@@ -222,7 +227,8 @@ TEST_P(QuantizeRoundTrip, WritesTheProducersConfigFiles) {
   }
   // Other top-level files are copied as they are; subdirectories are not.
   EXPECT_EQ(test::file_bytes(out / "tokenizer.json"), test::file_bytes(source() / "tokenizer.json"));
-  EXPECT_EQ(test::file_bytes(out / "generation_config.json"), test::file_bytes(source() / "generation_config.json"));
+  EXPECT_EQ(test::file_bytes(out / "generation_config.json"),
+            test::file_bytes(source() / "generation_config.json"));
   EXPECT_FALSE(std::filesystem::exists(out / "original"));
   const std::set<std::string> files(summary.files.begin(), summary.files.end());
   std::set<std::string> on_disk;

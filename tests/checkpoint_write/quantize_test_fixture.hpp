@@ -33,7 +33,8 @@ class QuantizeModelTest : public ::testing::Test {
 
   // The linear modules the default patterns leave unquantized: the routers and lm_head.
   static const std::set<std::string>& expected_ignored() {
-    static const std::set<std::string> ignored = {"lm_head", "model.layers.0.mlp.gate", "model.layers.1.mlp.gate"};
+    static const std::set<std::string> ignored = {"lm_head", "model.layers.0.mlp.gate",
+                                                  "model.layers.1.mlp.gate"};
     return ignored;
   }
 

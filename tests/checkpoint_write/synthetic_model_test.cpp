@@ -1,10 +1,10 @@
 // The synthetic Qwen3-MoE generator: tensor names and shapes, config.json, determinism, value
 // spread, dtypes, sharding, option errors and output-directory rules.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "checkpoint_write/checkpoint_write_test_util.hpp"

@@ -1,11 +1,12 @@
 // Quantizing one weight: NVFP4 equals the project's reference quantizer, the MXFP4 weight scale
 // follows compressed-tensors' rule, global scales, edge cases and errors.
+#include "checkpoint/weight_quantizer.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "checkpoint/portable_random.hpp"
-#include "checkpoint/weight_quantizer.hpp"
 #include "checkpoint_write/checkpoint_write_test_util.hpp"
 #include "fp4cl/error.hpp"
 
@@ -83,7 +84,8 @@ TEST(WeightQuantizer, Mxfp4WeightScaleFollowsCompressedTensors) {
   EXPECT_EQ(mxfp4_weight_scale_byte(std::ldexp(1.0f, -124)), 1);
   PortableRandom r(2);
   for (int i = 0; i < 200000; ++i) {
-    const float amax = static_cast<float>(std::ldexp(0.5 + 0.5 * r.uniform(), static_cast<int>(r.next() % 240) - 120));
+    const float amax =
+        static_cast<float>(std::ldexp(0.5 + 0.5 * r.uniform(), static_cast<int>(r.next() % 240) - 120));
     ASSERT_EQ(mxfp4_weight_scale_byte(amax), ct_rule(amax)) << "amax = " << amax;
     // The largest element scales below 7 and at least to 3.5 (rounds to 4).
     const double t = amax / e8m0_to_float(mxfp4_weight_scale_byte(amax));

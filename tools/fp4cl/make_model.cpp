@@ -19,12 +19,15 @@ void register_make_model(CLI::App& app) {
     ModelOutputOptions output;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("make-model", "Write a seeded synthetic Qwen3-MoE model (BF16/F32 safetensors)");
+  auto* cmd =
+      app.add_subcommand("make-model", "Write a seeded synthetic Qwen3-MoE model (BF16/F32 safetensors)");
   cmd->add_option("OUT", args->out, "Output model directory (must not exist or be empty)")->required();
-  cmd->add_option("--seed", args->model.seed, "Random seed: the same seed gives the same bytes")->capture_default_str();
+  cmd->add_option("--seed", args->model.seed, "Random seed: the same seed gives the same bytes")
+      ->capture_default_str();
   cmd->add_option("--layers", args->model.layers, "num_hidden_layers")->capture_default_str();
   cmd->add_option("--hidden", args->model.hidden, "hidden_size H")->capture_default_str();
-  cmd->add_option("--inter", args->model.intermediate, "moe_intermediate_size I (per expert)")->capture_default_str();
+  cmd->add_option("--inter", args->model.intermediate, "moe_intermediate_size I (per expert)")
+      ->capture_default_str();
   cmd->add_option("--experts", args->model.experts, "num_experts E")->capture_default_str();
   cmd->add_option("--topk", args->model.experts_per_token, "num_experts_per_tok k")->capture_default_str();
   cmd->add_option("--heads", args->model.heads, "num_attention_heads")->capture_default_str();
@@ -32,8 +35,8 @@ void register_make_model(CLI::App& app) {
   cmd->add_option("--head-dim", args->model.head_dim, "head_dim")->capture_default_str();
   cmd->add_option("--vocab", args->model.vocab, "vocab_size")->capture_default_str();
   cmd->add_option("--dtype", args->model.dtype, "Weight dtype")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, Dtype>{{"bf16", Dtype::bf16}, {"f32", Dtype::f32}},
-                                          CLI::ignore_case))
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, Dtype>{{"bf16", Dtype::bf16}, {"f32", Dtype::f32}}, CLI::ignore_case))
       ->default_str("bf16");
   cmd->add_option("--max-shard-size", args->output.max_shard_bytes,
                   "Largest safetensors file (e.g. 5GB, 500MiB); larger models are sharded")
@@ -49,7 +52,8 @@ void register_make_model(CLI::App& app) {
     const auto tensors = synthetic_model_tensors(args->model);
     fmt::print("wrote {}: Qwen3-MoE, {} layers, H={}, I={}, E={}, k={}, {} tensors, {}, seed {}\n", args->out,
                args->model.layers, args->model.hidden, args->model.intermediate, args->model.experts,
-               args->model.experts_per_token, tensors.size(), dtype_name(args->model.dtype), args->model.seed);
+               args->model.experts_per_token, tensors.size(), dtype_name(args->model.dtype),
+               args->model.seed);
   });
 }
 

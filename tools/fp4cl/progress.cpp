@@ -20,11 +20,13 @@ ProgressBar::ProgressBar(bool enabled) : enabled_(enabled) {}
 ProgressBar::~ProgressBar() { finish(); }
 
 std::string ProgressBar::render(std::string_view stage, std::uint64_t done, std::uint64_t total) {
-  const double fraction = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+  const double fraction =
+      total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   const int filled = static_cast<int>(fraction * kWidth);
-  return fmt::format("{:<11}[{}{}] {:3}% {:8.1f}/{:.1f} MB", stage, std::string(static_cast<std::size_t>(filled), '#'),
-                     std::string(static_cast<std::size_t>(kWidth - filled), '.'), static_cast<int>(fraction * 100),
-                     static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6);
+  return fmt::format(
+      "{:<11}[{}{}] {:3}% {:8.1f}/{:.1f} MB", stage, std::string(static_cast<std::size_t>(filled), '#'),
+      std::string(static_cast<std::size_t>(kWidth - filled), '.'), static_cast<int>(fraction * 100),
+      static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6);
 }
 
 void ProgressBar::update(std::string_view stage, std::uint64_t done, std::uint64_t total) {

@@ -36,9 +36,11 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("--input-amax", args->input_amax,
                   "NVFP4 W4A4: fixed activation amax for every input scale (default: calibrate on synthetic "
                   "activations)");
-  cmd->add_option("--calib-rows", args->options.calibration_rows, "Synthetic calibration rows per module input")
+  cmd->add_option("--calib-rows", args->options.calibration_rows,
+                  "Synthetic calibration rows per module input")
       ->capture_default_str();
-  cmd->add_option("--calib-seed", args->options.calibration_seed, "Seed of the synthetic calibration activations")
+  cmd->add_option("--calib-seed", args->options.calibration_seed,
+                  "Seed of the synthetic calibration activations")
       ->capture_default_str();
   cmd->add_option("--max-shard-size", args->output.max_shard_bytes,
                   "Largest safetensors file (e.g. 5GB, 500MiB); larger checkpoints are sharded")
@@ -63,9 +65,10 @@ void register_quantize(CLI::App& app) {
       kept = fmt::format("{}{}", fmt::join(summary.ignored.begin(), summary.ignored.begin() + shown, ", "),
                          summary.ignored.size() > shown ? ", ..." : "");
     }
-    fmt::print("wrote {}: {} {} checkpoint; {} modules quantized; {} linear modules kept ({}); {} tensors copied\n",
-               args->out, to_string(options.layout), options.scheme.name(), summary.quantized.size(),
-               summary.ignored.size(), kept, summary.copied_tensors);
+    fmt::print(
+        "wrote {}: {} {} checkpoint; {} modules quantized; {} linear modules kept ({}); {} tensors copied\n",
+        args->out, to_string(options.layout), options.scheme.name(), summary.quantized.size(),
+        summary.ignored.size(), kept, summary.copied_tensors);
   });
 }
 
