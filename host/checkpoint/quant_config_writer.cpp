@@ -18,11 +18,9 @@ OJson modelopt_args() {
 
 ProducerQuantConfig modelopt_config(const QuantScheme& scheme, std::vector<std::string> ignored) {
   if (scheme.weight != WeightFormat::nvfp4) {
-    fail(
-        "ModelOpt has no {} checkpoint layout that fp4cl writes (FP4.md §5: ModelOpt NVFP4 and W4A16_NVFP4 "
-        "only); "
-        "use the compressed-tensors layout",
-        scheme.name());
+    fail("ModelOpt has no {} checkpoint layout that fp4cl writes (FP4.md §5: ModelOpt NVFP4 and "
+         "W4A16_NVFP4 only); use the compressed-tensors layout",
+         scheme.name());
   }
   std::sort(ignored.begin(), ignored.end());  // process_layer_quant_config: sorted(exclude_modules)
   const char* algo = scheme.w4a16() ? "W4A16_NVFP4" : "NVFP4";

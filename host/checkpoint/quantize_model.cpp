@@ -107,11 +107,9 @@ Plan plan_model(const SafetensorsModel& model, const QuantizeOptions& o, const T
     }
   }
   if (plan.quantize.empty()) {
-    fail(
-        "no linear module of '{}' matches the include patterns [{}] (minus the exclude patterns [{}]): "
-        "nothing to "
-        "quantize",
-        model.source(), fmt::join(o.include, ", "), fmt::join(o.exclude, ", "));
+    fail("no linear module of '{}' matches the include patterns [{}] (minus the exclude patterns [{}]): "
+         "nothing to quantize",
+         model.source(), fmt::join(o.include, ", "), fmt::join(o.exclude, ", "));
   }
   // A tensor we would write must not exist already (other than the weight ModelOpt replaces).
   for (const Linear& l : plan.quantize) {

@@ -61,10 +61,9 @@ QuantizedRows quantize_weight(WeightFormat format, const std::vector<float>& val
                               std::int64_t cols, float gs_quant, std::string_view tensor) {
   const std::int64_t block = block_size(format);
   if (cols % block != 0) {
-    fail(
-        "'{}': in_features = {} is not a multiple of the {} block size {}; exclude the module from "
-        "quantization",
-        tensor, cols, to_string(format), block);
+    fail("'{}': in_features = {} is not a multiple of the {} block size {}; exclude the module "
+         "from quantization",
+         tensor, cols, to_string(format), block);
   }
   if (static_cast<std::int64_t>(values.size()) != rows * cols) {
     fail("'{}': {} values for shape [{}, {}]", tensor, values.size(), rows, cols);
