@@ -8,7 +8,7 @@
 //    so a BF16 weight gives exactly fp4cl::quantize_nvfp4's bytes. The result's global_scale is
 //    fp32(1/gs_q): the dequant-direction scale that exactly inverts the multiplier used.
 //  - MXFP4: compressed-tensors' weight rule (quantization/utils/mxfp4_utils.py,
-//    generate_mxfp4_scales, used by calculate_qparams for every group-32 FP4 weight): the block
+//    generate_mxfp4_scales, which calculate_qparams applies to 4-bit float group-32 args): the block
 //    amax is rounded to a power of two by adding half an FP4 mantissa step to its bits and
 //    dropping the mantissa (so a significand ≥ 1.75 goes up to the next power), then
 //    E = 127 + log2(that power) - 2, clamped at 0. This is the OCP rule floor(log2 amax) - 2 except
