@@ -7,5 +7,7 @@ namespace fp4cl::cli {
 
 void register_devices(CLI::App& app);
 void register_demo(CLI::App& app);
+void register_make_model(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace fp4cl::cli

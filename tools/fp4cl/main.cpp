@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   fp4cl::cli::register_devices(app);
   fp4cl::cli::register_demo(app);
+  fp4cl::cli::register_make_model(app);
+  fp4cl::cli::register_quantize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
