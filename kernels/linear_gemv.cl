@@ -1,0 +1,83 @@
+// FP4 linear, GEMV shape (decode: few tokens, bandwidth-bound): y[m, n] = x[m, :] · W[n, :].
+//
+// One work-item owns one weight row and a group of tokens: it walks its row's codes once,
+// contiguously, decoding each step of 64 weights once and using them for every token of the group.
+// This is what PoCL runs fast (../shared/spec/DEVICES.md): contiguous per-work-item data, explicit
+// float16 vectors, activations pre-split even/odd, low and high nibbles decoded separately, float16
+// accumulators and one horizontal sum at the end.
+//
+// Inputs: the "rows" layout and split fp32 activations described in common/fp4_dot.cl. Both W4A16
+// and W4A4 run this kernel; for W4A4 the activations were quantized by linear_activations.cl and
+// hold their exact FP4 values times their block scales.
+//
+// Build options:
+//   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
+//   GEMV_TOKENS         tokens per work-item of linear_gemv_tokens (linear_gemv_single has 1)
+// Launch: global (roundup(N, local0), ceil(M / tokens)), any local size.
+#include "common/fp4_dot.cl"
+
+#ifndef GEMV_TOKENS
+#error "GEMV_TOKENS (tokens per work-item) must be defined"
+#endif
+
+// The body shared by both kernels; `tokens` is a compile-time constant at each call, so the loops
+// over tokens unroll and the accumulators stay in registers.
+inline void gemv_rows(const __global uchar* restrict codes, const __global uchar* restrict scales,
+                      const __global float* restrict x, __global uchar* restrict y,
+                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
+                      uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16,
+                      const uint tokens) {
+  const uint n = get_global_id(0);
+  const uint m0 = get_global_id(1) * tokens;
+  if (n >= n_rows || m0 >= m_tokens) return;
+  const __global uchar* row = codes + (size_t)n * (kpad / 2u);
+  const uint scale_base = fp4_scale_row_base(n, scale_kp);
+  const uint half_k = kpad / 2u;
+
+  // Token t of the group reads row min(m0 + t, M - 1): a group past the last token repeats it
+  // (valid memory, results discarded) rather than branching in the hot loop.
+  const __global float* xe[GEMV_TOKENS];
+  float16 acc_even[GEMV_TOKENS], acc_odd[GEMV_TOKENS];
+  for (uint t = 0; t < tokens; ++t) {
+    xe[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
+    acc_even[t] = (float16)(0.0f);
+    acc_odd[t] = (float16)(0.0f);
+  }
+
+  const uint steps = kpad / FP4CL_STEP;
+  for (uint s = 0; s < steps; ++s) {
+    const fp4_step w = fp4_decode_step(row, scales, scale_base, s, exp_bias);
+    for (uint t = 0; t < tokens; ++t) {
+      const __global float* ev = xe[t];
+      const __global float* od = xe[t] + half_k;
+      acc_even[t] = fma(w.lo0, vload16(2 * s, ev), acc_even[t]);
+      acc_odd[t] = fma(w.hi0, vload16(2 * s, od), acc_odd[t]);
+      acc_even[t] = fma(w.lo1, vload16(2 * s + 1, ev), acc_even[t]);
+      acc_odd[t] = fma(w.hi1, vload16(2 * s + 1, od), acc_odd[t]);
+    }
+  }
+
+  for (uint t = 0; t < tokens; ++t) {
+    const uint m = m0 + t;
+    if (m < m_tokens) {
+      const float sum = fp4_hsum16(acc_even[t] + acc_odd[t]);
+      fp4_store_output(y, (ulong)m * n_rows + n, sum, epilogue, bias, has_bias, n, out_bf16);
+    }
+  }
+}
+
+__kernel void linear_gemv_single(const __global uchar* restrict codes, const __global uchar* restrict scales,
+                                 const __global float* restrict x, __global uchar* restrict y,
+                                 const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
+                                 uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
+  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
+            out_bf16, 1u);
+}
+
+__kernel void linear_gemv_tokens(const __global uchar* restrict codes, const __global uchar* restrict scales,
+                                 const __global float* restrict x, __global uchar* restrict y,
+                                 const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
+                                 uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
+  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
+            out_bf16, GEMV_TOKENS);
+}
