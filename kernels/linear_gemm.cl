@@ -69,16 +69,21 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
     const uint panel_steps = panel_k / FP4CL_STEP;
     const uint first_step = k0 / FP4CL_STEP;
 
-    // Decode: (row, step) pairs spread over the work-group; rows past N repeat the last row.
+    // Decode: (row, step) pairs spread over the work-group; rows past N repeat the last row. A
+    // weight is stored as e2m1 × block scale (exact).
     for (uint i = lid; i < GEMM_TILE_N * panel_steps; i += GEMM_LOCAL_SIZE) {
       const uint r = i % GEMM_TILE_N, s = i / GEMM_TILE_N;
       const uint n = min(n_tile + r, n_rows - 1u);
-      const fp4_step w = fp4_decode_step(codes + (size_t)n * half_k, scales, fp4_scale_row_base(n, scale_kp),
-                                         first_step + s, exp_bias);
-      gemm_store_column(panel, s * 32u, r, w.lo0);
-      gemm_store_column(panel, s * 32u + 16u, r, w.lo1);
-      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u, r, w.hi0);
-      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u + 16u, r, w.hi1);
+      const __global uchar* row = codes + (size_t)n * half_k;
+      const uint step = first_step + s;
+      const char16 b0 = as_char16(vload16(2 * step, row));
+      const char16 b1 = as_char16(vload16(2 * step + 1, row));
+      const float4 sb = fp4_block_scales(scales, fp4_scale_row_base(n, scale_kp), step, exp_bias);
+      const float16 s0 = fp4_two_halves(sb.x, sb.y), s1 = fp4_two_halves(sb.z, sb.w);
+      gemm_store_column(panel, s * 32u, r, fp4_low_nibbles(b0) * s0);
+      gemm_store_column(panel, s * 32u + 16u, r, fp4_low_nibbles(b1) * s1);
+      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u, r, fp4_high_nibbles(b0) * s0);
+      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u + 16u, r, fp4_high_nibbles(b1) * s1);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 

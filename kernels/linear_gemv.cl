@@ -3,12 +3,15 @@
 // One work-item owns one weight row and a group of tokens: it walks its row's codes once,
 // contiguously, decoding each step of 64 weights once and using them for every token of the group.
 // This is what PoCL runs fast (../shared/spec/DEVICES.md): contiguous per-work-item data, explicit
-// float16 vectors, activations pre-split even/odd, low and high nibbles decoded separately, float16
-// accumulators and one horizontal sum at the end.
+// float16 vectors, activations pre-split even/odd, low and high nibbles decoded separately with the
+// bit trick, float16 accumulators, one horizontal sum at the end.
 //
-// Inputs: the "rows" layout and split fp32 activations described in common/fp4_dot.cl. Both W4A16
-// and W4A4 run this kernel; for W4A4 the activations were quantized by linear_activations.cl and
-// hold their exact FP4 values times their block scales.
+// Per 16 weights: the even and odd products summed (exact products, one rounding), then one FMA
+// with the block scale; a scale multiply per weight is not needed.
+//
+// Inputs: the "rows" layout and per token a row of KPAD split activations (common/fp4_dot.cl).
+// W4A16 and W4A4 both run this kernel; for W4A4 the activations hold their FP4 values times their
+// block scales (linear_activations.cl).
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
@@ -33,36 +36,37 @@ inline void gemv_rows(const __global uchar* restrict codes, const __global uchar
   const __global uchar* row = codes + (size_t)n * (kpad / 2u);
   const uint scale_base = fp4_scale_row_base(n, scale_kp);
   const uint half_k = kpad / 2u;
+  const uint steps = kpad / FP4CL_STEP;
 
   // Token t of the group reads row min(m0 + t, M - 1): a group past the last token repeats it
   // (valid memory, results discarded) rather than branching in the hot loop.
-  const __global float* xe[GEMV_TOKENS];
-  float16 acc_even[GEMV_TOKENS], acc_odd[GEMV_TOKENS];
+  const __global float* xr[GEMV_TOKENS];
+  float16 acc[GEMV_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
-    xe[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
-    acc_even[t] = (float16)(0.0f);
-    acc_odd[t] = (float16)(0.0f);
+    xr[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
+    acc[t] = (float16)(0.0f);
   }
 
-  const uint steps = kpad / FP4CL_STEP;
   for (uint s = 0; s < steps; ++s) {
-    const fp4_step w = fp4_decode_step(row, scales, scale_base, s, exp_bias);
+    const char16 b0 = as_char16(vload16(2 * s, row));
+    const char16 b1 = as_char16(vload16(2 * s + 1, row));
+    const float16 lo0 = fp4_low_nibbles(b0), hi0 = fp4_high_nibbles(b0);
+    const float16 lo1 = fp4_low_nibbles(b1), hi1 = fp4_high_nibbles(b1);
+    const float4 sb = fp4_block_scales(scales, scale_base, s, exp_bias);
     for (uint t = 0; t < tokens; ++t) {
-      const __global float* ev = xe[t];
-      const __global float* od = xe[t] + half_k;
-      acc_even[t] = fma(w.lo0, vload16(2 * s, ev), acc_even[t]);
-      acc_odd[t] = fma(w.hi0, vload16(2 * s, od), acc_odd[t]);
-      acc_even[t] = fma(w.lo1, vload16(2 * s + 1, ev), acc_even[t]);
-      acc_odd[t] = fma(w.hi1, vload16(2 * s + 1, od), acc_odd[t]);
+      const __global float* ev = xr[t];
+      const __global float* od = xr[t] + half_k;
+      const float16 p0 = fma(hi0, vload16(2 * s, od), lo0 * vload16(2 * s, ev));
+      const float16 p1 = fma(hi1, vload16(2 * s + 1, od), lo1 * vload16(2 * s + 1, ev));
+      acc[t] = fma(p0, fp4_two_halves(sb.x, sb.y), acc[t]);
+      acc[t] = fma(p1, fp4_two_halves(sb.z, sb.w), acc[t]);
     }
   }
 
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
-    if (m < m_tokens) {
-      const float sum = fp4_hsum16(acc_even[t] + acc_odd[t]);
-      fp4_store_output(y, (ulong)m * n_rows + n, sum, epilogue, bias, has_bias, n, out_bf16);
-    }
+    if (m < m_tokens)
+      fp4_store_output(y, (ulong)m * n_rows + n, fp4_hsum16(acc[t]), epilogue, bias, has_bias, n, out_bf16);
   }
 }
 

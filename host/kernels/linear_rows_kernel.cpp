@@ -18,7 +18,7 @@ float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const 
     alpha = static_cast<double>(w.global_scale);
     if (!scheme.w4a16()) alpha /= static_cast<double>(w.input_global_scale);
   }
-  // Scaling by 2^scale_shift is exact unless the result leaves the float range, checked below.
+  // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
   const float factor = std::ldexp(static_cast<float>(alpha), layout.scale_shift);
   if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
     fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scales "

@@ -1,7 +1,6 @@
 #include "prepare/fp4_row_layout.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/quant_recipe.cl"
 #include "support/check.hpp"
@@ -31,6 +30,14 @@ std::pair<int, int> mx_exponent_range(const Fp4Weight& w) {
   return {lo, hi};
 }
 
+// The kernels' code for an E2M1 code: magnitudes 0 and 1 swapped, sign kept (fp4_dot.cl decodes
+// stored magnitudes 0, 2..7 with an exponent bias and masks stored magnitude 1 to zero, so that no
+// fp32 subnormal appears).
+std::uint8_t kernel_code(unsigned code) {
+  const unsigned m = code & 7u;
+  return static_cast<std::uint8_t>((code & 8u) | (m == 0 ? 1u : m == 1 ? 0u : m));
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> swizzle_scales_128x4(const std::vector<std::uint8_t>& scales, std::int64_t rows,
@@ -53,28 +60,27 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
   info.k = w.k;
   info.kpad = round_up(w.k, kFp4RowStep);
   info.scale_kp = static_cast<std::uint32_t>(round_up(w.k / block, 4));
-  if (w.format == WeightFormat::nvfp4) {
-    info.scale_shift = 7;  // FP4CL_NVFP4_SHIFT
-  } else {
+  if (w.format == WeightFormat::mxfp4) {
     const auto [lo, hi] = mx_exponent_range(w);
-    if (hi < 0) {  // an all-zero weight: any factor will do
-      info.scale_shift = 0;
-      info.exp_bias = 253 - 127;
-    } else {
+    if (hi >= 0) {  // else an all-zero weight: any factor will do
       if (hi - lo > 125)
         fail("MXFP4 weight [{}, {}]: its nonzero blocks have scales from 2^{} to 2^{}, more than 2^125 apart; "
              "fp4cl's fp32 kernels cannot represent both ends",
              w.n, w.k, lo - 127, hi - 127);
       info.scale_shift = hi - 127;
-      info.exp_bias = 253 - hi;
+      info.exp_bias = 127 - hi;
     }
   }
 
+  std::uint8_t byte_map[256];
+  for (unsigned b = 0; b < 256; ++b) byte_map[b] = static_cast<std::uint8_t>(kernel_code(b & 15u) | (kernel_code(b >> 4) << 4));
   const std::int64_t row_bytes = w.k / 2, pad_row_bytes = info.kpad / 2;
-  layout.codes.assign(static_cast<std::size_t>(w.n * pad_row_bytes), 0);
-  for (std::int64_t r = 0; r < w.n; ++r)
-    std::memcpy(layout.codes.data() + r * pad_row_bytes, w.packed.data() + r * row_bytes,
-                static_cast<std::size_t>(row_bytes));
+  layout.codes.assign(static_cast<std::size_t>(w.n * pad_row_bytes), byte_map[0]);  // zeros in the pad
+  for (std::int64_t r = 0; r < w.n; ++r) {
+    const std::uint8_t* src = w.packed.data() + r * row_bytes;
+    std::uint8_t* dst = layout.codes.data() + r * pad_row_bytes;
+    for (std::int64_t i = 0; i < row_bytes; ++i) dst[i] = byte_map[src[i]];
+  }
   layout.scales = swizzle_scales_128x4(w.scales, w.n, w.k / block);
   return layout;
 }

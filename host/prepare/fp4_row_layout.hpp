@@ -1,7 +1,8 @@
 // The "rows" weight layout of the FP4 GEMV and GEMM kernels (kernels/common/fp4_dot.cl): each
-// weight row's codes padded to a multiple of 64 elements, block scales in the 128×4 swizzled
-// layout (FP4.md §7), and the power-of-two factors that keep every decoded weight a normal fp32
-// number. Made on the host once, at load, then uploaded.
+// weight row's codes padded to a multiple of 64 elements with E2M1 magnitude codes 0 and 1 swapped
+// (the kernels' decode), block scales in the 128×4 swizzled layout (FP4.md §7), and for MXFP4 the
+// exponent offset that keeps every decoded weight a normal fp32 number. Made on the host once, at
+// load, then uploaded.
 #pragma once
 
 #include <cstdint>
@@ -26,16 +27,16 @@ struct Fp4RowLayoutInfo {
   std::int64_t n = 0, k = 0;
   std::int64_t kpad = 0;       // k rounded up to kFp4RowStep
   std::uint32_t scale_kp = 0;  // block columns of the swizzled scales (k / block rounded up to 4)
-  // The kernels decode weights as e2m1 × block scale × 2^-scale_shift; the epilogue multiplies by
-  // 2^scale_shift. NVFP4: 7 (E4M3 scales ≤ 448). MXFP4: E_max - 127 over the blocks that hold a
-  // nonzero code, and exp_bias = 253 - E_max is the kernels' argument (fp4_mx_scales).
+  // MXFP4: the kernels take block scales relative to the largest exponent E_max over the blocks
+  // that hold a nonzero code, 2^(E - E_max), built as the exponent field E + exp_bias
+  // (fp4_block_scales); the epilogue multiplies by 2^scale_shift = 2^(E_max - 127). NVFP4: 0, 0.
   int scale_shift = 0;
   int exp_bias = 0;
 };
 
 struct Fp4RowLayout {
   Fp4RowLayoutInfo info;
-  std::vector<std::uint8_t> codes;   // [n, kpad / 2]
+  std::vector<std::uint8_t> codes;   // [n, kpad / 2], magnitude codes 0 and 1 swapped
   std::vector<std::uint8_t> scales;  // swizzled, roundup(n, 128) × scale_kp bytes
 };
 

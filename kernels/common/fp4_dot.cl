@@ -2,18 +2,21 @@
 // layout, E2M1 decode with the bit trick, block-scale decode, and the epilogue.
 //
 // The "rows" layout (host/prepare/fp4_row_layout.cpp prepares it once, at load):
-//   codes   [N, KPAD/2] bytes, KPAD = K rounded up to 64 (FP4CL_STEP), zero codes in the pad;
-//           element 2i in the low nibble, 2i+1 in the high nibble (the checkpoint's packing).
+//   codes   [N, KPAD/2] bytes, KPAD = K rounded up to 64 (FP4CL_STEP), zeros in the pad;
+//           element 2i in the low nibble, 2i+1 in the high nibble (the checkpoint's packing),
+//           with magnitude codes 0 and 1 swapped (see fp4_high_nibbles).
 //   scales  the checkpoint's block-scale bytes in the 128×4 swizzled layout (FP4.md §7).
-// The activations arrive as fp32 rows of KPAD values, "split": the KPAD/2 even elements of a row
-// first, then its KPAD/2 odd elements, so that low nibbles pair with the even half and high
-// nibbles with the odd half, each as one contiguous float16 load (linear_activations.cl).
+// Activations arrive as fp32 rows "split" by linear_activations.cl: the KPAD/2 even elements of a
+// row first, then its KPAD/2 odd elements, so that low nibbles pair with the even half and high
+// nibbles with the odd half, each as one contiguous float16 load.
 //
-// Exactness. A decoded weight is e2m1 × block_scale × 2^-SHIFT (NVFP4: SHIFT = 7; MXFP4: the
-// layer's largest block exponent, see fp4_mx_scales), a number with at most 6 significant bits
-// that is normal in fp32; its product with a BF16 activation (8 bits) or with an FP4 activation
-// times its E4M3 scale (6 bits) is exact in fp32. Only the accumulation rounds. The epilogue
-// multiplies by `epilogue` = 2^SHIFT × the global scales, computed on the host.
+// Exactness: every product a·w a kernel forms is exact in fp32 and only the sums round.
+//   - decoded nibbles (fp4_low/high_nibbles) are the E2M1 values, at most 2 significant bits;
+//   - NVFP4 block scales (E4M3) have 4 significant bits, MXFP4 ones are powers of two;
+//   - activations have 8 (BF16) or 6 (W4A4: e2m1 × E4M3 scale) significant bits;
+//   so every product has at most 14 bits (normal unless an activation is below 2^-125).
+// MXFP4 scales are taken relative to the layer's largest block exponent E_max (fp4_block_scales),
+// and the epilogue's `epilogue` factor (computed on the host) restores it with the global scales.
 #ifndef FP4CL_COMMON_FP4_DOT_CL
 #define FP4CL_COMMON_FP4_DOT_CL
 
@@ -29,77 +32,47 @@ inline uint fp4_scale_row_base(uint n, uint kp) {
   return (n / 128u) * (kp / 4u) * 512u + (n % 32u) * 16u + ((n % 128u) / 32u) * 4u;
 }
 
-// E2M1 codes of the low (even element) and high (odd element) nibbles of 16 bytes as fp32 bit
-// patterns: sign to bit 31, the three magnitude bits to bits 22..24. The float with those bits is
-// exactly e2m1(code) × 2^-126 (code 1 lands on the fp32 subnormal 2^-127, which is why this works
-// without a table: FP4.md §1). Multiplying by a scale that carries 2^126 makes it normal again.
-inline float16 fp4_low_nibbles(uint16 bytes) {
-  return as_float16(((bytes & 8u) << 28) | ((bytes & 7u) << 22));
+// E2M1 decode without a table and without fp32 subnormals. The usual bit trick (sign to bit 31,
+// magnitude bits to 22..24) yields e2m1 × 2^-126, and code 1 then lands on an fp32 subnormal:
+// measured on PoCL (Zen 3, AVX2), multiplying by subnormals made the GEMV 2× slower. Instead the
+// layout swaps magnitude codes 0 and 1 at load (fp4_row_layout.cpp), the magnitude bits get the
+// exponent bias added (0x3F000000), which maps stored codes 0, 2..7 to exactly 0.5, 1, 1.5, 2, 3,
+// 4, 6 (the E2M1 values of codes 1, 2..7), and stored code 1 (true zero) is masked to ±0.
+// Sign-extending the byte puts the code's sign in bits 31..7 and its magnitude in bits 6..4, so
+// one shift by 18 and one mask place both fields.
+inline float16 fp4_high_nibbles(char16 bytes) {
+  const uint16 d = (as_uint16(convert_int16(bytes)) << 18) & 0x81C00000u;
+  const uint16 zero = as_uint16((d << 1) == (uint16)0x00800000u);  // stored magnitude 1: ±0
+  return as_float16((d + 0x3F000000u) & ~zero);
 }
-inline float16 fp4_high_nibbles(uint16 bytes) {
-  return as_float16(((bytes & 0x80u) << 24) | ((bytes & 0x70u) << 18));
-}
-
-// NVFP4: four E4M3 block-scale bytes to the multipliers of the decoded nibbles, each
-// e4m3(byte) × 2^(126 - 7). The E4M3 bits placed at bits 20..27 (sign at 31) make the float
-// e4m3(byte) × 2^-120, subnormal E4M3 values included; two exact power-of-two multiplies follow
-// (one constant 2^239 would not be a float). NaN bytes (0x7F, 0xFF) are refused at load.
-#define FP4CL_NVFP4_SHIFT 7
-inline float4 fp4_nv_scales(uchar4 bytes) {
-  const uint4 b = convert_uint4(bytes);
-  const float4 s = as_float4(((b & 0x80u) << 24) | ((b & 0x7Fu) << 20));
-  return (s * 0x1p120f) * 0x1p119f;
+// The low nibbles: a 16-bit shift by 4 moves every byte's low nibble into its high nibble (the
+// low half of each byte then holds a neighbour's bits, which the mask drops).
+inline float16 fp4_low_nibbles(char16 bytes) {
+  return fp4_high_nibbles(as_char16(as_ushort8(bytes) << (ushort)4));
 }
 
-// MXFP4: E8M0 bytes to 2^(E - 127) × 2^126 × 2^-(E_max - 127) = 2^(E - E_max + 126), built
-// directly as the fp32 exponent field E + exp_bias with exp_bias = 253 - E_max (the host computes
-// E_max over the blocks with a nonzero code and refuses a layer whose blocks span more than 2^125).
-// Blocks below the range hold only zero codes; clamping keeps their multiplier a finite normal.
-inline float2 fp4_mx_scales(uchar2 bytes, int exp_bias) {
-  const int2 e = clamp(convert_int2(bytes) + exp_bias, 1, 254);
-  return as_float2(e << 23);
-}
-
-// One step (64 elements) of a weight row: its 32 code bytes decoded and scaled. lo0/hi0 hold the
-// even/odd elements of the first 32, lo1/hi1 those of the second 32.
-typedef struct {
-  float16 lo0, hi0, lo1, hi1;
-} fp4_step;
-
-// `row` points at the row's codes, `scales` at the layer's swizzled scales, `scale_base` is
-// fp4_scale_row_base of the row. `exp_bias` is used by MXFP4 only.
-inline fp4_step fp4_decode_step(const __global uchar* restrict row, const __global uchar* restrict scales,
-                                uint scale_base, uint step, int exp_bias) {
-  const uint16 b0 = convert_uint16(vload16(2 * step, row));
-  const uint16 b1 = convert_uint16(vload16(2 * step + 1, row));
-  float16 s0, s1;
+// The block scales of one step of a row, one per group of 16 consecutive elements g = 0..3
+// (elements 16g .. 16g+15 of the step: lanes 0-7 / 8-15 of the even and odd float16 of its first
+// and second 32 elements). NVFP4: the four E4M3 values exactly (the bits placed at 20..27 make the
+// float e4m3 × 2^-120, subnormal E4M3 included; NaN bytes are refused at load). MXFP4: the two
+// E8M0 values as 2^(E - E_max), built directly as the exponent field E + exp_bias with
+// exp_bias = 127 - E_max; blocks below the representable range hold only zero codes (the host
+// checks), and the clamp keeps their scale a finite normal number.
+inline float4 fp4_block_scales(const __global uchar* restrict scales, uint scale_base, uint step, int exp_bias) {
 #if FP4CL_FORMAT_MXFP4
-  // Blocks 2·step and 2·step+1: bytes (step / 2) * 512 + (step % 2) * 2 and the next one.
-  const float2 s = fp4_mx_scales(vload2(0, scales + scale_base + (step / 2u) * 512u + (step % 2u) * 2u), exp_bias);
-  s0 = (float16)(s.x);
-  s1 = (float16)(s.y);
+  const int2 e = clamp(convert_int2(vload2(0, scales + scale_base + (step / 2u) * 512u + (step % 2u) * 2u)) + exp_bias,
+                       1, 254);
+  const float2 s = as_float2(e << 23);
+  return (float4)(s.x, s.x, s.y, s.y);
 #else
   (void)exp_bias;
-  // Blocks 4·step .. 4·step+3: four contiguous bytes at (4·step / 4) * 512.
-  const float4 s = fp4_nv_scales(vload4(0, scales + scale_base + step * 512u));
-  s0 = (float16)((float8)(s.x), (float8)(s.y));
-  s1 = (float16)((float8)(s.z), (float8)(s.w));
+  const uint4 b = convert_uint4(vload4(0, scales + scale_base + step * 512u));
+  return as_float4(((b & 0x80u) << 24) | ((b & 0x7Fu) << 20)) * 0x1p120f;  // exact
 #endif
-  fp4_step w;
-  w.lo0 = fp4_low_nibbles(b0) * s0;
-  w.hi0 = fp4_high_nibbles(b0) * s0;
-  w.lo1 = fp4_low_nibbles(b1) * s1;
-  w.hi1 = fp4_high_nibbles(b1) * s1;
-  return w;
 }
 
-// A deterministic horizontal sum (a fixed pairwise tree).
-inline float fp4_hsum16(float16 v) {
-  const float8 a = v.lo + v.hi;
-  const float4 b = a.lo + a.hi;
-  const float2 c = b.lo + b.hi;
-  return c.x + c.y;
-}
+// A float16 whose lanes 0-7 are a and lanes 8-15 are b.
+inline float16 fp4_two_halves(float a, float b) { return (float16)((float8)(a), (float8)(b)); }
 
 // The epilogue of one output: y = sum × epilogue (+ bias[n]), stored as fp32 or BF16 (RNE).
 inline void fp4_store_output(__global uchar* y, ulong index, float sum, float epilogue,
@@ -111,6 +84,14 @@ inline void fp4_store_output(__global uchar* y, ulong index, float sum, float ep
   } else {
     ((__global float*)y)[index] = v;
   }
+}
+
+// A deterministic horizontal sum (a fixed pairwise tree).
+inline float fp4_hsum16(float16 v) {
+  const float8 a = v.lo + v.hi;
+  const float4 b = a.lo + a.hi;
+  const float2 c = b.lo + b.hi;
+  return c.x + c.y;
 }
 
 #endif  // FP4CL_COMMON_FP4_DOT_CL
