@@ -81,7 +81,22 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
     std::uint8_t* dst = layout.codes.data() + r * pad_row_bytes;
     for (std::int64_t i = 0; i < row_bytes; ++i) dst[i] = byte_map[src[i]];
   }
-  layout.scales = swizzle_scales_128x4(w.scales, w.n, w.k / block);
+  // NVFP4: a negative block scale's sign moves into its block's codes (e2m1 × -s = -e2m1 × s, and
+  // E2M1 negates by its sign bit), so the kernels decode scales as magnitudes.
+  std::vector<std::uint8_t> scales = w.scales;
+  if (w.format == WeightFormat::nvfp4) {
+    const std::int64_t blocks = w.k / block;
+    for (std::int64_t r = 0; r < w.n; ++r) {
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        std::uint8_t& sb = scales[static_cast<std::size_t>(r * blocks + b)];
+        if ((sb & 0x80) == 0) continue;
+        sb &= 0x7F;
+        std::uint8_t* codes = layout.codes.data() + r * pad_row_bytes + b * (block / 2);
+        for (std::int64_t i = 0; i < block / 2; ++i) codes[i] ^= 0x88;
+      }
+    }
+  }
+  layout.scales = swizzle_scales_128x4(scales, w.n, w.k / block);
   return layout;
 }
 

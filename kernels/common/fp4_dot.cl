@@ -53,21 +53,25 @@ inline float16 fp4_low_nibbles(char16 bytes) {
 
 // The block scales of one step of a row, one per group of 16 consecutive elements g = 0..3
 // (elements 16g .. 16g+15 of the step: lanes 0-7 / 8-15 of the even and odd float16 of its first
-// and second 32 elements). NVFP4: the four E4M3 values exactly (the bits placed at 20..27 make the
-// float e4m3 × 2^-120, subnormal E4M3 included; NaN bytes are refused at load). MXFP4: the two
-// E8M0 values as 2^(E - E_max), built directly as the exponent field E + exp_bias with
-// exp_bias = 127 - E_max; blocks below the representable range hold only zero codes (the host
-// checks), and the clamp keeps their scale a finite normal number.
+// and second 32 elements).
+//   NVFP4: the four E4M3 scale bytes of the step are one aligned 32-bit word; each byte's bits
+//   placed at 20..26 make the float e4m3 × 2^-120 (subnormal E4M3 included), times 2^120 exactly.
+//   The layout has no negative scale (fp4_row_layout.cpp moves a scale's sign into its block's
+//   codes) and no NaN (refused at load).
+//   MXFP4: the two E8M0 bytes as 2^(E - E_max), built directly as the exponent field E + exp_bias
+//   with exp_bias = 127 - E_max. Blocks below the representable range hold only zero codes (the
+//   host checks), and the clamp keeps their scale a finite normal number.
 inline float4 fp4_block_scales(const __global uchar* restrict scales, uint scale_base, uint step, int exp_bias) {
 #if FP4CL_FORMAT_MXFP4
-  const int2 e = clamp(convert_int2(vload2(0, scales + scale_base + (step / 2u) * 512u + (step % 2u) * 2u)) + exp_bias,
-                       1, 254);
+  const uint w = ((const __global ushort*)scales)[(scale_base + (step / 2u) * 512u + (step % 2u) * 2u) / 2u];
+  const int2 e = clamp((int2)((int)(w & 0xFFu), (int)(w >> 8)) + exp_bias, 1, 254);
   const float2 s = as_float2(e << 23);
   return (float4)(s.x, s.x, s.y, s.y);
 #else
   (void)exp_bias;
-  const uint4 b = convert_uint4(vload4(0, scales + scale_base + step * 512u));
-  return as_float4(((b & 0x80u) << 24) | ((b & 0x7Fu) << 20)) * 0x1p120f;  // exact
+  const uint w = ((const __global uint*)scales)[(scale_base + step * 512u) / 4u];
+  const uint4 b = ((uint4)(w) >> (uint4)(0u, 8u, 16u, 24u)) & 0x7Fu;
+  return as_float4(b << 20) * 0x1p120f;
 #endif
 }
 

@@ -14,7 +14,8 @@
 namespace fp4cl::test {
 
 // A random FP4 weight: every code byte (so ±0, both nibbles, all 16 codes), block scales over a
-// realistic range plus some zero and (NVFP4) subnormal E4M3 scales, realistic global scales.
+// realistic range plus some zero and (NVFP4) subnormal and negative E4M3 scales, realistic global
+// scales.
 inline Fp4Weight random_weight(WeightFormat format, std::int64_t n, std::int64_t k, std::uint32_t seed) {
   std::mt19937 rng(seed);
   Fp4Weight w;
@@ -30,10 +31,12 @@ inline Fp4Weight random_weight(WeightFormat format, std::int64_t n, std::int64_t
   for (auto& s : w.scales) {
     const int p = pick(rng);
     if (format == WeightFormat::nvfp4) {
-      // 2^-6 .. 30 (bytes 0x08..0x5F), 3 % subnormal (0x01..0x07), 1 % zero.
+      // 2^-6 .. 30 (bytes 0x08..0x5F), 3 % subnormal (0x01..0x07), 1 % zero, 2 % negative
+      // (sign bit set: valid E4M3, though producers write none).
       if (p == 0) s = 0;
       else if (p < 4) s = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(1, 7)(rng));
       else s = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(0x08, 0x5F)(rng));
+      if (p >= 98) s = static_cast<std::uint8_t>(s | 0x80);
     } else {
       s = static_cast<std::uint8_t>(std::uniform_int_distribution<int>(118, 130)(rng));  // 2^-9 .. 2^3
     }
