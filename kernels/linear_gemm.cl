@@ -59,6 +59,7 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
   // This work-item's tokens; rows past the last token repeat it (results discarded).
   const __global float* xt[GEMM_WI_M];
   float16 acc[GEMM_WI_M];
+  #pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     xt[t] = x + (size_t)min(m_first + t, m_tokens - 1u) * kpad;
     acc[t] = (float16)(0.0f);
@@ -93,6 +94,7 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
     for (uint kk = 0; kk < panel_k / 2u; ++kk) {
       const float16 we = vload16(0, even + kk * GEMM_TILE_N);
       const float16 wo = vload16(0, odd + kk * GEMM_TILE_N);
+      #pragma unroll
       for (uint t = 0; t < GEMM_WI_M; ++t) {
         acc[t] = fma(we, (float16)(xt[t][xk + kk]), acc[t]);
         acc[t] = fma(wo, (float16)(xt[t][half_k + xk + kk]), acc[t]);
@@ -102,6 +104,7 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
   }
 
   const uint n_first = n_tile + lx * 16u;
+  #pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     const uint m = m_first + t;
     if (m >= m_tokens) break;
