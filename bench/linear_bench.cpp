@@ -24,10 +24,11 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
 #include "reference/linear_reference.hpp"
+#include "bench_commands.hpp"
+
+namespace fp4cl::bench {
 
 namespace {
-
-using namespace fp4cl;
 
 struct Args {
   std::int64_t m = 1, n = 4096, k = 4096;
@@ -120,7 +121,7 @@ void check(const Args& a, const QuantScheme& scheme, const Fp4Weight& w, const s
   fmt::print("check: {} sampled outputs within bounds (worst error/bound {:.3f})\n", a.check_samples, worst);
 }
 
-int run_linear(const Args& a) {
+void run_linear(const Args& a) {
   const QuantScheme scheme = parse_scheme(a.scheme);
   Context ctx = Context::create();
   if (!ctx.profiling_enabled()) throw Error("the context's queue has no profiling");
@@ -186,35 +187,27 @@ int run_linear(const Args& a) {
   fmt::print("compute: {:.1f} GFLOP/s (median), {:.1f} GFLOP/s (best)\n", flops / median * 1e-9, flops / best * 1e-9);
   fmt::print("cpu: {:.1f} us of CPU time per call: {:.2f} GB/s, {:.1f} GFLOP/s per CPU-second\n", cpu_per_call * 1e6,
              static_cast<double>(bytes) / cpu_per_call * 1e-9, flops / cpu_per_call * 1e-9);
-  return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"fp4cl-bench: benchmarks of fp4cl layers"};
-  app.require_subcommand(1);
-  Args a;
+void register_linear(CLI::App& app) {
+  auto a = std::make_shared<Args>();
   CLI::App* lin = app.add_subcommand("linear", "time one FP4 linear layer (checked against the reference first)");
-  lin->add_option("-m", a.m, "tokens")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  lin->add_option("-n", a.n, "output features")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  lin->add_option("-k", a.k, "input features")->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
-  lin->add_option("--scheme", a.scheme, "nvfp4-w4a16 | nvfp4-w4a4 | mxfp4-w4a16 | mxfp4-w4a4");
-  lin->add_option("--kernel", a.kernel, "force a kernel strategy (default: FP4CL_LINEAR_KERNEL, else automatic)");
-  lin->add_option("--output", a.output, "bf16 | fp32");
-  lin->add_option("--iters", a.iters, "timed iterations")->check(CLI::Range(1, 100000));
-  lin->add_option("--warmup", a.warmup, "untimed iterations first")->check(CLI::Range(0, 1000));
-  lin->add_option("--stream-mib", a.stream_mib, "cycle through layer copies until this many MiB of weights");
-  lin->add_option("--tune", a.tune, "a tuning parameter NAME=VALUE (repeatable), e.g. GEMV_LOCAL=4");
-  lin->add_option("--check-samples", a.check_samples, "outputs checked against the reference (0: no check)")
+  lin->add_option("-m", a->m, "tokens")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  lin->add_option("-n", a->n, "output features")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  lin->add_option("-k", a->k, "input features")->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
+  lin->add_option("--scheme", a->scheme, "nvfp4-w4a16 | nvfp4-w4a4 | mxfp4-w4a16 | mxfp4-w4a4");
+  lin->add_option("--kernel", a->kernel, "force a kernel strategy (default: FP4CL_LINEAR_KERNEL, else automatic)");
+  lin->add_option("--output", a->output, "bf16 | fp32");
+  lin->add_option("--iters", a->iters, "timed iterations")->check(CLI::Range(1, 100000));
+  lin->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::Range(0, 1000));
+  lin->add_option("--stream-mib", a->stream_mib, "cycle through layer copies until this many MiB of weights");
+  lin->add_option("--tune", a->tune, "a tuning parameter NAME=VALUE (repeatable), e.g. GEMV_LOCAL=4");
+  lin->add_option("--check-samples", a->check_samples, "outputs checked against the reference (0: no check)")
       ->check(CLI::Range(0, 1000000));
-  try {
-    app.parse(argc, argv);
-    return run_linear(a);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "fp4cl-bench: error: {}\n", e.what());
-    return 1;
-  }
+  lin->callback([a] { run_linear(*a); });
 }
+
+}  // namespace fp4cl::bench
+
