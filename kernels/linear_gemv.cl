@@ -15,7 +15,8 @@
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
-//   GEMV_TOKENS         tokens per work-item of linear_gemv_tokens (linear_gemv_single has 1)
+//   GEMV_TOKENS         tokens per work-item of linear_gemv_tokens (linear_gemv_single has 1,
+//                       linear_gemv_pair 2)
 // Launch: global (roundup(N, local0), ceil(M / tokens)), any local size.
 #include "common/fp4_dot.cl"
 
@@ -76,6 +77,14 @@ __kernel void linear_gemv_single(const __global uchar* restrict codes, const __g
                                  uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
   gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
             out_bf16, 1u);
+}
+
+__kernel void linear_gemv_pair(const __global uchar* restrict codes, const __global uchar* restrict scales,
+                               const __global float* restrict x, __global uchar* restrict y,
+                               const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
+                               uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
+  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
+            out_bf16, 2u);
 }
 
 __kernel void linear_gemv_tokens(const __global uchar* restrict codes, const __global uchar* restrict scales,

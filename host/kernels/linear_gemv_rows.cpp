@@ -46,13 +46,14 @@ class GemvRowsKernel final : public RowsLinearKernel {
     BuildOptions options = linear_format_options(config.scheme.weight);
     options.define("GEMV_TOKENS", tokens_);
     return {ctx.programs().kernel("linear_gemv.cl", "linear_gemv_single", options),
+            ctx.programs().kernel("linear_gemv.cl", "linear_gemv_pair", options),
             ctx.programs().kernel("linear_gemv.cl", "linear_gemv_tokens", options)};
   }
 
   cl::Event launch(const Context& ctx, std::int64_t m, const std::vector<cl::Event>& wait) override {
-    // One token: the single-token kernel (no unused accumulators).
-    const std::int64_t per_item = m == 1 ? 1 : tokens_;
-    cl::Kernel& run = kernels()[m == 1 ? 0 : 1];
+    // One or two tokens: kernels without unused accumulators.
+    const std::int64_t per_item = m <= 2 ? m : tokens_;
+    cl::Kernel& run = kernels()[m <= 2 ? static_cast<std::size_t>(m - 1) : 2];
     const auto local = static_cast<std::size_t>(local_);
     const std::size_t n = static_cast<std::size_t>(layout().n);
     const std::size_t global0 = (n + local - 1) / local * local;

@@ -40,15 +40,17 @@ void PrintTo(const Case& c, std::ostream* os) { *os << case_label(c); }
 
 std::vector<Case> all_cases() {
   // K = 2880 (gpt-oss), K not a multiple of 64 (NVFP4 176, 1040; MXFP4 160, 1056), N crossing the
-  // 128-row scale tiles (129, 200), M at tile edges (77, 512). W4A4 checks fp32 outputs (1e-5
+  // 128-row scale tiles (129, 200), M = 1 and 2 (the GEMV's own kernels), M at tile edges (77, 512). W4A4 checks fp32 outputs (1e-5
   // criterion), W4A16 BF16; both output types appear with both.
   const std::vector<Shape> nv = {
-      {1, 16, 16, OutputType::fp32},       {3, 40, 2880, OutputType::bf16},     {16, 200, 176, OutputType::bf16},
+      {1, 16, 16, OutputType::fp32},       {2, 72, 448, OutputType::fp32},      {3, 40, 2880, OutputType::bf16},
+      {16, 200, 176, OutputType::bf16},
       {77, 129, 1040, OutputType::fp32},   {512, 96, 272, OutputType::bf16},    {1, 4096, 4096, OutputType::bf16},
       {16, 2048, 2880, OutputType::fp32},  {512, 1000, 2880, OutputType::bf16}, {77, 4096, 4096, OutputType::fp32},
   };
   const std::vector<Shape> mx = {
-      {1, 16, 32, OutputType::fp32},       {3, 40, 2880, OutputType::bf16},     {16, 200, 160, OutputType::bf16},
+      {1, 16, 32, OutputType::fp32},       {2, 72, 448, OutputType::fp32},      {3, 40, 2880, OutputType::bf16},
+      {16, 200, 160, OutputType::bf16},
       {77, 129, 1056, OutputType::fp32},   {512, 96, 288, OutputType::bf16},    {1, 4096, 4096, OutputType::bf16},
       {16, 2048, 2880, OutputType::fp32},  {512, 1000, 2880, OutputType::bf16}, {77, 4096, 4096, OutputType::fp32},
   };
