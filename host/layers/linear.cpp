@@ -127,6 +127,9 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
   s->decode->prepare(ctx, config, weight, layouts);
   if (s->prefill != s->decode) s->prefill->prepare(ctx, config, weight, layouts);
   const std::size_t workspace = std::max(s->decode->workspace_bytes(), s->prefill->workspace_bytes());
+  if (workspace > ctx.info().max_alloc_bytes)
+    fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
+         workspace, ctx.info().name, ctx.info().max_alloc_bytes);
   s->workspace = make_buffer(ctx, CL_MEM_READ_WRITE, workspace, nullptr, "the linear workspace");
   if (config.has_bias)
     s->bias = make_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, options.bias.size() * sizeof(float),
@@ -153,10 +156,14 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
     fail("Linear: the y buffer has {} bytes; {} tokens × n = {} {} values need {}", y_size, m, s.config.n,
          to_string(s.config.output), y_need);
 
+  // The previous call's last command joins the wait list: calls share the workspace, and a queue
+  // the caller brought may be out of order.
+  std::vector<cl::Event> after = wait;
+  if (!s.events.empty()) after.push_back(s.events.back());
   s.events.clear();
   cl::Event done;
   if (m == 0) {
-    check_cl(s.ctx.queue().enqueueMarkerWithWaitList(&wait, &done), "Linear: enqueueing the marker of a 0-token call");
+    check_cl(s.ctx.queue().enqueueMarkerWithWaitList(&after, &done), "Linear: enqueueing the marker of a 0-token call");
     s.events.push_back(done);
     return done;
   }
@@ -166,7 +173,7 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
   call.bias = &s.bias;
   call.workspace = &s.workspace;
   call.m = m;
-  call.wait = &wait;
+  call.wait = &after;
   call.events = &s.events;
   (m <= s.decode_max_tokens ? s.decode : s.prefill)->apply(s.ctx, call);
   return s.events.back();

@@ -101,6 +101,9 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
 }
 
 DeviceFp4RowLayout upload_fp4_row_layout(const Context& ctx, const Fp4RowLayout& layout) {
+  if (layout.codes.size() > ctx.info().max_alloc_bytes)
+    fail("FP4 weight [{}, {}]: {} bytes of codes exceed the largest buffer {} allocates ({} bytes)", layout.info.n,
+         layout.info.k, layout.codes.size(), ctx.info().name, ctx.info().max_alloc_bytes);
   DeviceFp4RowLayout d;
   d.info = layout.info;
   cl_int err = CL_SUCCESS;

@@ -54,9 +54,9 @@ class Linear {
 
   // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
   // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.
-  // 0 ≤ m ≤ max_tokens; m = 0 enqueues only a marker. Calls must not overlap in time on
-  // different queues (the layer's workspace is shared by its calls); on the context's queue they
-  // are ordered.
+  // 0 ≤ m ≤ max_tokens; m = 0 enqueues only a marker. Each call also waits for the previous
+  // one (its calls share the layer's workspace). A Linear is not thread-safe: one thread
+  // enqueues at a time.
   cl::Event enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
                     const std::vector<cl::Event>& wait = {});
 

@@ -284,6 +284,9 @@ TEST(LinearApi, InvalidOptionsAreRefused) {
   EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("bias has 2 values; the layer has n = 4"),
             std::string::npos);
   o = {};
+  o.max_tokens = std::int64_t{1} << 40;
+  EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("byte workspace"), std::string::npos);
+  o = {};
   o.decode_max_tokens = -1;
   EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("decode_max_tokens = -1"),
             std::string::npos);
