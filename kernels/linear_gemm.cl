@@ -3,9 +3,9 @@
 // A work-group owns a tile of GEMM_TILE_N weight rows × GEMM_TILE_M tokens. For each panel of
 // GEMM_TILE_K elements it decodes the tile's weights once into local memory, transposed to
 // [k][n] (the E2M1 decode and scaling of a weight is paid once per tile instead of once per token),
-// then every work-item multiplies GEMM_WI_M tokens by 16 consecutive rows: per k, one float16 of
-// decoded weights times one broadcast activation per token, GEMM_WI_M independent float16
-// accumulators. That is the register-tiled form that reaches the FMA peak on PoCL and keeps
+// then every work-item multiplies GEMM_WI_M tokens by FP4CL_VEC (16 or 8) consecutive rows: per k,
+// one vector of decoded weights times one broadcast activation per token, GEMM_WI_M independent
+// vector accumulators. That is the register-tiled form that reaches the FMA peak on PoCL and keeps
 // neighbouring work-items on neighbouring local-memory words on GPUs.
 //
 // Inputs: the "rows" layout and split fp32 activations described in common/fp4_dot.cl (the same as
@@ -15,32 +15,35 @@
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
+//   FP4CL_VEC           vector width, 16 or 8: rows per work-item (common/fp4_dot.cl)
 //   GEMM_TILE_M         tokens per work-group (a multiple of GEMM_WI_M)
-//   GEMM_TILE_N         weight rows per work-group (a multiple of 16)
+//   GEMM_TILE_N         weight rows per work-group (a multiple of FP4CL_VEC)
 //   GEMM_TILE_K         elements per panel (a multiple of 64)
 //   GEMM_WI_M           tokens per work-item
-// Launch: local (GEMM_TILE_N / 16, GEMM_TILE_M / GEMM_WI_M),
+// Launch: local (GEMM_TILE_N / FP4CL_VEC, GEMM_TILE_M / GEMM_WI_M),
 //         global (ceil(N / GEMM_TILE_N) · local0, ceil(M / GEMM_TILE_M) · local1).
 #include "common/fp4_dot.cl"
 
 #if !defined(GEMM_TILE_M) || !defined(GEMM_TILE_N) || !defined(GEMM_TILE_K) || !defined(GEMM_WI_M)
 #error "GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K and GEMM_WI_M must be defined"
 #endif
-#if GEMM_TILE_N % 16 != 0 || GEMM_TILE_K % FP4CL_STEP != 0 || GEMM_TILE_M % GEMM_WI_M != 0
-#error "GEMM tile sizes: TILE_N % 16, TILE_K % 64 and TILE_M % WI_M must be 0"
+#if GEMM_TILE_N % FP4CL_VEC != 0 || GEMM_TILE_K % FP4CL_STEP != 0 || GEMM_TILE_M % GEMM_WI_M != 0
+#error "GEMM tile sizes: TILE_N % FP4CL_VEC, TILE_K % 64 and TILE_M % WI_M must be 0"
 #endif
 
-#define GEMM_LOCAL_N (GEMM_TILE_N / 16)
+#define GEMM_LOCAL_N (GEMM_TILE_N / FP4CL_VEC)
 #define GEMM_LOCAL_M (GEMM_TILE_M / GEMM_WI_M)
 #define GEMM_LOCAL_SIZE (GEMM_LOCAL_N * GEMM_LOCAL_M)
 
-// Stores the 16 values of v at panel[k0 + j][r] (stride GEMM_TILE_N), j = 0..15.
-inline void gemm_store_column(__local float* panel, uint k0, uint r, float16 v) {
+// Stores the FP4CL_VEC values of v at panel[k0 + j][r] (stride GEMM_TILE_N), j = 0..FP4CL_VEC-1.
+inline void gemm_store_column(__local float* panel, uint k0, uint r, fp4_floatv v) {
   __local float* p = panel + k0 * GEMM_TILE_N + r;
-  p[0 * GEMM_TILE_N] = v.s0;  p[1 * GEMM_TILE_N] = v.s1;  p[2 * GEMM_TILE_N] = v.s2;  p[3 * GEMM_TILE_N] = v.s3;
-  p[4 * GEMM_TILE_N] = v.s4;  p[5 * GEMM_TILE_N] = v.s5;  p[6 * GEMM_TILE_N] = v.s6;  p[7 * GEMM_TILE_N] = v.s7;
+  p[0 * GEMM_TILE_N] = v.s0; p[1 * GEMM_TILE_N] = v.s1; p[2 * GEMM_TILE_N] = v.s2; p[3 * GEMM_TILE_N] = v.s3;
+  p[4 * GEMM_TILE_N] = v.s4; p[5 * GEMM_TILE_N] = v.s5; p[6 * GEMM_TILE_N] = v.s6; p[7 * GEMM_TILE_N] = v.s7;
+#if FP4CL_VEC == 16
   p[8 * GEMM_TILE_N] = v.s8;  p[9 * GEMM_TILE_N] = v.s9;  p[10 * GEMM_TILE_N] = v.sa; p[11 * GEMM_TILE_N] = v.sb;
   p[12 * GEMM_TILE_N] = v.sc; p[13 * GEMM_TILE_N] = v.sd; p[14 * GEMM_TILE_N] = v.se; p[15 * GEMM_TILE_N] = v.sf;
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(GEMM_LOCAL_N, GEMM_LOCAL_M, 1)))
@@ -58,11 +61,11 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
 
   // This work-item's tokens; rows past the last token repeat it (results discarded).
   const __global float* xt[GEMM_WI_M];
-  float16 acc[GEMM_WI_M];
+  fp4_floatv acc[GEMM_WI_M];
   #pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     xt[t] = x + (size_t)min(m_first + t, m_tokens - 1u) * kpad;
-    acc[t] = (float16)(0.0f);
+    acc[t] = (fp4_floatv)(0.0f);
   }
 
   for (uint k0 = 0; k0 < kpad; k0 += GEMM_TILE_K) {
@@ -77,40 +80,41 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
       const uint n = min(n_tile + r, n_rows - 1u);
       const __global uchar* row = codes + (size_t)n * half_k;
       const uint step = first_step + s;
-      const char16 b0 = as_char16(vload16(2 * step, row));
-      const char16 b1 = as_char16(vload16(2 * step + 1, row));
       const float4 sb = fp4_block_scales(scales, fp4_scale_row_base(n, scale_kp), step, exp_bias);
-      const float16 s0 = fp4_two_halves(sb.x, sb.y), s1 = fp4_two_halves(sb.z, sb.w);
-      gemm_store_column(panel, s * 32u, r, fp4_low_nibbles(b0) * s0);
-      gemm_store_column(panel, s * 32u + 16u, r, fp4_low_nibbles(b1) * s1);
-      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u, r, fp4_high_nibbles(b0) * s0);
-      gemm_store_column(panel, GEMM_TILE_K / 2 + s * 32u + 16u, r, fp4_high_nibbles(b1) * s1);
+#pragma unroll
+      for (uint c = 0; c < FP4CL_CHUNKS; ++c) {
+        const fp4_charv b = fp4_as_charv(fp4_vloadv(step * FP4CL_CHUNKS + c, row));
+        const fp4_floatv sc = fp4_chunk_scales(sb, c);
+        const uint k_even = s * (FP4CL_STEP / 2) + c * FP4CL_VEC;  // panel row of the chunk's first even element
+        gemm_store_column(panel, k_even, r, fp4_low_nibbles(b) * sc);
+        gemm_store_column(panel, GEMM_TILE_K / 2 + k_even, r, fp4_high_nibbles(b) * sc);
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    const __local float* even = panel + lx * 16u;
-    const __local float* odd = panel + (GEMM_TILE_K / 2) * GEMM_TILE_N + lx * 16u;
+    const __local float* even = panel + lx * FP4CL_VEC;
+    const __local float* odd = panel + (GEMM_TILE_K / 2) * GEMM_TILE_N + lx * FP4CL_VEC;
     const uint xk = k0 / 2u;
     for (uint kk = 0; kk < panel_k / 2u; ++kk) {
-      const float16 we = vload16(0, even + kk * GEMM_TILE_N);
-      const float16 wo = vload16(0, odd + kk * GEMM_TILE_N);
+      const fp4_floatv we = fp4_vloadv(0, even + kk * GEMM_TILE_N);
+      const fp4_floatv wo = fp4_vloadv(0, odd + kk * GEMM_TILE_N);
       #pragma unroll
       for (uint t = 0; t < GEMM_WI_M; ++t) {
-        acc[t] = fma(we, (float16)(xt[t][xk + kk]), acc[t]);
-        acc[t] = fma(wo, (float16)(xt[t][half_k + xk + kk]), acc[t]);
+        acc[t] = fma(we, (fp4_floatv)(xt[t][xk + kk]), acc[t]);
+        acc[t] = fma(wo, (fp4_floatv)(xt[t][half_k + xk + kk]), acc[t]);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  const uint n_first = n_tile + lx * 16u;
-  #pragma unroll
+  const uint n_first = n_tile + lx * FP4CL_VEC;
+#pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     const uint m = m_first + t;
     if (m >= m_tokens) break;
-    const float vals[16] = {acc[t].s0, acc[t].s1, acc[t].s2, acc[t].s3, acc[t].s4, acc[t].s5, acc[t].s6, acc[t].s7,
-                            acc[t].s8, acc[t].s9, acc[t].sa, acc[t].sb, acc[t].sc, acc[t].sd, acc[t].se, acc[t].sf};
-    for (uint j = 0; j < 16u; ++j) {
+    float vals[FP4CL_VEC];
+    fp4_vstorev(acc[t], 0, vals);
+    for (uint j = 0; j < FP4CL_VEC; ++j) {
       const uint n = n_first + j;
       if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, vals[j], epilogue, bias, has_bias, n, out_bf16);
     }

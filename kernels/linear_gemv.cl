@@ -3,11 +3,11 @@
 // One work-item owns one weight row and a group of tokens: it walks its row's codes once,
 // contiguously, decoding each step of 64 weights once and using them for every token of the group.
 // This is what PoCL runs fast (../shared/spec/DEVICES.md): contiguous per-work-item data, explicit
-// float16 vectors, activations pre-split even/odd, low and high nibbles decoded separately with the
-// bit trick, float16 accumulators, one horizontal sum at the end.
+// float16 (FP4CL_VEC) vectors, activations pre-split even/odd, low and high nibbles decoded
+// separately with a bit trick, vector accumulators, one horizontal sum at the end.
 //
-// Per 16 weights: the even and odd products summed (exact products, one rounding), then one FMA
-// with the block scale; a scale multiply per weight is not needed.
+// Per chunk: the even and odd products summed (exact products, one rounding), then one FMA with
+// the block scales; a scale multiply per weight is not needed.
 //
 // Inputs: the "rows" layout and per token a row of KPAD split activations (common/fp4_dot.cl).
 // W4A16 and W4A4 both run this kernel; for W4A4 the activations hold their FP4 values times their
@@ -15,6 +15,7 @@
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
+//   FP4CL_VEC           vector width, 16 or 8 (common/fp4_dot.cl)
 //   GEMV_TOKENS         tokens per work-item of linear_gemv_tokens (linear_gemv_single has 1,
 //                       linear_gemv_pair 2)
 // Launch: global (roundup(N, local0), ceil(M / tokens)), any local size.
@@ -42,32 +43,31 @@ inline void gemv_rows(const __global uchar* restrict codes, const __global uchar
   // Token t of the group reads row min(m0 + t, M - 1): a group past the last token repeats it
   // (valid memory, results discarded) rather than branching in the hot loop.
   const __global float* xr[GEMV_TOKENS];
-  float16 acc[GEMV_TOKENS];
+  fp4_floatv acc[GEMV_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     xr[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
-    acc[t] = (float16)(0.0f);
+    acc[t] = (fp4_floatv)(0.0f);
   }
 
   for (uint s = 0; s < steps; ++s) {
-    const char16 b0 = as_char16(vload16(2 * s, row));
-    const char16 b1 = as_char16(vload16(2 * s + 1, row));
-    const float16 lo0 = fp4_low_nibbles(b0), hi0 = fp4_high_nibbles(b0);
-    const float16 lo1 = fp4_low_nibbles(b1), hi1 = fp4_high_nibbles(b1);
     const float4 sb = fp4_block_scales(scales, scale_base, s, exp_bias);
-    for (uint t = 0; t < tokens; ++t) {
-      const __global float* ev = xr[t];
-      const __global float* od = xr[t] + half_k;
-      const float16 p0 = fma(hi0, vload16(2 * s, od), lo0 * vload16(2 * s, ev));
-      const float16 p1 = fma(hi1, vload16(2 * s + 1, od), lo1 * vload16(2 * s + 1, ev));
-      acc[t] = fma(p0, fp4_two_halves(sb.x, sb.y), acc[t]);
-      acc[t] = fma(p1, fp4_two_halves(sb.z, sb.w), acc[t]);
+#pragma unroll
+    for (uint c = 0; c < FP4CL_CHUNKS; ++c) {
+      const uint chunk = s * FP4CL_CHUNKS + c;
+      const fp4_charv b = fp4_as_charv(fp4_vloadv(chunk, row));
+      const fp4_floatv lo = fp4_low_nibbles(b), hi = fp4_high_nibbles(b);
+      const fp4_floatv sc = fp4_chunk_scales(sb, c);
+      for (uint t = 0; t < tokens; ++t) {
+        const fp4_floatv p = fma(hi, fp4_vloadv(chunk, xr[t] + half_k), lo * fp4_vloadv(chunk, xr[t]));
+        acc[t] = fma(p, sc, acc[t]);
+      }
     }
   }
 
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m < m_tokens)
-      fp4_store_output(y, (ulong)m * n_rows + n, fp4_hsum16(acc[t]), epilogue, bias, has_bias, n, out_bf16);
+      fp4_store_output(y, (ulong)m * n_rows + n, fp4_hsum(acc[t]), epilogue, bias, has_bias, n, out_bf16);
   }
 }
 

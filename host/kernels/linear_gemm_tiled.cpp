@@ -25,8 +25,9 @@ class GemmTiledKernel final : public RowsLinearKernel {
   Verdict can_implement(const LinearConfig& config) const override {
     if (Verdict v = RowsLinearKernel::can_implement(config); !v) return v;
     const GemmTiles t = tiles(config, defaults_);
-    if (t.tile_n < 16 || t.tile_n % 16 != 0)
-      return Verdict::no(fmt::format("GEMM_TILE_N = {} is not a positive multiple of 16", t.tile_n));
+    const long long vec = vector_width(config);
+    if (t.tile_n < vec || t.tile_n % vec != 0)
+      return Verdict::no(fmt::format("GEMM_TILE_N = {} is not a positive multiple of FP4CL_VEC = {}", t.tile_n, vec));
     if (t.tile_k < 64 || t.tile_k % 64 != 0)
       return Verdict::no(fmt::format("GEMM_TILE_K = {} is not a positive multiple of 64", t.tile_k));
     if (t.wi_m < 1 || t.wi_m > 16) return Verdict::no(fmt::format("GEMM_WI_M = {} is outside 1..16", t.wi_m));
@@ -43,19 +44,20 @@ class GemmTiledKernel final : public RowsLinearKernel {
   }
 
   std::vector<std::string> tuning_parameters() const override {
-    return {"GEMM_TILE_M", "GEMM_TILE_N", "GEMM_TILE_K", "GEMM_WI_M"};
+    return {"GEMM_TILE_M", "GEMM_TILE_N", "GEMM_TILE_K", "GEMM_WI_M", "FP4CL_VEC"};
   }
 
   std::string describe() const override {
-    return fmt::format("gemm_tiled(GEMM_TILE_M={}, GEMM_TILE_N={}, GEMM_TILE_K={}, GEMM_WI_M={})", tiles_.tile_m,
-                       tiles_.tile_n, tiles_.tile_k, tiles_.wi_m);
+    return fmt::format("gemm_tiled(GEMM_TILE_M={}, GEMM_TILE_N={}, GEMM_TILE_K={}, GEMM_WI_M={}, FP4CL_VEC={})",
+                       tiles_.tile_m, tiles_.tile_n, tiles_.tile_k, tiles_.wi_m, vec_);
   }
 
  protected:
   std::vector<cl::Kernel> build(const Context& ctx, const LinearConfig& config) override {
     tiles_ = tiles(config, default_tiles(ctx.info()));
+    vec_ = vector_width(config);
     const std::uint64_t local_bytes = static_cast<std::uint64_t>(tiles_.tile_k * tiles_.tile_n) * sizeof(float);
-    const std::size_t local_items = static_cast<std::size_t>((tiles_.tile_n / 16) * (tiles_.tile_m / tiles_.wi_m));
+    const std::size_t local_items = static_cast<std::size_t>((tiles_.tile_n / vec_) * (tiles_.tile_m / tiles_.wi_m));
     if (local_bytes > ctx.info().local_mem_bytes)
       fail("gemm_tiled: a {}x{} weight panel needs {} bytes of local memory; {} has {}", tiles_.tile_k, tiles_.tile_n,
            local_bytes, ctx.info().name, ctx.info().local_mem_bytes);
@@ -66,12 +68,13 @@ class GemmTiledKernel final : public RowsLinearKernel {
     options.define("GEMM_TILE_M", tiles_.tile_m)
         .define("GEMM_TILE_N", tiles_.tile_n)
         .define("GEMM_TILE_K", tiles_.tile_k)
-        .define("GEMM_WI_M", tiles_.wi_m);
+        .define("GEMM_WI_M", tiles_.wi_m)
+        .define("FP4CL_VEC", vec_);
     return {ctx.programs().kernel("linear_gemm.cl", "linear_gemm", options)};
   }
 
   cl::Event launch(const Context& ctx, std::int64_t m, const std::vector<cl::Event>& wait) override {
-    const auto local0 = static_cast<std::size_t>(tiles_.tile_n / 16);
+    const auto local0 = static_cast<std::size_t>(tiles_.tile_n / vec_);
     const auto local1 = static_cast<std::size_t>(tiles_.tile_m / tiles_.wi_m);
     const auto groups0 = static_cast<std::size_t>((layout().n + tiles_.tile_n - 1) / tiles_.tile_n);
     const auto groups1 = static_cast<std::size_t>((m + tiles_.tile_m - 1) / tiles_.tile_m);
@@ -99,6 +102,7 @@ class GemmTiledKernel final : public RowsLinearKernel {
 
   GemmTiles defaults_{128, 16, 256, 4};  // checked by can_implement before the device is known
   GemmTiles tiles_ = defaults_;
+  long long vec_ = 16;
 };
 
 }  // namespace

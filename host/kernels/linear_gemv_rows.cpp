@@ -31,10 +31,10 @@ class GemvRowsKernel final : public RowsLinearKernel {
     return Verdict::yes();
   }
 
-  std::vector<std::string> tuning_parameters() const override { return {"GEMV_TOKENS", "GEMV_LOCAL"}; }
+  std::vector<std::string> tuning_parameters() const override { return {"GEMV_TOKENS", "GEMV_LOCAL", "FP4CL_VEC"}; }
 
   std::string describe() const override {
-    return fmt::format("gemv_rows(GEMV_TOKENS={}, GEMV_LOCAL={})", tokens_, local_);
+    return fmt::format("gemv_rows(GEMV_TOKENS={}, GEMV_LOCAL={}, FP4CL_VEC={})", tokens_, local_, vec_);
   }
 
  protected:
@@ -43,8 +43,9 @@ class GemvRowsKernel final : public RowsLinearKernel {
     // PoCL runs a work-group as a loop over its work-items: small groups of long rows are best
     // (DEVICES.md). GPUs want enough work-items per group to fill a multiprocessor.
     local_ = tuning_value(config, "GEMV_LOCAL", ctx.info().kind == DeviceKind::gpu ? 64 : 1);
+    vec_ = vector_width(config);
     BuildOptions options = linear_format_options(config.scheme.weight);
-    options.define("GEMV_TOKENS", tokens_);
+    options.define("GEMV_TOKENS", tokens_).define("FP4CL_VEC", vec_);
     return {ctx.programs().kernel("linear_gemv.cl", "linear_gemv_single", options),
             ctx.programs().kernel("linear_gemv.cl", "linear_gemv_pair", options),
             ctx.programs().kernel("linear_gemv.cl", "linear_gemv_tokens", options)};
@@ -68,7 +69,7 @@ class GemvRowsKernel final : public RowsLinearKernel {
  private:
   static constexpr long long kDefaultTokens = 4;
 
-  long long tokens_ = kDefaultTokens, local_ = 1;
+  long long tokens_ = kDefaultTokens, local_ = 1, vec_ = 16;
 };
 
 }  // namespace

@@ -35,6 +35,8 @@ long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::
 Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
   if (config.k % block_size(config.scheme.weight) != 0)
     return Verdict::no(fmt::format("k = {} is not a multiple of the block size", config.k));
+  if (const long long w = vector_width(config); w != 8 && w != 16)
+    return Verdict::no(fmt::format("FP4CL_VEC = {} is not a supported vector width (8 or 16)", w));
   return Verdict::yes();
 }
 

@@ -31,6 +31,8 @@ class RowsLinearKernel : public LinearKernel {
 
   // The value of tuning parameter `name` in the config, or `fallback`.
   static long long tuning_value(const LinearConfig& config, const std::string& name, long long fallback);
+  // FP4CL_VEC, the vector width of the decode and the accumulators (8 or 16; default 16).
+  static long long vector_width(const LinearConfig& config) { return tuning_value(config, "FP4CL_VEC", 16); }
 
   const Fp4RowLayoutInfo& layout() const { return weights_->info; }
   std::vector<cl::Kernel>& kernels() { return kernels_; }

@@ -8,7 +8,7 @@
 //   scales  the checkpoint's block-scale bytes in the 128×4 swizzled layout (FP4.md §7).
 // Activations arrive as fp32 rows "split" by linear_activations.cl: the KPAD/2 even elements of a
 // row first, then its KPAD/2 odd elements, so that low nibbles pair with the even half and high
-// nibbles with the odd half, each as one contiguous float16 load.
+// nibbles with the odd half, each as one contiguous vector load.
 //
 // Exactness: every product a·w a kernel forms is exact in fp32 and only the sums round.
 //   - decoded nibbles (fp4_low/high_nibbles) are the E2M1 values, at most 2 significant bits;
@@ -32,6 +32,39 @@ inline uint fp4_scale_row_base(uint n, uint kp) {
   return (n / 128u) * (kp / 4u) * 512u + (n % 32u) * 16u + ((n % 128u) / 32u) * 4u;
 }
 
+// The vector width W of the decode and of the accumulators: FP4CL_VEC = 16 (default) or 8. A
+// "chunk" is W code bytes: W even elements (low nibbles) and W odd ones (high nibbles), 2W
+// consecutive weights. A step holds 32 / W chunks.
+#ifndef FP4CL_VEC
+#define FP4CL_VEC 16
+#endif
+#if FP4CL_VEC == 16
+typedef float16 fp4_floatv;
+typedef char16 fp4_charv;
+typedef uint16 fp4_uintv;
+#define fp4_vloadv vload16
+#define fp4_vstorev vstore16
+#define fp4_as_floatv as_float16
+#define fp4_as_uintv as_uint16
+#define fp4_as_charv as_char16
+#define fp4_convert_intv convert_int16
+#define fp4_as_ushort_halfv as_ushort8
+#elif FP4CL_VEC == 8
+typedef float8 fp4_floatv;
+typedef char8 fp4_charv;
+typedef uint8 fp4_uintv;
+#define fp4_vloadv vload8
+#define fp4_vstorev vstore8
+#define fp4_as_floatv as_float8
+#define fp4_as_uintv as_uint8
+#define fp4_as_charv as_char8
+#define fp4_convert_intv convert_int8
+#define fp4_as_ushort_halfv as_ushort4
+#else
+#error "FP4CL_VEC (the vector width) must be 8 or 16"
+#endif
+#define FP4CL_CHUNKS (32 / FP4CL_VEC)
+
 // E2M1 decode without a table and without fp32 subnormals. The usual bit trick (sign to bit 31,
 // magnitude bits to 22..24) yields e2m1 × 2^-126, and code 1 then lands on an fp32 subnormal:
 // measured on PoCL (Zen 3, AVX2), multiplying by subnormals made the GEMV 2× slower. Instead the
@@ -40,20 +73,19 @@ inline uint fp4_scale_row_base(uint n, uint kp) {
 // 4, 6 (the E2M1 values of codes 1, 2..7), and stored code 1 (true zero) is masked to ±0.
 // Sign-extending the byte puts the code's sign in bits 31..7 and its magnitude in bits 6..4, so
 // one shift by 18 and one mask place both fields.
-inline float16 fp4_high_nibbles(char16 bytes) {
-  const uint16 d = (as_uint16(convert_int16(bytes)) << 18) & 0x81C00000u;
-  const uint16 zero = as_uint16((d << 1) == (uint16)0x00800000u);  // stored magnitude 1: ±0
-  return as_float16((d + 0x3F000000u) & ~zero);
+inline fp4_floatv fp4_high_nibbles(fp4_charv bytes) {
+  const fp4_uintv d = (fp4_as_uintv(fp4_convert_intv(bytes)) << 18) & 0x81C00000u;
+  const fp4_uintv zero = fp4_as_uintv((d << 1) == (fp4_uintv)0x00800000u);  // stored magnitude 1: ±0
+  return fp4_as_floatv((d + 0x3F000000u) & ~zero);
 }
 // The low nibbles: a 16-bit shift by 4 moves every byte's low nibble into its high nibble (the
 // low half of each byte then holds a neighbour's bits, which the mask drops).
-inline float16 fp4_low_nibbles(char16 bytes) {
-  return fp4_high_nibbles(as_char16(as_ushort8(bytes) << (ushort)4));
+inline fp4_floatv fp4_low_nibbles(fp4_charv bytes) {
+  return fp4_high_nibbles(fp4_as_charv(fp4_as_ushort_halfv(bytes) << (ushort)4));
 }
 
 // The block scales of one step of a row, one per group of 16 consecutive elements g = 0..3
-// (elements 16g .. 16g+15 of the step: lanes 0-7 / 8-15 of the even and odd float16 of its first
-// and second 32 elements).
+// (elements 16g .. 16g+15 of the step, i.e. code bytes 8g .. 8g+7).
 //   NVFP4: the four E4M3 scale bytes of the step are one aligned 32-bit word; each byte's bits
 //   placed at 20..26 make the float e4m3 × 2^-120 (subnormal E4M3 included), times 2^120 exactly.
 //   The layout has no negative scale (fp4_row_layout.cpp moves a scale's sign into its block's
@@ -75,8 +107,16 @@ inline float4 fp4_block_scales(const __global uchar* restrict scales, uint scale
 #endif
 }
 
-// A float16 whose lanes 0-7 are a and lanes 8-15 are b.
-inline float16 fp4_two_halves(float a, float b) { return (float16)((float8)(a), (float8)(b)); }
+// The scales of the lanes of chunk c (0 .. FP4CL_CHUNKS-1) of a step, from its fp4_block_scales:
+// a chunk of 16 bytes spans the groups 2c and 2c+1 (lanes 0-7, 8-15), a chunk of 8 bytes group c.
+inline fp4_floatv fp4_chunk_scales(float4 groups, uint c) {
+  const float g[4] = {groups.x, groups.y, groups.z, groups.w};
+#if FP4CL_VEC == 16
+  return (float16)((float8)(g[2 * c]), (float8)(g[2 * c + 1]));
+#else
+  return (float8)(g[c]);
+#endif
+}
 
 // The epilogue of one output: y = sum × epilogue (+ bias[n]), stored as fp32 or BF16 (RNE).
 inline void fp4_store_output(__global uchar* y, ulong index, float sum, float epilogue,
@@ -91,8 +131,12 @@ inline void fp4_store_output(__global uchar* y, ulong index, float sum, float ep
 }
 
 // A deterministic horizontal sum (a fixed pairwise tree).
-inline float fp4_hsum16(float16 v) {
+inline float fp4_hsum(fp4_floatv v) {
+#if FP4CL_VEC == 16
   const float8 a = v.lo + v.hi;
+#else
+  const float8 a = v;
+#endif
   const float4 b = a.lo + a.hi;
   const float2 c = b.lo + b.hi;
   return c.x + c.y;

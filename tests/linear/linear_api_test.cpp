@@ -181,7 +181,10 @@ TEST(LinearApi, RefusalsOfAForcedKernelAreErrors) {
   o.tuning["GEMM_TILE_N"] = 20;
   std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
   EXPECT_NE(e.find("'gemm_tiled' was forced"), std::string::npos) << e;
-  EXPECT_NE(e.find("GEMM_TILE_N = 20 is not a positive multiple of 16"), std::string::npos) << e;
+  EXPECT_NE(e.find("GEMM_TILE_N = 20 is not a positive multiple of FP4CL_VEC = 16"), std::string::npos) << e;
+  o.tuning = {{"FP4CL_VEC", 12}};
+  e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
+  EXPECT_NE(e.find("FP4CL_VEC = 12 is not a supported vector width (8 or 16)"), std::string::npos) << e;
   o.tuning = {{"GEMM_TILE_Q", 4}};
   e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
   EXPECT_NE(e.find("unknown parameter 'GEMM_TILE_Q'"), std::string::npos) << e;
@@ -189,17 +192,24 @@ TEST(LinearApi, RefusalsOfAForcedKernelAreErrors) {
 }
 
 TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
-  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 100, 640, 8);
-  const std::vector<std::uint16_t> x = test::random_activations(37, 640, 9);
-  for (const auto& tuning : std::vector<std::map<std::string, long long>>{
-           {{"GEMM_TILE_M", 8}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 2}},
-           {{"GEMM_TILE_M", 6}, {"GEMM_WI_M", 3}, {"GEMM_TILE_K", 64}},
-           {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}}}) {
-    LinearOptions o = options_for(tuning.count("GEMV_TOKENS") ? "gemv_rows" : "gemm_tiled", OutputType::fp32, 37);
-    o.tuning = tuning;
-    std::vector<float> y;
-    Linear::create(context(), w, kNvW4A16, o).run(x, 37, y);
-    test::check_against_reference(kNvW4A16, w, x, 37, {}, test::as_doubles(y), false, o.kernel + " tuned");
+  for (const QuantScheme& scheme : {kNvW4A16, kMxW4A4}) {
+    const Fp4Weight w = test::random_weight(scheme.weight, 100, 640, 8);
+    const std::vector<std::uint16_t> x = test::random_activations(37, 640, 9);
+    for (const auto& tuning : std::vector<std::map<std::string, long long>>{
+             {{"GEMM_TILE_M", 8}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 2}},
+             {{"GEMM_TILE_M", 6}, {"GEMM_WI_M", 3}, {"GEMM_TILE_K", 64}, {"FP4CL_VEC", 8}},
+             {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}},
+             {{"GEMV_TOKENS", 5}, {"FP4CL_VEC", 8}}}) {
+      LinearOptions o = options_for(tuning.count("GEMV_TOKENS") ? "gemv_rows" : "gemm_tiled", OutputType::fp32, 37);
+      o.tuning = tuning;
+      std::vector<float> y;
+      Linear layer = Linear::create(context(), w, scheme, o);
+      for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{37}}) {
+        const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * 640);
+        layer.run(xm, m, y);
+        test::check_against_reference(scheme, w, xm, m, {}, test::as_doubles(y), false, layer.describe());
+      }
+    }
   }
 }
 
