@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -36,6 +38,54 @@ cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes
   return b;
 }
 
+// Every tuning parameter must be one some linear kernel takes (a typo would otherwise be ignored).
+void check_tuning_names(const LinearKernelRegistry& registry, const std::map<std::string, long long>& tuning) {
+  if (tuning.empty()) return;
+  std::set<std::string> known;
+  for (const std::string& name : registry.names())
+    for (const std::string& p : registry.instantiate(name)->tuning_parameters()) known.insert(p);
+  for (const auto& [name, value] : tuning) {
+    if (known.count(name)) continue;
+    std::string valid;
+    for (const std::string& p : known) valid += (valid.empty() ? "" : ", ") + p;
+    fail("LinearOptions::tuning: unknown parameter '{}' (= {}); the linear kernels take: {}", name, value, valid);
+  }
+}
+
+// The kernels of a layer: the forced one for every call, else one chosen for decode and, when
+// calls can be larger than decode_max_tokens, one chosen for prefill (the same object when the
+// same strategy wins both).
+struct KernelChoice {
+  std::shared_ptr<LinearKernel> decode, prefill;
+  std::string decode_name, prefill_name;
+};
+
+KernelChoice choose_kernels(const LinearKernelRegistry& registry, const Context& ctx, const LinearConfig& config,
+                            const std::string& forced, std::int64_t decode_max_tokens) {
+  KernelChoice c;
+  const std::string description = config.describe();
+  if (!forced.empty()) {
+    auto sel = registry.create(forced, ctx, config, description);
+    c.decode = std::move(sel.kernel);
+    c.prefill = c.decode;
+    c.decode_name = c.prefill_name = sel.name;
+    return c;
+  }
+  auto designed_for = [](LinearRegime regime) {
+    return [regime](const LinearKernel& k) { return k.designed_for(regime); };
+  };
+  auto decode = registry.select(ctx, config, description + " (decode)", designed_for(LinearRegime::decode));
+  c.decode = std::move(decode.kernel);
+  c.decode_name = c.prefill_name = decode.name;
+  c.prefill = c.decode;
+  if (config.max_tokens > decode_max_tokens) {
+    auto prefill = registry.select(ctx, config, description + " (prefill)", designed_for(LinearRegime::prefill));
+    if (prefill.name != c.decode_name) c.prefill = std::move(prefill.kernel);
+    c.prefill_name = prefill.name;
+  }
+  return c;
+}
+
 }  // namespace
 
 const char* to_string(OutputType t) { return t == OutputType::bf16 ? "BF16" : "FP32"; }
@@ -62,7 +112,8 @@ Linear::~Linear() = default;
 Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantScheme& scheme,
                       const LinearOptions& options) {
   check_linear_weight(weight, scheme);
-  if (options.max_tokens < 1) fail("LinearOptions::max_tokens = {}: must be at least 1", options.max_tokens);
+  if (options.max_tokens < 1 || options.max_tokens > std::numeric_limits<std::int32_t>::max())
+    fail("LinearOptions::max_tokens = {}: must be in 1 .. 2^31-1", options.max_tokens);
   if (options.decode_max_tokens < 0)
     fail("LinearOptions::decode_max_tokens = {}: must be 0 (default) or positive", options.decode_max_tokens);
   if (!options.bias.empty() && static_cast<std::int64_t>(options.bias.size()) != weight.n)
@@ -79,49 +130,16 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
   config.has_bias = !options.bias.empty();
   config.output = options.output;
   config.tuning = options.tuning;
-  const std::string description = config.describe();
 
   const LinearKernelRegistry& registry = linear_kernels();
-  if (!options.tuning.empty()) {
-    std::set<std::string> known;
-    for (const std::string& name : registry.names())
-      for (const std::string& p : registry.instantiate(name)->tuning_parameters()) known.insert(p);
-    for (const auto& [name, value] : options.tuning) {
-      if (!known.count(name)) {
-        std::string valid;
-        for (const std::string& p : known) valid += (valid.empty() ? "" : ", ") + p;
-        fail("LinearOptions::tuning: unknown parameter '{}' (= {}); the linear kernels take: {}", name, value, valid);
-      }
-    }
-  }
-
+  check_tuning_names(registry, options.tuning);
   s->decode_max_tokens = options.decode_max_tokens > 0 ? options.decode_max_tokens : kDefaultDecodeMaxTokens;
-  const std::string forced = registry.forced_name(options.kernel);
-  if (!forced.empty()) {
-    auto sel = registry.create(forced, ctx, config, description);
-    s->decode = std::move(sel.kernel);
-    s->prefill = s->decode;
-    s->decode_name = s->prefill_name = sel.name;
-  } else {
-    auto by_regime = [](LinearRegime regime) {
-      return [regime](const LinearKernel& k) { return k.designed_for(regime); };
-    };
-    auto decode = registry.select(ctx, config, description + " (decode)", by_regime(LinearRegime::decode));
-    s->decode = std::move(decode.kernel);
-    s->decode_name = decode.name;
-    if (options.max_tokens > s->decode_max_tokens) {
-      auto prefill = registry.select(ctx, config, description + " (prefill)", by_regime(LinearRegime::prefill));
-      if (prefill.name == s->decode_name) {
-        s->prefill = s->decode;
-      } else {
-        s->prefill = std::move(prefill.kernel);
-      }
-      s->prefill_name = prefill.name;
-    } else {
-      s->prefill = s->decode;
-      s->prefill_name = s->decode_name;
-    }
-  }
+  KernelChoice choice =
+      choose_kernels(registry, ctx, config, registry.forced_name(options.kernel), s->decode_max_tokens);
+  s->decode = std::move(choice.decode);
+  s->prefill = std::move(choice.prefill);
+  s->decode_name = choice.decode_name;
+  s->prefill_name = choice.prefill_name;
 
   WeightLayouts layouts;
   s->decode->prepare(ctx, config, weight, layouts);
