@@ -9,8 +9,11 @@
 //                         scale's inverse belongs to the GEMV/GEMM epilogue (alpha).
 //
 // Quantizing once per call here, instead of inside every work-group of the matmul, costs one pass
-// over M × K activations (small next to the N × K weights) and lets W4A4 and W4A16 share the
-// matmul kernels. NVFP4 needs IEEE division: build with the options of linear_build_options.
+// over M × K activations and lets W4A4 and W4A16 share the matmul kernels. Measured on PoCL
+// (fp4cl-bench linear, NVFP4 W4A4 4096×4096): about 23 µs of a 2.7 ms call at m = 1 (0.8 %), 18 ms
+// of 0.65 s at m = 512 (3 %); quantizing inside the GEMV would repeat the recipe (some 30
+// operations per element, against about one per weight for the decode) for each of the N rows.
+// NVFP4 needs IEEE division: build with the options of linear_build_options.
 //
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.

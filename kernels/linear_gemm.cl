@@ -5,8 +5,9 @@
 // [k][n] (the E2M1 decode and scaling of a weight is paid once per tile instead of once per token),
 // then every work-item multiplies GEMM_WI_M tokens by FP4CL_VEC (16 or 8) consecutive rows: per k,
 // one vector of decoded weights times one broadcast activation per token, GEMM_WI_M independent
-// vector accumulators. That is the register-tiled form that reaches the FMA peak on PoCL and keeps
-// neighbouring work-items on neighbouring local-memory words on GPUs.
+// vector accumulators: a register tile PoCL compiles to broadcast-and-FMA loops (the accumulators
+// stay in registers while a panel is consumed), and on GPUs neighbouring work-items read
+// neighbouring local-memory words.
 //
 // Inputs: the "rows" layout and split fp32 activations described in common/fp4_dot.cl (the same as
 // the GEMV kernel, so one prepared copy of the weights serves both shapes). Within a panel, local
