@@ -1,0 +1,46 @@
+#include "kernels/linear_activation_pass.hpp"
+
+#include "fp4cl/program_cache.hpp"
+#include "kernels/linear_build_options.hpp"
+#include "prepare/fp4_row_layout.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme, std::int64_t k, std::int64_t kpad,
+                                   float input_gs_q) {
+  k_ = k;
+  kpad_ = kpad;
+  BuildOptions options = linear_format_options(scheme.weight);
+  if (scheme.w4a16()) {
+    kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_split_bf16", options);
+  } else {
+    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx);
+    kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4", options);
+    check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
+  }
+  // GPUs want full groups along the steps of a row; PoCL runs small groups best.
+  local_ = ctx.info().kind == DeviceKind::gpu ? 64 : 1;
+}
+
+std::size_t LinearActivationPass::workspace_bytes(std::int64_t tokens) const {
+  return static_cast<std::size_t>(tokens * kpad_) * sizeof(float);
+}
+
+cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x, const cl::Buffer& workspace,
+                                        std::int64_t m, const std::vector<cl::Event>* wait) {
+  check_cl(kernel_.setArg(0, x), "setting the activations");
+  check_cl(kernel_.setArg(1, workspace), "setting the workspace");
+  check_cl(kernel_.setArg(2, static_cast<cl_uint>(m)), "setting the token count");
+  check_cl(kernel_.setArg(3, static_cast<cl_uint>(k_)), "setting k");
+  check_cl(kernel_.setArg(4, static_cast<cl_uint>(kpad_)), "setting the padded k");
+  const std::size_t steps = static_cast<std::size_t>(kpad_ / kFp4RowStep);
+  const std::size_t global0 = (steps + local_ - 1) / local_ * local_;
+  cl::Event event;
+  check_cl(ctx.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(global0, static_cast<std::size_t>(m)),
+                                            cl::NDRange(local_, 1), wait, &event),
+           "enqueueing the linear activation pass ({} tokens, k = {})", m, k_);
+  return event;
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,26 @@
+// The FP4 linear kernel strategies, in priority order.
+#include <fmt/format.h>
+
+#include "kernels/linear_kernel.hpp"
+#include "kernels/linear_rows_kernel.hpp"
+
+namespace fp4cl {
+
+std::string LinearConfig::describe() const {
+  return fmt::format("{} linear {}x{} (n x k), up to {} tokens, {} out{}", scheme.name(), n, k, max_tokens,
+                     to_string(output), has_bias ? ", bias" : "");
+}
+
+const char* to_string(LinearRegime r) { return r == LinearRegime::decode ? "decode" : "prefill"; }
+
+const LinearKernelRegistry& linear_kernels() {
+  static const LinearKernelRegistry registry = [] {
+    LinearKernelRegistry r("linear", "FP4CL_LINEAR_KERNEL");
+    r.add("gemm_tiled", make_gemm_tiled_kernel);  // prefill (refuses decode by design)
+    r.add("gemv_rows", make_gemv_rows_kernel);    // decode, and any call when nothing else serves
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace fp4cl

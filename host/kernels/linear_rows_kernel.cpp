@@ -1,0 +1,86 @@
+#include "kernels/linear_rows_kernel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const Fp4RowLayoutInfo& layout) {
+  // alpha in the exact direction: gs_d(input) = 1 / gs_q(input), and alpha = gs_d(weight) ·
+  // gs_d(input) = gs_d(weight) / gs_q(input), computed as one double division of the two floats
+  // and rounded once to float. That is the correctly rounded fp32 value of the exact quotient (a
+  // double quotient of floats is rounded twice, 53 then 24 bits, which is innocuous for division
+  // since 53 ≥ 2·24 + 2), instead of rounding 1/gs_q first and the product again.
+  double alpha = 1.0;
+  if (w.format == WeightFormat::nvfp4) {
+    alpha = static_cast<double>(w.global_scale);
+    if (!scheme.w4a16()) alpha /= static_cast<double>(w.input_global_scale);
+  }
+  // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
+  const float factor = std::ldexp(static_cast<float>(alpha), layout.scale_shift);
+  if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
+    fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scales "
+         "{} and {})",
+         scheme.name(), layout.scale_shift, alpha, layout.scale_shift, w.global_scale, w.input_global_scale);
+  return factor;
+}
+
+long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name, long long fallback) {
+  const auto it = config.tuning.find(name);
+  return it == config.tuning.end() ? fallback : it->second;
+}
+
+Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
+  if (config.k % block_size(config.scheme.weight) != 0)
+    return Verdict::no(fmt::format("k = {} is not a multiple of the block size", config.k));
+  if (const long long w = vector_width(config); w != 8 && w != 16)
+    return Verdict::no(fmt::format("FP4CL_VEC = {} is not a supported vector width (8 or 16)", w));
+  return Verdict::yes();
+}
+
+void RowsLinearKernel::prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
+                               WeightLayouts& layouts) {
+  weights_ = layouts.get_or_make<DeviceFp4RowLayout>(
+      "fp4_rows", [&] { return upload_fp4_row_layout(ctx, make_fp4_row_layout(weight)); });
+  max_tokens_ = config.max_tokens;
+  epilogue_ = rows_epilogue_factor(config.scheme, weight, weights_->info);
+  activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale);
+
+  kernels_ = build(ctx, config);
+  const Fp4RowLayoutInfo& info = weights_->info;
+  set_arg(0, weights_->codes, "the weight codes");
+  set_arg(1, weights_->scales, "the block scales");
+  set_arg(5, static_cast<cl_uint>(info.n), "n");
+  set_arg(7, static_cast<cl_uint>(info.kpad), "the padded k");
+  set_arg(8, static_cast<cl_uint>(info.scale_kp), "the scale columns");
+  set_arg(9, static_cast<cl_int>(info.exp_bias), "the MXFP4 exponent bias");
+  set_arg(10, epilogue_, "the epilogue factor");
+  set_arg(11, static_cast<cl_int>(config.has_bias ? 1 : 0), "the bias flag");
+  set_arg(12, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
+}
+
+template <typename T>
+void RowsLinearKernel::set_arg(cl_uint index, const T& value, const char* what) {
+  for (cl::Kernel& k : kernels_) check_cl(k.setArg(index, value), "setting {} (argument {}) of a linear kernel", what, index);
+}
+
+std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.workspace_bytes(max_tokens_); }
+
+std::uint64_t RowsLinearKernel::weight_bytes() const { return weights_ ? weights_->bytes : 0; }
+
+void RowsLinearKernel::apply(const Context& ctx, const LinearCall& call) {
+  std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+  set_arg(2, *call.workspace, "the split activations");
+  set_arg(3, *call.y, "the output");
+  set_arg(4, *call.bias, "the bias");
+  set_arg(6, static_cast<cl_uint>(call.m), "the token count");
+  cl::Event matmul = launch(ctx, call.m, pass);
+  if (call.events) {
+    call.events->push_back(pass.front());
+    call.events->push_back(matmul);
+  }
+}
+
+}  // namespace fp4cl

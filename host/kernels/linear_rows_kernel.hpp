@@ -1,0 +1,58 @@
+// The common part of the strategies that read the "rows" weight layout (linear_gemv.cl,
+// linear_gemm.cl): one shared prepared copy of the weights, the activation pre-pass into the
+// workspace, the epilogue factor, and the kernel arguments both kernels take.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/linear_activation_pass.hpp"
+#include "kernels/linear_kernel.hpp"
+#include "prepare/fp4_row_layout.hpp"
+
+namespace fp4cl {
+
+class RowsLinearKernel : public LinearKernel {
+ public:
+  Verdict can_implement(const LinearConfig& config) const override;
+  void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
+               WeightLayouts& layouts) final;
+  std::size_t workspace_bytes() const final;
+  void apply(const Context& ctx, const LinearCall& call) final;
+  std::uint64_t weight_bytes() const final;
+
+ protected:
+  // Builds the strategy's kernels for the config (its tuning read with tuning_value). They share
+  // one signature (fp4_dot.cl's argument list); prepare() and apply() set the arguments of all.
+  virtual std::vector<cl::Kernel> build(const Context& ctx, const LinearConfig& config) = 0;
+  // Enqueues the matmul for m tokens, with one of kernels() whose arguments are set, after `wait`.
+  virtual cl::Event launch(const Context& ctx, std::int64_t m, const std::vector<cl::Event>& wait) = 0;
+
+  // The value of tuning parameter `name` in the config, or `fallback`.
+  static long long tuning_value(const LinearConfig& config, const std::string& name, long long fallback);
+  // FP4CL_VEC, the vector width of the decode and the accumulators (8 or 16; default 16).
+  static long long vector_width(const LinearConfig& config) { return tuning_value(config, "FP4CL_VEC", 16); }
+
+  const Fp4RowLayoutInfo& layout() const { return weights_->info; }
+  std::vector<cl::Kernel>& kernels() { return kernels_; }
+
+ private:
+  template <typename T>
+  void set_arg(cl_uint index, const T& value, const char* what);
+
+  std::shared_ptr<const DeviceFp4RowLayout> weights_;
+  LinearActivationPass activations_;
+  std::vector<cl::Kernel> kernels_;
+  std::int64_t max_tokens_ = 0;
+  float epilogue_ = 1.0f;
+};
+
+// The factor of the rows kernels' epilogue: alpha (gs_d(weight), times gs_d(input) = 1/gs_q(input)
+// under NVFP4 W4A4) times 2^scale_shift. Throws when it is not a finite nonzero float.
+float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight, const Fp4RowLayoutInfo& layout);
+
+std::unique_ptr<LinearKernel> make_gemv_rows_kernel();
+std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
+
+}  // namespace fp4cl

@@ -1,0 +1,262 @@
+#include "fp4cl/linear.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "kernels/linear_kernel.hpp"
+#include "prepare/fp4_weight_checks.hpp"
+#include "support/check.hpp"
+#include "support/log.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+// Calls of at most this many tokens run the decode kernel unless LinearOptions says otherwise.
+// Measured on PoCL (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV
+// 18 / 17 / 18 at m = 16 / 32 / 64, tiled GEMM 6 / 13 / 22: the GEMV wins up to about 48 tokens.
+constexpr std::int64_t kDefaultDecodeMaxTokens = 32;
+
+std::size_t output_bytes(OutputType t) { return t == OutputType::bf16 ? 2 : 4; }
+
+std::size_t buffer_size(const cl::Buffer& b, const char* what) {
+  if (!b()) fail("Linear: the {} buffer is null", what);
+  std::size_t size = 0;
+  check_cl(b.getInfo(CL_MEM_SIZE, &size), "Linear: querying the size of the {} buffer", what);
+  return size;
+}
+
+cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, void* host, const char* what) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1), host, &err);
+  check_cl(err, "Linear: allocating {} ({} bytes)", what, bytes);
+  return b;
+}
+
+// Every tuning parameter must be one some linear kernel takes (a typo would otherwise be ignored).
+void check_tuning_names(const LinearKernelRegistry& registry, const std::map<std::string, long long>& tuning) {
+  if (tuning.empty()) return;
+  std::set<std::string> known;
+  for (const std::string& name : registry.names())
+    for (const std::string& p : registry.instantiate(name)->tuning_parameters()) known.insert(p);
+  for (const auto& [name, value] : tuning) {
+    if (known.count(name)) continue;
+    std::string valid;
+    for (const std::string& p : known) valid += (valid.empty() ? "" : ", ") + p;
+    fail("LinearOptions::tuning: unknown parameter '{}' (= {}); the linear kernels take: {}", name, value, valid);
+  }
+}
+
+// The kernels of a layer: the forced one for every call, else one chosen for decode and, when
+// calls can be larger than decode_max_tokens, one chosen for prefill (the same object when the
+// same strategy wins both).
+struct KernelChoice {
+  std::shared_ptr<LinearKernel> decode, prefill;
+  std::string decode_name, prefill_name;
+};
+
+KernelChoice choose_kernels(const LinearKernelRegistry& registry, const Context& ctx, const LinearConfig& config,
+                            const std::string& forced, std::int64_t decode_max_tokens) {
+  KernelChoice c;
+  const std::string description = config.describe();
+  if (!forced.empty()) {
+    auto sel = registry.create(forced, ctx, config, description);
+    c.decode = std::move(sel.kernel);
+    c.prefill = c.decode;
+    c.decode_name = c.prefill_name = sel.name;
+    return c;
+  }
+  auto designed_for = [](LinearRegime regime) {
+    return [regime](const LinearKernel& k) { return k.designed_for(regime); };
+  };
+  auto decode = registry.select(ctx, config, description + " (decode)", designed_for(LinearRegime::decode));
+  c.decode = std::move(decode.kernel);
+  c.decode_name = c.prefill_name = decode.name;
+  c.prefill = c.decode;
+  if (config.max_tokens > decode_max_tokens) {
+    auto prefill = registry.select(ctx, config, description + " (prefill)", designed_for(LinearRegime::prefill));
+    if (prefill.name != c.decode_name) c.prefill = std::move(prefill.kernel);
+    c.prefill_name = prefill.name;
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* to_string(OutputType t) { return t == OutputType::bf16 ? "BF16" : "FP32"; }
+
+struct Linear::State {
+  explicit State(Context c) : ctx(std::move(c)) {}
+  Context ctx;
+  QuantScheme scheme;
+  LinearOptions options;
+  LinearConfig config;
+  std::int64_t decode_max_tokens = 0;
+  std::shared_ptr<LinearKernel> decode, prefill;  // the same object when one kernel serves all
+  std::string decode_name, prefill_name;
+  cl::Buffer workspace, bias;
+  cl::Buffer host_x, host_y;  // staging for run(), allocated on its first use
+  std::vector<cl::Event> events;
+};
+
+Linear::Linear(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Linear::Linear(Linear&&) noexcept = default;
+Linear& Linear::operator=(Linear&&) noexcept = default;
+Linear::~Linear() = default;
+
+Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantScheme& scheme,
+                      const LinearOptions& options) {
+  check_linear_weight(weight, scheme);
+  if (options.max_tokens < 1 || options.max_tokens > std::numeric_limits<std::int32_t>::max())
+    fail("LinearOptions::max_tokens = {}: must be in 1 .. 2^31-1", options.max_tokens);
+  if (options.decode_max_tokens < 0)
+    fail("LinearOptions::decode_max_tokens = {}: must be 0 (default) or positive", options.decode_max_tokens);
+  if (!options.bias.empty() && static_cast<std::int64_t>(options.bias.size()) != weight.n)
+    fail("LinearOptions::bias has {} values; the layer has n = {} outputs", options.bias.size(), weight.n);
+
+  auto s = std::make_unique<State>(ctx);
+  s->scheme = scheme;
+  s->options = options;
+  LinearConfig& config = s->config;
+  config.scheme = scheme;
+  config.n = weight.n;
+  config.k = weight.k;
+  config.max_tokens = options.max_tokens;
+  config.has_bias = !options.bias.empty();
+  config.output = options.output;
+  config.tuning = options.tuning;
+
+  const LinearKernelRegistry& registry = linear_kernels();
+  check_tuning_names(registry, options.tuning);
+  s->decode_max_tokens = options.decode_max_tokens > 0 ? options.decode_max_tokens : kDefaultDecodeMaxTokens;
+  KernelChoice choice =
+      choose_kernels(registry, ctx, config, registry.forced_name(options.kernel), s->decode_max_tokens);
+  s->decode = std::move(choice.decode);
+  s->prefill = std::move(choice.prefill);
+  s->decode_name = choice.decode_name;
+  s->prefill_name = choice.prefill_name;
+
+  WeightLayouts layouts;
+  s->decode->prepare(ctx, config, weight, layouts);
+  if (s->prefill != s->decode) s->prefill->prepare(ctx, config, weight, layouts);
+  const std::size_t workspace = std::max(s->decode->workspace_bytes(), s->prefill->workspace_bytes());
+  if (workspace > ctx.info().max_alloc_bytes)
+    fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
+         workspace, ctx.info().name, ctx.info().max_alloc_bytes);
+  s->workspace = make_buffer(ctx, CL_MEM_READ_WRITE, workspace, nullptr, "the linear workspace");
+  if (config.has_bias)
+    s->bias = make_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, options.bias.size() * sizeof(float),
+                          const_cast<float*>(options.bias.data()), "the bias");
+  Linear layer(std::move(s));
+  log::info("{}", layer.describe());
+  return layer;
+}
+
+cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
+                          const std::vector<cl::Event>& wait) {
+  State& s = *state_;
+  if (m < 0) fail("Linear: m = {} tokens; must be at least 0", m);
+  if (m > s.config.max_tokens)
+    fail("Linear: m = {} tokens exceeds the layer's max_tokens = {} (LinearOptions::max_tokens)", m,
+         s.config.max_tokens);
+  const std::size_t x_need = static_cast<std::size_t>(m * s.config.k) * 2;
+  const std::size_t y_need = static_cast<std::size_t>(m * s.config.n) * output_bytes(s.config.output);
+  const std::size_t x_size = buffer_size(x, "x"), y_size = buffer_size(y, "y");
+  if (x() == y()) fail("Linear: x and y are the same buffer; the output must not overwrite the input");
+  if (x_size < x_need)
+    fail("Linear: the x buffer has {} bytes; {} tokens × k = {} BF16 values need {}", x_size, m, s.config.k, x_need);
+  if (y_size < y_need)
+    fail("Linear: the y buffer has {} bytes; {} tokens × n = {} {} values need {}", y_size, m, s.config.n,
+         to_string(s.config.output), y_need);
+
+  // The previous call's last command joins the wait list: calls share the workspace, and a queue
+  // the caller brought may be out of order.
+  std::vector<cl::Event> after = wait;
+  if (!s.events.empty()) after.push_back(s.events.back());
+  s.events.clear();
+  cl::Event done;
+  if (m == 0) {
+    check_cl(s.ctx.queue().enqueueMarkerWithWaitList(&after, &done), "Linear: enqueueing the marker of a 0-token call");
+    s.events.push_back(done);
+    return done;
+  }
+  LinearCall call;
+  call.x = &x;
+  call.y = &y;
+  call.bias = &s.bias;
+  call.workspace = &s.workspace;
+  call.m = m;
+  call.wait = &after;
+  call.events = &s.events;
+  (m <= s.decode_max_tokens ? s.decode : s.prefill)->apply(s.ctx, call);
+  return s.events.back();
+}
+
+namespace {
+
+template <typename Out>
+void run_on_host(Linear& layer, const Context& ctx, cl::Buffer& host_x, cl::Buffer& host_y,
+                 const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<Out>& y) {
+  if (m < 0) fail("Linear::run: m = {} tokens; must be at least 0", m);
+  if (static_cast<std::int64_t>(x.size()) != m * layer.k())
+    fail("Linear::run: x has {} values; m × k = {} × {} = {} expected", x.size(), m, layer.k(), m * layer.k());
+  y.assign(static_cast<std::size_t>(m * layer.n()), Out{});
+  if (m == 0) return;
+  if (m > layer.options().max_tokens)
+    fail("Linear::run: m = {} tokens exceeds the layer's max_tokens = {}", m, layer.options().max_tokens);
+  const std::int64_t max_tokens = layer.options().max_tokens;
+  if (!host_x()) {
+    host_x = make_buffer(ctx, CL_MEM_READ_ONLY, static_cast<std::size_t>(max_tokens * layer.k()) * 2, nullptr,
+                         "the staging input");
+    host_y = make_buffer(ctx, CL_MEM_WRITE_ONLY, static_cast<std::size_t>(max_tokens * layer.n()) * sizeof(Out),
+                         nullptr, "the staging output");
+  }
+  cl::Event written;
+  check_cl(ctx.queue().enqueueWriteBuffer(host_x, CL_FALSE, 0, x.size() * 2, x.data(), nullptr, &written),
+           "Linear::run: copying x to the device");
+  const cl::Event done = layer.enqueue(host_x, host_y, m, {written});
+  const std::vector<cl::Event> after{done};
+  check_cl(ctx.queue().enqueueReadBuffer(host_y, CL_TRUE, 0, y.size() * sizeof(Out), y.data(), &after),
+           "Linear::run: copying y from the device");
+}
+
+}  // namespace
+
+void Linear::run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& y) {
+  if (state_->config.output != OutputType::bf16)
+    fail("Linear::run: the layer's output type is {}; pass a std::vector<float>", to_string(state_->config.output));
+  run_on_host(*this, state_->ctx, state_->host_x, state_->host_y, x, m, y);
+}
+
+void Linear::run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<float>& y) {
+  if (state_->config.output != OutputType::fp32)
+    fail("Linear::run: the layer's output type is {}; pass a std::vector<std::uint16_t>",
+         to_string(state_->config.output));
+  run_on_host(*this, state_->ctx, state_->host_x, state_->host_y, x, m, y);
+}
+
+std::int64_t Linear::n() const { return state_->config.n; }
+std::int64_t Linear::k() const { return state_->config.k; }
+const QuantScheme& Linear::scheme() const { return state_->scheme; }
+const LinearOptions& Linear::options() const { return state_->options; }
+const std::vector<cl::Event>& Linear::last_events() const { return state_->events; }
+
+std::uint64_t Linear::weight_bytes() const { return state_->decode->weight_bytes(); }
+
+std::string Linear::kernel_name(std::int64_t m) const {
+  return m <= state_->decode_max_tokens ? state_->decode_name : state_->prefill_name;
+}
+
+std::string Linear::describe() const {
+  const State& s = *state_;
+  if (s.decode == s.prefill) return fmt::format("{}: {}", s.config.describe(), s.decode->describe());
+  return fmt::format("{}: m <= {}: {}; m > {}: {}", s.config.describe(), s.decode_max_tokens, s.decode->describe(),
+                     s.decode_max_tokens, s.prefill->describe());
+}
+
+}  // namespace fp4cl

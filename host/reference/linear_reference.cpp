@@ -1,0 +1,133 @@
+#include "reference/linear_reference.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "common/quant_recipe.cl"
+
+namespace fp4cl::reference {
+
+namespace {
+
+unsigned code_at(const std::vector<std::uint8_t>& packed, std::int64_t row_bytes, std::int64_t i, std::int64_t j) {
+  const std::uint8_t byte = packed[static_cast<std::size_t>(i * row_bytes + j / 2)];
+  return (j % 2 == 0) ? (byte & 0xFu) : (byte >> 4);
+}
+
+double scale_value(WeightFormat format, std::uint8_t byte) {
+  return format == WeightFormat::nvfp4 ? static_cast<double>(e4m3_decode(byte)) : static_cast<double>(e8m0_decode(byte));
+}
+
+}  // namespace
+
+namespace {
+// e2m1 × block scale, without the global scale (exact).
+double block_scaled_weight(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
+  const std::int64_t block = block_size(w.format);
+  const double e2m1 = e2m1_decode(code_at(w.packed, w.k / 2, n, k));
+  return e2m1 * scale_value(w.format, w.scales[static_cast<std::size_t>(n * (w.k / block) + k / block)]);
+}
+}  // namespace
+
+double weight_value(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
+  const double gs = w.format == WeightFormat::nvfp4 ? static_cast<double>(w.global_scale) : 1.0;
+  return block_scaled_weight(w, n, k) * gs;
+}
+
+double QuantizedActivations::value(std::int64_t i, std::int64_t j) const {
+  const std::int64_t block = block_size(format);
+  const double e2m1 = e2m1_decode(code_at(packed, k / 2, i, j));
+  return e2m1 * scale_value(format, scales[static_cast<std::size_t>(i * (k / block) + j / block)]);
+}
+
+QuantizedActivations quantize_activations(WeightFormat format, const std::uint16_t* x_bf16, std::int64_t m,
+                                          std::int64_t k, float gs) {
+  const std::int64_t block = block_size(format);
+  QuantizedActivations q;
+  q.format = format;
+  q.m = m;
+  q.k = k;
+  q.packed.assign(static_cast<std::size_t>(m * k / 2), 0);
+  q.scales.assign(static_cast<std::size_t>(m * (k / block)), 0);
+  std::vector<float> v(static_cast<std::size_t>(block));
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t b = 0; b < k / block; ++b) {
+      float amax = 0.0f;
+      for (std::int64_t e = 0; e < block; ++e) {
+        v[static_cast<std::size_t>(e)] = bf16_to_float(x_bf16[i * k + b * block + e]);
+        amax = fp4cl_amax_step(amax, v[static_cast<std::size_t>(e)]);
+      }
+      std::uint32_t sf = 0;
+      float mult = 0.0f;
+      if (format == WeightFormat::nvfp4) {
+        sf = nvfp4_scale_byte(amax, gs);
+        mult = nvfp4_multiplier(sf, gs);
+      } else {
+        sf = mxfp4_scale_byte(amax);
+        mult = mxfp4_multiplier(sf);
+      }
+      q.scales[static_cast<std::size_t>(i * (k / block) + b)] = static_cast<std::uint8_t>(sf);
+      for (std::int64_t e = 0; e < block; ++e) {
+        const std::uint32_t code = fp4_encode_scaled(v[static_cast<std::size_t>(e)], mult);
+        const std::int64_t j = b * block + e;
+        std::uint8_t& byte = q.packed[static_cast<std::size_t>(i * (k / 2) + j / 2)];
+        byte = static_cast<std::uint8_t>(byte | (j % 2 == 0 ? code : code << 4));
+      }
+    }
+  }
+  return q;
+}
+
+LinearReference::LinearReference(const QuantScheme& scheme, const Fp4Weight& w, const std::uint16_t* x_bf16,
+                                 std::int64_t m, std::vector<float> bias)
+    : w_(w), m_(m), bias_(std::move(bias)) {
+  const std::int64_t k = w.k;
+  const bool nv = w.format == WeightFormat::nvfp4;
+  a_.resize(static_cast<std::size_t>(m * k));
+  if (scheme.w4a16()) {
+    for (std::int64_t i = 0; i < m * k; ++i) a_[static_cast<std::size_t>(i)] = bf16_to_float(x_bf16[i]);
+    alpha_ = nv ? static_cast<double>(w.global_scale) : 1.0;
+  } else {
+    const QuantizedActivations q = quantize_activations(w.format, x_bf16, m, k, w.input_global_scale);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < k; ++j) a_[static_cast<std::size_t>(i * k + j)] = q.value(i, j);
+    alpha_ = nv ? static_cast<double>(w.global_scale) / static_cast<double>(w.input_global_scale) : 1.0;
+  }
+}
+
+void LinearReference::decode_row(std::int64_t row, std::vector<double>& out) const {
+  out.resize(static_cast<std::size_t>(w_.k));
+  for (std::int64_t j = 0; j < w_.k; ++j) out[static_cast<std::size_t>(j)] = block_scaled_weight(w_, row, j);
+}
+
+LinearOutput LinearReference::dot(const std::vector<double>& w_row, std::int64_t token, std::int64_t row) const {
+  const double* a = a_.data() + token * w_.k;
+  double sum = 0.0, abs_sum = 0.0;
+  for (std::int64_t j = 0; j < w_.k; ++j) {
+    const double t = a[j] * w_row[static_cast<std::size_t>(j)];
+    sum += t;
+    abs_sum += std::fabs(t);
+  }
+  LinearOutput o;
+  o.y = alpha_ * sum + (bias_.empty() ? 0.0 : static_cast<double>(bias_[static_cast<std::size_t>(row)]));
+  o.abs_terms = std::fabs(alpha_) * abs_sum;
+  return o;
+}
+
+LinearOutput LinearReference::at(std::int64_t token, std::int64_t row) const {
+  std::vector<double> w_row;
+  decode_row(row, w_row);
+  return dot(w_row, token, row);
+}
+
+std::vector<LinearOutput> LinearReference::all() const {
+  std::vector<LinearOutput> out(static_cast<std::size_t>(m_ * w_.n));
+  std::vector<double> w_row;
+  for (std::int64_t row = 0; row < w_.n; ++row) {
+    decode_row(row, w_row);
+    for (std::int64_t i = 0; i < m_; ++i) out[static_cast<std::size_t>(i * w_.n + row)] = dot(w_row, i, row);
+  }
+  return out;
+}
+
+}  // namespace fp4cl::reference

@@ -1,0 +1,65 @@
+// The scalar reference of an FP4 linear layer, y = x · Wᵀ (+ bias), in double precision. It
+// depends on no OpenCL: the codecs and the activation recipe are the shared host/device code
+// (kernels/common/formats.cl, quant_recipe.cl) compiled as C++, so that W4A4 activations are
+// quantized bit for bit as the device does. Tests, `fp4cl-bench --check` and tuners compare with it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fp4cl/scheme.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl::reference {
+
+// Dequantized weight element W[n][k] = e2m1 × block scale × gs_d (exact in double).
+double weight_value(const Fp4Weight& w, std::int64_t n, std::int64_t k);
+
+// BF16 activations [m, k] quantized with the contract recipe (FP4.md §3 NVFP4 with the
+// quant-direction global scale `gs`; §4 MXFP4, `gs` unused): codes packed like weights and
+// block-scale bytes, row-major [m, k/block].
+struct QuantizedActivations {
+  WeightFormat format = WeightFormat::nvfp4;
+  std::int64_t m = 0, k = 0;
+  std::vector<std::uint8_t> packed;  // [m, k/2]
+  std::vector<std::uint8_t> scales;  // [m, k/block]
+  // e2m1(code) × block scale of element (i, j): the activation without its global scale.
+  double value(std::int64_t i, std::int64_t j) const;
+};
+QuantizedActivations quantize_activations(WeightFormat format, const std::uint16_t* x_bf16, std::int64_t m,
+                                          std::int64_t k, float gs);
+
+// One output of the layer before it is rounded, and the magnitude it was summed from.
+struct LinearOutput {
+  double y = 0.0;          // alpha · Σ_k a·w + bias
+  double abs_terms = 0.0;  // |alpha| · Σ_k |a·w|
+};
+
+// The layer's exact outputs, all of them or any sample (large shapes: tests check a sample).
+//   W4A16: a = the BF16 activations; alpha = gs_d(weight).
+//   W4A4:  a = the recipe's quantized activations (QuantizedActivations::value);
+//          alpha = gs_d(weight) / gs_q(input) = gs_d(weight) · gs_d(input).
+// `x_bf16` holds m·k values; `bias` is empty or holds n values. The weight must outlive this.
+class LinearReference {
+ public:
+  LinearReference(const QuantScheme& scheme, const Fp4Weight& w, const std::uint16_t* x_bf16, std::int64_t m,
+                  std::vector<float> bias = {});
+
+  double alpha() const { return alpha_; }
+  LinearOutput at(std::int64_t token, std::int64_t row) const;
+  // Every output, [m, n] row-major.
+  std::vector<LinearOutput> all() const;
+
+ private:
+  // Row `row` of W without its global scale: e2m1 × block scale, exact.
+  void decode_row(std::int64_t row, std::vector<double>& out) const;
+  LinearOutput dot(const std::vector<double>& w_row, std::int64_t token, std::int64_t row) const;
+
+  const Fp4Weight& w_;
+  std::int64_t m_;
+  std::vector<double> a_;  // [m, k]
+  std::vector<float> bias_;
+  double alpha_ = 1.0;
+};
+
+}  // namespace fp4cl::reference

@@ -1,0 +1,91 @@
+// An FP4 linear layer, y = x · Wᵀ (+ bias), for NVFP4 and MXFP4 weights with BF16 activations
+// (W4A16) or activations quantized to the weight's FP4 format on the fly (W4A4).
+//
+//   fp4cl::Context ctx = fp4cl::Context::create();
+//   fp4cl::Linear layer = fp4cl::Linear::create(ctx, weight, {WeightFormat::nvfp4, Activations::bf16});
+//   cl::Event done = layer.enqueue(x, y, m);        // device buffers, asynchronous
+//   layer.run(x_host, m, y_host);                    // host arrays, synchronous
+//
+// The layer prepares its weights once, at creation (device layouts, uploaded), selects its kernels
+// (FP4CL_LINEAR_KERNEL or LinearOptions::kernel forces one) and owns every buffer a call needs, so
+// enqueue() creates no buffer. Numerics: ../shared/spec/FP4.md §3–§4 and §7.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/opencl.hpp"
+#include "fp4cl/scheme.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl {
+
+enum class OutputType { bf16, fp32 };
+const char* to_string(OutputType t);
+
+struct LinearOptions {
+  // The largest number of tokens (rows of x) one call may pass; it sizes the layer's workspace.
+  std::int64_t max_tokens = 512;
+  OutputType output = OutputType::bf16;
+  // Bias [n] added to every output row (fp32; a BF16 bias converts exactly). Empty: no bias.
+  std::vector<float> bias;
+  // Forces one kernel strategy by name for every call ("" = FP4CL_LINEAR_KERNEL, else automatic).
+  std::string kernel;
+  // Calls with at most this many tokens use the decode kernel, larger ones the prefill kernel
+  // (0 = the device's default).
+  std::int64_t decode_max_tokens = 0;
+  // Tuning parameters by name (e.g. {"GEMM_TILE_M", 64}); each kernel takes its own and rejects
+  // unknown names. Empty: the device's defaults.
+  std::map<std::string, long long> tuning;
+};
+
+class Linear {
+ public:
+  // Validates everything (shapes, scale bytes, global scales, scheme against weight format) and
+  // throws fp4cl::Error naming the argument and what was expected. Under W4A16 the weight's
+  // input_global_scale is ignored; under W4A4 (NVFP4) it is the activations' quant-direction
+  // global scale and must be positive and finite. MXFP4 carries no global scale (both must be 1).
+  static Linear create(const Context& ctx, const Fp4Weight& weight, const QuantScheme& scheme,
+                       const LinearOptions& options = {});
+
+  // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
+  // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.
+  // 0 ≤ m ≤ max_tokens; m = 0 enqueues only a marker. Each call also waits for the previous
+  // one (its calls share the layer's workspace). A Linear is not thread-safe: one thread
+  // enqueues at a time.
+  cl::Event enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
+                    const std::vector<cl::Event>& wait = {});
+
+  // Host arrays, synchronous: x holds m·k BF16 values; y is resized to m·n values. The overload
+  // must match the output type.
+  void run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& y);
+  void run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<float>& y);
+
+  std::int64_t n() const;
+  std::int64_t k() const;
+  const QuantScheme& scheme() const;
+  const LinearOptions& options() const;
+
+  // For benchmarks: the events of the commands of the last enqueue (activation pass, matmul), in
+  // order, and the bytes of prepared weights (codes and block scales) that one call streams.
+  const std::vector<cl::Event>& last_events() const;
+  std::uint64_t weight_bytes() const;
+  // The kernel strategy that serves a call of m tokens, and a one-line description of the layer.
+  std::string kernel_name(std::int64_t m) const;
+  std::string describe() const;
+
+  Linear(Linear&&) noexcept;
+  Linear& operator=(Linear&&) noexcept;
+  ~Linear();
+
+ private:
+  struct State;
+  explicit Linear(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace fp4cl

@@ -1,0 +1,131 @@
+// The activation pre-pass (kernels/linear_activations.cl) bit for bit against the host: W4A16
+// rows are the BF16 values split even/odd; W4A4 rows are the contract recipe's FP4 values times
+// their block scales (the scalar reference's quantize_activations), including rounding ties,
+// zero blocks, saturation, subnormal and huge inputs, NaN and infinities.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/formats.cl"
+#include "kernels/linear_activation_pass.hpp"
+#include "linear/linear_test_data.hpp"
+#include "linear/linear_test_support.hpp"
+#include "prepare/fp4_row_layout.hpp"
+#include "reference/linear_reference.hpp"
+
+namespace fp4cl {
+namespace {
+
+std::uint16_t bf16(float f) { return static_cast<std::uint16_t>(float_to_bf16(f)); }
+
+std::uint32_t bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Rows with the cases that matter for the recipes, then random values; k = 208 (not a multiple
+// of 64: the last step is partly padding).
+std::vector<std::uint16_t> special_rows(std::int64_t k) {
+  std::vector<float> row0 = {3.0f, -1.296875f, 0.1298828125f, 0.125f};  // FP4.md §8 (first block)
+  row0.resize(16, 0.0f);
+  // Exact E2M1 ties after scaling by 1 (amax 6 → multiplier 1 under gs = 448): 0.25, 0.75, ...
+  for (float t : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, -0.25f, -0.75f, -1.25f, -1.75f, -2.5f, -3.5f,
+                  -5.0f, -6.0f})
+    row0.push_back(t);
+  row0.resize(64, 0.0f);  // an all-zero block (48..63)
+  for (float v : {1e-38f, 2e-39f, -3e-40f, 1e38f, -3e38f, 65504.0f, 1e-3f, -0.0f, 0.0f, 7.0f, 100.0f, -0.001f, 1.0f,
+                  2.0f, 4.0f, 8.0f})
+    row0.push_back(v);
+  std::vector<std::uint16_t> x = test::random_activations(3, k, 17);
+  for (std::size_t i = 0; i < row0.size() && i < static_cast<std::size_t>(k); ++i) x[i] = bf16(row0[i]);
+  // Token 2: NaN and infinities in one block each.
+  x[static_cast<std::size_t>(2 * k + 3)] = 0x7FC0;
+  x[static_cast<std::size_t>(2 * k + 35)] = 0x7F80;
+  x[static_cast<std::size_t>(2 * k + 70)] = 0xFF80;
+  return x;
+}
+
+// The pass's output for x (m tokens) as raw floats [m, kpad].
+std::vector<float> run_pass(const QuantScheme& scheme, const std::vector<std::uint16_t>& x, std::int64_t m,
+                            std::int64_t k, float gs) {
+  Context& ctx = test::context();
+  const std::int64_t kpad = (k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
+  LinearActivationPass pass;
+  pass.prepare(ctx, scheme, k, kpad, gs);
+  cl_int err = CL_SUCCESS;
+  cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2,
+                const_cast<std::uint16_t*>(x.data()), &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE, pass.workspace_bytes(m), nullptr, &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  std::vector<float> out(static_cast<std::size_t>(m * kpad), -1.0f);
+  const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
+  EXPECT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, 0, out.size() * 4, out.data(), &wait), CL_SUCCESS);
+  return out;
+}
+
+// Element j of token i in a split row.
+float split_at(const std::vector<float>& out, std::int64_t kpad, std::int64_t i, std::int64_t j) {
+  const std::int64_t pos = (j % 2 == 0) ? j / 2 : kpad / 2 + j / 2;
+  return out[static_cast<std::size_t>(i * kpad + pos)];
+}
+
+void expect_pass_matches_host(WeightFormat format, bool w4a16, float gs) {
+  const std::int64_t m = 3, k = format == WeightFormat::nvfp4 ? 208 : 224;
+  const std::int64_t kpad = (k + 63) / 64 * 64;
+  const QuantScheme scheme{format, w4a16 ? Activations::bf16 : Activations::fp4_dynamic};
+  const std::vector<std::uint16_t> x = special_rows(k);
+  const std::vector<float> out = run_pass(scheme, x, m, k, gs);
+  const reference::QuantizedActivations q = reference::quantize_activations(format, x.data(), m, k, gs);
+  int mismatches = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < kpad; ++j) {
+      float expected = 0.0f;  // the pad past k
+      if (j < k) {
+        expected = w4a16 ? bf16_to_float(x[static_cast<std::size_t>(i * k + j)]) : static_cast<float>(q.value(i, j));
+      }
+      const float got = split_at(out, kpad, i, j);
+      const bool same = bits(got) == bits(expected) || (std::isnan(got) && std::isnan(expected));
+      if (!same && ++mismatches <= 5)
+        ADD_FAILURE() << scheme.name() << " token " << i << " element " << j << ": device " << got << " (0x"
+                      << std::hex << bits(got) << "), host " << expected << " (0x" << bits(expected) << std::dec << ")";
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+TEST(LinearActivationPass, Bf16RowsAreSplitExactly) {
+  expect_pass_matches_host(WeightFormat::nvfp4, true, 1.0f);
+  expect_pass_matches_host(WeightFormat::mxfp4, true, 1.0f);
+}
+
+TEST(LinearActivationPass, Nvfp4RecipeIsBitExact) {
+  expect_pass_matches_host(WeightFormat::nvfp4, false, 448.0f);  // ties land exactly on thresholds
+  expect_pass_matches_host(WeightFormat::nvfp4, false, 1.0f);
+  expect_pass_matches_host(WeightFormat::nvfp4, false, 1234.5678f);
+}
+
+TEST(LinearActivationPass, Mxfp4RecipeIsBitExact) { expect_pass_matches_host(WeightFormat::mxfp4, false, 1.0f); }
+
+TEST(LinearActivationPass, SpecWorkedExample) {
+  // FP4.md §8: gs = 1, the block [3.0, -1.296875, 0.1298828125, 0.125, 0...] dequantizes to
+  // [3, -1.5, 0.25, 0] (codes 0x7, 0xD, 0x1, 0x0 with scale 0.5).
+  std::vector<std::uint16_t> x(64, 0);
+  x[0] = bf16(3.0f);
+  x[1] = bf16(-1.296875f);
+  x[2] = bf16(0.1298828125f);
+  x[3] = bf16(0.125f);
+  const std::vector<float> out = run_pass({WeightFormat::nvfp4, Activations::fp4_dynamic}, x, 1, 64, 1.0f);
+  EXPECT_EQ(split_at(out, 64, 0, 0), 3.0f);
+  EXPECT_EQ(split_at(out, 64, 0, 1), -1.5f);
+  EXPECT_EQ(split_at(out, 64, 0, 2), 0.25f);
+  EXPECT_EQ(split_at(out, 64, 0, 3), 0.0f);
+}
+
+}  // namespace
+}  // namespace fp4cl

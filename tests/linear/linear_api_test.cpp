@@ -1,0 +1,328 @@
+// The Linear layer's API: bias, determinism, device buffers with event wait lists, m = 0, kernel
+// selection (automatic, forced by option or FP4CL_LINEAR_KERNEL) and argument validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "fp4cl/linear.hpp"
+#include "kernels/linear_kernel.hpp"
+#include "linear/linear_check.hpp"
+#include "linear/linear_test_support.hpp"
+
+namespace fp4cl {
+namespace {
+
+using test::context;
+using test::error_of;
+using test::ScopedEnv;
+
+const QuantScheme kNvW4A16{WeightFormat::nvfp4, Activations::bf16};
+const QuantScheme kNvW4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
+const QuantScheme kMxW4A16{WeightFormat::mxfp4, Activations::bf16};
+const QuantScheme kMxW4A4{WeightFormat::mxfp4, Activations::fp4_dynamic};
+
+LinearOptions options_for(const std::string& kernel, OutputType out, std::int64_t max_tokens) {
+  LinearOptions o;
+  o.kernel = kernel;
+  o.output = out;
+  o.max_tokens = max_tokens;
+  return o;
+}
+
+cl::Buffer device_buffer(std::size_t bytes, const void* data = nullptr) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(context().opencl_context(), CL_MEM_READ_WRITE | (data ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+               const_cast<void*>(data), &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  return b;
+}
+
+// ---------------------------------------------------------------- results
+
+TEST(LinearApi, BiasIsAddedToEveryRow) {
+  for (const std::string& kernel : linear_kernels().names()) {
+    for (const QuantScheme& scheme : {kNvW4A16, kMxW4A4}) {
+      const Fp4Weight w = test::random_weight(scheme.weight, 70, 320, 5);
+      const std::vector<std::uint16_t> x = test::random_activations(9, 320, 6);
+      LinearOptions o = options_for(kernel, OutputType::fp32, 9);
+      for (std::int64_t i = 0; i < w.n; ++i) o.bias.push_back(static_cast<float>(i % 7) * 0.75f - 2.0f);
+      Linear layer = Linear::create(context(), w, scheme, o);
+      std::vector<float> y;
+      layer.run(x, 9, y);
+      test::check_against_reference(scheme, w, x, 9, o.bias, test::as_doubles(y), false,
+                                    kernel + " " + scheme.name() + " with bias");
+    }
+  }
+}
+
+TEST(LinearApi, RunsAreBitIdentical) {
+  for (const std::string& kernel : linear_kernels().names()) {
+    for (const QuantScheme& scheme : {kNvW4A4, kMxW4A16}) {
+      const Fp4Weight w = test::random_weight(scheme.weight, 300, 1024, 11);
+      const std::vector<std::uint16_t> x = test::random_activations(77, 1024, 12);
+      Linear layer = Linear::create(context(), w, scheme, options_for(kernel, OutputType::fp32, 77));
+      std::vector<float> a, b;
+      layer.run(x, 77, a);
+      layer.run(x, 77, b);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << kernel << " " << scheme.name();
+      // A second layer from the same weights computes the same bits.
+      Linear again = Linear::create(context(), w, scheme, options_for(kernel, OutputType::fp32, 77));
+      again.run(x, 77, b);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << kernel << " " << scheme.name();
+    }
+  }
+}
+
+TEST(LinearApi, W4A16IgnoresTheInputGlobalScale) {
+  Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 48, 256, 3);
+  const std::vector<std::uint16_t> x = test::random_activations(2, 256, 4);
+  std::vector<float> a, b;
+  Linear::create(context(), w, kNvW4A16, options_for("", OutputType::fp32, 2)).run(x, 2, a);
+  w.input_global_scale = std::numeric_limits<float>::quiet_NaN();  // a calibrated value W4A16 must not use
+  Linear::create(context(), w, kNvW4A16, options_for("", OutputType::fp32, 2)).run(x, 2, b);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST(LinearApi, DeviceBuffersWaitForTheWaitList) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 96, 512, 21);
+  const std::vector<std::uint16_t> x = test::random_activations(5, 512, 22);
+  Linear layer = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 8));
+  const cl::Buffer xb = device_buffer(x.size() * 2, x.data());
+  const cl::Buffer yb = device_buffer(5 * 96 * 2);
+
+  cl_int err = CL_SUCCESS;
+  cl::UserEvent gate(context().opencl_context(), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  cl::Event done = layer.enqueue(xb, yb, 5, {gate});
+  // Nothing can run before the gate opens.
+  EXPECT_NE(done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>(), CL_COMPLETE);
+  EXPECT_EQ(layer.last_events().size(), 2u);  // activation pass, matmul
+  EXPECT_EQ(layer.last_events().back()(), done());
+  ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
+  ASSERT_EQ(done.wait(), CL_SUCCESS);
+
+  std::vector<std::uint16_t> from_device(5 * 96), from_host;
+  ASSERT_EQ(context().queue().enqueueReadBuffer(yb, CL_TRUE, 0, from_device.size() * 2, from_device.data()),
+            CL_SUCCESS);
+  layer.run(x, 5, from_host);
+  EXPECT_EQ(from_device, from_host);
+  test::check_against_reference(kNvW4A16, w, x, 5, {}, test::as_doubles(from_device), true, "enqueue");
+}
+
+TEST(LinearApi, ZeroTokensIsANoOp) {
+  const Fp4Weight w = test::random_weight(WeightFormat::mxfp4, 32, 64, 1);
+  Linear layer = Linear::create(context(), w, kMxW4A4, options_for("", OutputType::fp32, 4));
+  const std::vector<float> sentinel(4 * 32, 42.0f);
+  const cl::Buffer xb = device_buffer(2), yb = device_buffer(sentinel.size() * 4, sentinel.data());
+  cl::Event done = layer.enqueue(xb, yb, 0);
+  ASSERT_EQ(done.wait(), CL_SUCCESS);
+  std::vector<float> y(sentinel.size());
+  ASSERT_EQ(context().queue().enqueueReadBuffer(yb, CL_TRUE, 0, y.size() * 4, y.data()), CL_SUCCESS);
+  EXPECT_EQ(y, sentinel);
+  std::vector<float> host(3, 1.0f);
+  layer.run({}, 0, host);
+  EXPECT_TRUE(host.empty());
+}
+
+TEST(LinearApi, MetadataForBenchmarks) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 200, 2880, 1);
+  Linear layer = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 512));
+  // codes n·k/2 plus swizzled scales roundup(n,128)·roundup(k/16,4)
+  EXPECT_EQ(layer.weight_bytes(), 200u * 1440u + 256u * 180u);
+  EXPECT_EQ(layer.n(), 200);
+  EXPECT_EQ(layer.k(), 2880);
+  EXPECT_NE(layer.describe().find("NVFP4 W4A16 linear 200x2880"), std::string::npos) << layer.describe();
+}
+
+// ---------------------------------------------------------------- kernel selection
+
+TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
+  ScopedEnv env("FP4CL_LINEAR_KERNEL", nullptr);
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
+  Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
+  EXPECT_EQ(layer.kernel_name(1), "gemv_rows");
+  EXPECT_EQ(layer.kernel_name(512), "gemm_tiled");
+  LinearOptions o = options_for("", OutputType::bf16, 512);
+  o.decode_max_tokens = 100;
+  Linear custom = Linear::create(context(), w, kNvW4A4, o);
+  EXPECT_EQ(custom.kernel_name(100), "gemv_rows");
+  EXPECT_EQ(custom.kernel_name(101), "gemm_tiled");
+  Linear small = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 4));
+  EXPECT_EQ(small.kernel_name(4), "gemv_rows");
+}
+
+TEST(LinearApi, EnvironmentForcesAKernel) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
+  {
+    ScopedEnv env("FP4CL_LINEAR_KERNEL", "gemv_rows");
+    Linear layer = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 512));
+    EXPECT_EQ(layer.kernel_name(512), "gemv_rows");
+    // The layer options win over the environment.
+    Linear opt = Linear::create(context(), w, kNvW4A16, options_for("gemm_tiled", OutputType::bf16, 512));
+    EXPECT_EQ(opt.kernel_name(1), "gemm_tiled");
+  }
+  {
+    ScopedEnv env("FP4CL_LINEAR_KERNEL", "turbo");
+    const std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, {}); });
+    EXPECT_NE(e.find("unknown linear kernel 'turbo'"), std::string::npos) << e;
+    EXPECT_NE(e.find("FP4CL_LINEAR_KERNEL"), std::string::npos) << e;
+    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_rows"), std::string::npos) << e;
+  }
+}
+
+TEST(LinearApi, RefusalsOfAForcedKernelAreErrors) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
+  LinearOptions o = options_for("gemm_tiled", OutputType::bf16, 8);
+  o.tuning["GEMM_TILE_N"] = 20;
+  std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
+  EXPECT_NE(e.find("'gemm_tiled' was forced"), std::string::npos) << e;
+  EXPECT_NE(e.find("GEMM_TILE_N = 20 is not a positive multiple of FP4CL_VEC = 16"), std::string::npos) << e;
+  o.tuning = {{"FP4CL_VEC", 12}};
+  e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
+  EXPECT_NE(e.find("FP4CL_VEC = 12 is not a supported vector width (8 or 16)"), std::string::npos) << e;
+  o.tuning = {{"GEMM_TILE_Q", 4}};
+  e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
+  EXPECT_NE(e.find("unknown parameter 'GEMM_TILE_Q'"), std::string::npos) << e;
+  EXPECT_NE(e.find("GEMV_TOKENS"), std::string::npos) << e;
+}
+
+TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
+  for (const QuantScheme& scheme : {kNvW4A16, kMxW4A4}) {
+    const Fp4Weight w = test::random_weight(scheme.weight, 100, 640, 8);
+    const std::vector<std::uint16_t> x = test::random_activations(37, 640, 9);
+    // Odd sizes on purpose: tiles that do not divide m, n or k, several work-items per group.
+    for (const auto& tuning : std::vector<std::map<std::string, long long>>{
+             {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 3}, {"FP4CL_VEC", 8}},
+             {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}, {"FP4CL_VEC", 8}}}) {
+      LinearOptions o = options_for(tuning.count("GEMV_TOKENS") ? "gemv_rows" : "gemm_tiled", OutputType::fp32, 37);
+      o.tuning = tuning;
+      std::vector<float> y;
+      Linear layer = Linear::create(context(), w, scheme, o);
+      for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{37}}) {
+        const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * 640);
+        layer.run(xm, m, y);
+        test::check_against_reference(scheme, w, xm, m, {}, test::as_doubles(y), false, layer.describe());
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- argument errors
+
+struct BadWeight {
+  const char* what;
+  QuantScheme scheme;
+  void (*edit)(Fp4Weight&);
+  const char* expected;
+};
+
+TEST(LinearApi, InvalidWeightsAreRefusedWithClearErrors) {
+  const BadWeight cases[] = {
+      {"format mismatch", kMxW4A16, [](Fp4Weight&) {}, "the weight is NVFP4 but the scheme is MXFP4 W4A16"},
+      {"k not a block multiple", kNvW4A16, [](Fp4Weight& w) { w.k = 24; }, "multiple of its block size 16"},
+      {"n zero", kNvW4A16, [](Fp4Weight& w) { w.n = 0; }, "at least one output feature"},
+      {"packed size", kNvW4A16, [](Fp4Weight& w) { w.packed.pop_back(); }, "Fp4Weight::packed has"},
+      {"scales size", kNvW4A16, [](Fp4Weight& w) { w.scales.push_back(1); }, "Fp4Weight::scales has"},
+      {"NaN scale", kNvW4A16, [](Fp4Weight& w) { w.scales[16] = 0x7F; }, "row 1, block 6 is 0x7F, a NaN in E4M3"},
+      {"negative NaN scale", kNvW4A16, [](Fp4Weight& w) { w.scales[0] = 0xFF; }, "row 0, block 0 is 0xFF"},
+      {"zero global scale", kNvW4A16, [](Fp4Weight& w) { w.global_scale = 0.0f; }, "global_scale = 0"},
+      {"negative global scale", kNvW4A16, [](Fp4Weight& w) { w.global_scale = -1.0f; }, "positive finite"},
+      {"NaN global scale", kNvW4A16, [](Fp4Weight& w) { w.global_scale = std::nanf(""); }, "global_scale = nan"},
+      {"Inf global scale", kNvW4A16, [](Fp4Weight& w) { w.global_scale = INFINITY; }, "global_scale = inf"},
+      {"zero input scale", kNvW4A4, [](Fp4Weight& w) { w.input_global_scale = 0.0f; }, "input_global_scale = 0"},
+      {"Inf input scale", kNvW4A4, [](Fp4Weight& w) { w.input_global_scale = INFINITY; }, "(quant direction)"},
+      {"overflowing alpha", kNvW4A4,
+       [](Fp4Weight& w) {
+         w.global_scale = 1e30f;
+         w.input_global_scale = 1e-30f;
+       },
+       "not a normal fp32 number"},
+  };
+  for (const BadWeight& c : cases) {
+    Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 4, 160, 1);
+    for (auto& s : w.scales) s &= 0x7F;  // no accidental NaN
+    c.edit(w);
+    const std::string e = error_of([&] { Linear::create(context(), w, c.scheme, {}); });
+    EXPECT_NE(e.find(c.expected), std::string::npos) << c.what << ": " << e;
+  }
+}
+
+TEST(LinearApi, InvalidMxfp4WeightsAreRefused) {
+  Fp4Weight w = test::random_weight(WeightFormat::mxfp4, 4, 96, 1);
+  EXPECT_NE(error_of([&] { Fp4Weight v = w; v.k = 48; Linear::create(context(), v, kMxW4A16, {}); })
+                .find("multiple of its block size 32"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Fp4Weight v = w; v.scales[5] = 0xFF; Linear::create(context(), v, kMxW4A16, {}); })
+                .find("row 1, block 2 is 0xFF, a NaN in E8M0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Fp4Weight v = w; v.global_scale = 2.0f; Linear::create(context(), v, kMxW4A16, {}); })
+                .find("MXFP4 has no global scale"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Fp4Weight v = w; v.input_global_scale = 0.5f; Linear::create(context(), v, kMxW4A4, {}); })
+                .find("MXFP4 activations have no global scale"),
+            std::string::npos);
+  // Nonzero blocks 2^126 apart cannot share fp32 kernels; an all-zero block at E = 0 is fine.
+  Fp4Weight span = w;
+  std::fill(span.scales.begin(), span.scales.end(), std::uint8_t{127});
+  span.scales[0] = 1;
+  span.scales[1] = 127 + 126 - 1 + 1;  // 2^126 vs 2^-126
+  EXPECT_NE(error_of([&] { Linear::create(context(), span, kMxW4A16, {}); }).find("more than 2^125 apart"),
+            std::string::npos);
+  Fp4Weight zero_block = w;
+  std::fill(zero_block.packed.begin(), zero_block.packed.begin() + 16, std::uint8_t{0x88});  // block 0: ±0 codes
+  zero_block.scales[0] = 0;
+  zero_block.scales[1] = 200;
+  const std::vector<std::uint16_t> x = test::random_activations(3, 96, 2);
+  std::vector<float> y;
+  Linear::create(context(), zero_block, kMxW4A16, options_for("", OutputType::fp32, 3)).run(x, 3, y);
+  test::check_against_reference(kMxW4A16, zero_block, x, 3, {}, test::as_doubles(y), false, "zero block at E = 0");
+}
+
+TEST(LinearApi, InvalidOptionsAreRefused) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 4, 64, 1);
+  LinearOptions o;
+  o.max_tokens = 0;
+  EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("max_tokens = 0: must be in 1 .. 2^31-1"), std::string::npos);
+  o = {};
+  o.bias = {1.0f, 2.0f};
+  EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("bias has 2 values; the layer has n = 4"),
+            std::string::npos);
+  o = {};
+  o.max_tokens = std::int64_t{1} << 30;  // 2^30 tokens × 64 floats: far beyond one buffer
+  EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("byte workspace"), std::string::npos);
+  o = {};
+  o.decode_max_tokens = -1;
+  EXPECT_NE(error_of([&] { Linear::create(context(), w, kNvW4A16, o); }).find("decode_max_tokens = -1"),
+            std::string::npos);
+}
+
+TEST(LinearApi, InvalidCallsAreRefused) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 40, 64, 1);
+  Linear layer = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 8));
+  const cl::Buffer x = device_buffer(8 * 64 * 2), y = device_buffer(8 * 40 * 2), small = device_buffer(100);
+  EXPECT_NE(error_of([&] { layer.enqueue(x, y, 9); }).find("m = 9 tokens exceeds the layer's max_tokens = 8"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(x, y, -1); }).find("m = -1"), std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(small, y, 2); }).find("the x buffer has 100 bytes; 2 tokens × k = 64"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(x, small, 2); }).find("the y buffer has 100 bytes; 2 tokens × n = 40"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(x, x, 1); }).find("x and y are the same buffer"), std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(cl::Buffer(), y, 1); }).find("the x buffer is null"), std::string::npos);
+  std::vector<float> wrong_type;
+  std::vector<std::uint16_t> out;
+  EXPECT_NE(error_of([&] { layer.run(std::vector<std::uint16_t>(64), 1, wrong_type); }).find("output type is BF16"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.run(std::vector<std::uint16_t>(63), 1, out); }).find("x has 63 values; m × k = 1 × 64"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.run(std::vector<std::uint16_t>(9 * 64), 9, out); }).find("exceeds the layer's max_tokens"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp4cl
