@@ -13,7 +13,13 @@
 
 #if defined(__OPENCL_VERSION__) && defined(FP4CL_DIV_VIA_FP64)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
-FP4CL_FN float fp4cl_div(float a, float b) { return (float)((double)a / (double)b); }
+// The divisor passes through a volatile double so that the compiler cannot shrink
+// "(float)((double)a / (double)b)" back into a float division (LLVM does, and NVIDIA's OpenCL
+// then lowers that float division to its approximate form: measured on an H200).
+FP4CL_FN float fp4cl_div(float a, float b) {
+  volatile double divisor = (double)b;
+  return (float)((double)a / divisor);
+}
 #else
 FP4CL_FN float fp4cl_div(float a, float b) { return a / b; }
 #endif
