@@ -6,5 +6,6 @@
 namespace fp4cl::cli {
 
 void register_devices(CLI::App& app);
+void register_inspect(CLI::App& app);
 
 }  // namespace fp4cl::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fp4cl: FP4 (NVFP4, MXFP4) MoE and linear layers on OpenCL"};
   app.require_subcommand(1);
   fp4cl::cli::register_devices(app);
+  fp4cl::cli::register_inspect(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
