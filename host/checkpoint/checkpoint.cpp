@@ -53,9 +53,15 @@ LoadedLinear Checkpoint::load_linear(std::string_view module) const {
     fail("'{}' in checkpoint '{}' is an MoE layer, not a linear module: load it with load_moe()", module,
          index_->directory.string());
   }
-  fail("checkpoint '{}' has no quantized linear module '{}' ({}: {}; {} quantized modules)",
-       index_->directory.string(), module, index_->config.source(), index_->config.explain(module),
-       index_->modules.size());
+  std::string tensors;
+  for (const std::string& suffix : {std::string("weight"), std::string("weight_packed")}) {
+    if (const std::optional<TensorView> t = index_->model.find(TensorLayout::tensor_name(module, suffix))) {
+      tensors = fmt::format("; its tensor '{}' is {} {}, not packed FP4 codes with block scales", t->name(),
+                            dtype_name(t->dtype()), shape_string(t->shape()));
+    }
+  }
+  fail("checkpoint '{}' has no quantized linear module '{}' ({} quantized modules){}; the config says: {}",
+       index_->directory.string(), module, index_->modules.size(), tensors, index_->config.explain(module));
 }
 
 LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {

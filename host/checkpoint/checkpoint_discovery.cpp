@@ -59,12 +59,12 @@ std::map<std::string, std::string> quantized_candidates(const SafetensorsModel& 
   std::map<std::string, std::string> found;
   for (const SafetensorsFile& shard : model.shards()) {
     for (const TensorInfo& t : shard.tensors()) {
-      std::optional<std::string_view> module;
-      if ((module = module_of(t.name, layout.weight))) {
-        if (weight_suffix_shared && t.dtype != Dtype::u8) module.reset();
-      } else if (!(module = module_of(t.name, layout.weight_scale))) {
-        module = module_of(t.name, layout.weight_global_scale);
+      if (const std::optional<std::string_view> module = module_of(t.name, layout.weight)) {
+        if (!weight_suffix_shared || t.dtype == Dtype::u8) found[std::string(*module)] = t.name;  // named first
+        continue;
       }
+      std::optional<std::string_view> module = module_of(t.name, layout.weight_scale);
+      if (!module) module = module_of(t.name, layout.weight_global_scale);
       if (module) found.emplace(std::string(*module), t.name);
     }
   }
@@ -303,7 +303,9 @@ std::shared_ptr<const CheckpointIndex> discover_checkpoint(const std::filesystem
   if (!std::filesystem::is_directory(dir, ec)) {
     fail("checkpoint '{}' does not exist or is not a directory (expected a model directory)", dir.string());
   }
-  auto index = std::make_shared<CheckpointIndex>(dir, QuantConfig::load(dir), SafetensorsModel::open(dir.string()));
+  QuantConfig config = QuantConfig::load(dir);  // first: its errors say more about a wrong directory
+  SafetensorsModel model = SafetensorsModel::open(dir.string());
+  auto index = std::make_shared<CheckpointIndex>(dir, std::move(config), std::move(model));
   Discovery(*index).run();
   return index;
 }
