@@ -67,10 +67,11 @@ LoadedLinear Checkpoint::load_linear(std::string_view module) const {
 LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
   const detail::MoeLayerIndex* m = index_->find_moe(layer);
   if (!m) {
-    fail("checkpoint '{}' has no MoE layer '{}' (expected an MoE layer name such as '{}', or its decoder layer's "
-         "prefix; {} MoE layers)",
-         index_->directory.string(), layer, index_->moe.empty() ? std::string("<none>") : index_->moe.front().name,
-         index_->moe.size());
+    fail(
+        "checkpoint '{}' has no MoE layer '{}' (expected an MoE layer name such as '{}', or its decoder layer's "
+        "prefix; {} MoE layers)",
+        index_->directory.string(), layer, index_->moe.empty() ? std::string("<none>") : index_->moe.front().name,
+        index_->moe.size());
   }
   return {detail::stack_experts(m->experts, options.input_scales), m->experts.front().gate->scheme};
 }

@@ -133,7 +133,8 @@ class Discovery {
     std::map<std::string, std::string> candidates = quantized_candidates(ix_.model, ix_.config);
     std::vector<std::string> names;
     for (const auto& [module, tensor] : candidates) names.push_back(module);
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+    std::sort(names.begin(), names.end(),
+              [](const std::string& a, const std::string& b) { return natural_less(a, b); });
     ix_.modules.reserve(names.size());
     for (const std::string& module : names) {
       std::optional<QuantScheme> scheme;
@@ -146,10 +147,10 @@ class Discovery {
       if (!scheme) {
         const std::string& tensor = candidates[module];
         ix_.unsupported.push_back(
-            {module, fmt::format("{} leaves it unquantized ({}), but the checkpoint stores quantized tensors for it "
-                                 "('{}' in '{}')",
-                                 ix_.config.source(), ix_.config.explain(module), tensor,
-                                 ix_.model.tensor(tensor).file())});
+            {module,
+             fmt::format("{} leaves it unquantized ({}), but the checkpoint stores quantized tensors for it "
+                         "('{}' in '{}')",
+                         ix_.config.source(), ix_.config.explain(module), tensor, ix_.model.tensor(tensor).file())});
         continue;
       }
       ix_.module_by_name.emplace(module, ix_.modules.size());
@@ -181,15 +182,17 @@ class Discovery {
     for (const UnsupportedModule& u : ix_.unsupported) {
       const std::optional<ExpertModuleName> e = parse_expert_module(u.module);
       if (e && moe.count(e->layer)) {
-        fail("MoE layer '{}': expert {}'s {} projection '{}' cannot be loaded ({}), while other experts of the layer "
-             "are FP4; an MoE layer must be quantized as a whole",
-             e->layer, e->expert, to_string(e->projection), u.module, u.reason);
+        fail(
+            "MoE layer '{}': expert {}'s {} projection '{}' cannot be loaded ({}), while other experts of the layer "
+            "are FP4; an MoE layer must be quantized as a whole",
+            e->layer, e->expert, to_string(e->projection), u.module, u.reason);
       }
     }
     const std::optional<ExpectedExperts> expected = moe.empty() ? std::nullopt : expected_expert_count(ix_.directory);
     std::vector<std::string> names;
     for (const auto& [name, b] : moe) names.push_back(name);
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+    std::sort(names.begin(), names.end(),
+              [](const std::string& a, const std::string& b) { return natural_less(a, b); });
     ix_.moe.reserve(names.size());
     for (const std::string& name : names) ix_.moe.push_back(build_moe(moe[name], expected));
     for (const MoeLayerIndex& m : ix_.moe) ix_.layers.push_back(describe_moe(m));
@@ -204,14 +207,14 @@ class Discovery {
       return weight_tensor(b.naming->module(b.name, e, p), scheme);
     };
     if (expected && expected->count > count) {
-      fail("MoE layer '{}': {} says {} experts, but the checkpoint has experts {} (expected 0–{}): no tensor '{}' in {}",
-           b.name, expected->source, expected->count, expert_ranges(b.experts), expected->count - 1,
-           missing_tensor(count, ExpertProjection::gate), ix_.model.source());
+      fail(
+          "MoE layer '{}': {} says {} experts, but the checkpoint has experts {} (expected 0–{}): no tensor '{}' in {}",
+          b.name, expected->source, expected->count, expert_ranges(b.experts), expected->count - 1,
+          missing_tensor(count, ExpertProjection::gate), ix_.model.source());
     }
     if (expected && expected->count < count) {
       fail("MoE layer '{}': {} says {} experts, but the checkpoint has experts {}, e.g. tensor '{}'", b.name,
-           expected->source, expected->count, expert_ranges(b.experts),
-           some_module(b, count - 1).weight.name());
+           expected->source, expected->count, expert_ranges(b.experts), some_module(b, count - 1).weight.name());
     }
     MoeLayerIndex layer;
     layer.name = b.name;
@@ -220,9 +223,10 @@ class Discovery {
     for (std::int64_t e = 0; e < count; ++e) {
       const auto it = b.experts.find(e);
       if (it == b.experts.end()) {
-        fail("MoE layer '{}': expert {} is missing (the checkpoint has experts {}; expected 0–{}): no tensor '{}' in {}",
-             b.name, e, expert_ranges(b.experts), count - 1,
-             missing_tensor(e, ExpertProjection::gate), ix_.model.source());
+        fail(
+            "MoE layer '{}': expert {} is missing (the checkpoint has experts {}; expected 0–{}): no tensor '{}' in {}",
+            b.name, e, expert_ranges(b.experts), count - 1, missing_tensor(e, ExpertProjection::gate),
+            ix_.model.source());
       }
       ExpertModules x;
       const QuantizedModule** slots[] = {&x.gate, &x.up, &x.down};
@@ -259,21 +263,24 @@ class Discovery {
       }
     }
     if (x.up->n != x.gate->n || x.up->k != x.gate->k) {
-      fail("MoE layer '{}' expert {}: up projection weight '{}' in '{}' is [{}, {}] but gate projection weight '{}' "
-           "is [{}, {}] (as unpacked [out, in] features); expected equal sizes [I, H]",
-           layer.name, e, x.up->weight.name(), x.up->weight.file(), x.up->n, x.up->k, x.gate->weight.name(), x.gate->n,
-           x.gate->k);
+      fail(
+          "MoE layer '{}' expert {}: up projection weight '{}' in '{}' is [{}, {}] but gate projection weight '{}' "
+          "is [{}, {}] (as unpacked [out, in] features); expected equal sizes [I, H]",
+          layer.name, e, x.up->weight.name(), x.up->weight.file(), x.up->n, x.up->k, x.gate->weight.name(), x.gate->n,
+          x.gate->k);
     }
     if (x.down->n != x.gate->k || x.down->k != x.gate->n) {
-      fail("MoE layer '{}' expert {}: down projection weight '{}' in '{}' is [{}, {}] (unpacked [out, in]); expected "
-           "[H, I] = [{}, {}], the transpose of the gate projection's [I, H]",
-           layer.name, e, x.down->weight.name(), x.down->weight.file(), x.down->n, x.down->k, x.gate->k, x.gate->n);
+      fail(
+          "MoE layer '{}' expert {}: down projection weight '{}' in '{}' is [{}, {}] (unpacked [out, in]); expected "
+          "[H, I] = [{}, {}], the transpose of the gate projection's [I, H]",
+          layer.name, e, x.down->weight.name(), x.down->weight.file(), x.down->n, x.down->k, x.gate->k, x.gate->n);
     }
     if (x.gate->n != first.gate->n || x.gate->k != first.gate->k) {
-      fail("MoE layer '{}': expert {}'s gate projection weight '{}' in '{}' is [{}, {}] but expert 0's is [{}, {}]; "
-           "expected every expert to have the same sizes",
-           layer.name, e, x.gate->weight.name(), x.gate->weight.file(), x.gate->n, x.gate->k, first.gate->n,
-           first.gate->k);
+      fail(
+          "MoE layer '{}': expert {}'s gate projection weight '{}' in '{}' is [{}, {}] but expert 0's is [{}, {}]; "
+          "expected every expert to have the same sizes",
+          layer.name, e, x.gate->weight.name(), x.gate->weight.file(), x.gate->n, x.gate->k, first.gate->n,
+          first.gate->k);
     }
   }
 

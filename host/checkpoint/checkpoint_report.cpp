@@ -54,7 +54,7 @@ std::string number_ranges(const std::vector<std::int64_t>& numbers) {
 
 class Reporter {
  public:
-  explicit Reporter(const Checkpoint& checkpoint) : ckpt_(checkpoint), ix_(checkpoint.index()) {}
+  Reporter(const Checkpoint& checkpoint, const detail::CheckpointIndex& index) : ckpt_(checkpoint), ix_(index) {}
 
   CheckpointReport run() {
     CheckpointReport r;
@@ -86,7 +86,8 @@ class Reporter {
     }
     if (m.scheme.w4a16()) {
       // Only the name is looked up: a W4A16 layer never reads its activation scales.
-      const std::string& suffix = ix_.config.layout(QuantScheme{m.scheme.weight, Activations::fp4_dynamic}).input_global_scale;
+      const std::string& suffix =
+          ix_.config.layout(QuantScheme{m.scheme.weight, Activations::fp4_dynamic}).input_global_scale;
       if (!suffix.empty()) {
         const std::string name = TensorLayout::tensor_name(m.name, suffix);
         if (ix_.model.contains(name)) report.ignored_activation_scales.push_back(name);
@@ -155,15 +156,16 @@ class Reporter {
     for (const LayerGroup& g : r.groups) {
       const LayerReport& t = g.total;
       if (t.gate_up_scale_mismatches > 0) {
-        out.push_back(fmt::format("{}: gate and up projections have different weight global scales in {} of {} "
-                                  "experts; each is kept exactly (w13_global_scale is [E, 2])",
-                                  g.label(), t.gate_up_scale_mismatches, t.layer.num_experts * static_cast<std::int64_t>(g.layers.size())));
+        out.push_back(fmt::format(
+            "{}: gate and up projections have different weight global scales in {} of {} "
+            "experts; each is kept exactly (w13_global_scale is [E, 2])",
+            g.label(), t.gate_up_scale_mismatches, t.layer.num_experts * static_cast<std::int64_t>(g.layers.size())));
       }
       if (!t.ignored_activation_scales.empty()) {
-        out.push_back(fmt::format("{}: {}, yet the checkpoint carries {} activation-scale tensors (e.g. '{}'); they "
-                                  "are ignored, never read: a W4A16 layer keeps BF16 activations",
-                                  g.label(), t.layer.scheme.name(), t.ignored_activation_scales.size(),
-                                  t.ignored_activation_scales.front()));
+        out.push_back(fmt::format(
+            "{}: {}, yet the checkpoint carries {} activation-scale tensors (e.g. '{}'); they "
+            "are ignored, never read: a W4A16 layer keeps BF16 activations",
+            g.label(), t.layer.scheme.name(), t.ignored_activation_scales.size(), t.ignored_activation_scales.front()));
       }
     }
     if (!r.unsupported.empty()) {
@@ -187,6 +189,8 @@ std::string LayerGroup::label() const {
   return pattern.substr(0, at) + inner + pattern.substr(at + 2);
 }
 
-CheckpointReport inspect_checkpoint(const Checkpoint& checkpoint) { return Reporter(checkpoint).run(); }
+CheckpointReport inspect_checkpoint(const Checkpoint& checkpoint) {
+  return Reporter(checkpoint, *checkpoint.index_).run();
+}
 
 }  // namespace fp4cl

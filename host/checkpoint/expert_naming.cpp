@@ -68,8 +68,9 @@ std::optional<ExpertModuleName> parse_expert_module(std::string_view module) {
 
   for (const ExpertNaming& naming : kExpertNamings) {
     const std::string_view c = naming.container;
-    const bool in_container = layer == c || (layer.size() > c.size() && layer.compare(layer.size() - c.size(), c.size(), c) == 0 &&
-                                             layer[layer.size() - c.size() - 1] == '.');
+    const bool in_container =
+        layer == c || (layer.size() > c.size() && layer.compare(layer.size() - c.size(), c.size(), c) == 0 &&
+                       layer[layer.size() - c.size() - 1] == '.');
     if (!in_container) continue;
     for (ExpertProjection p : kProjections) {
       if (naming.projection_name(p) != projection) continue;

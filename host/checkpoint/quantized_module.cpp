@@ -11,7 +11,9 @@ namespace fp4cl::detail {
 
 namespace {
 
-std::string tensor_text(const TensorView& t) { return fmt::format("{} {}", dtype_name(t.dtype()), shape_string(t.shape())); }
+std::string tensor_text(const TensorView& t) {
+  return fmt::format("{} {}", dtype_name(t.dtype()), shape_string(t.shape()));
+}
 
 class Binder {
  public:
@@ -54,7 +56,9 @@ bool scale_dtype_ok(WeightFormat format, Dtype dtype) {
   return dtype == Dtype::u8 || dtype == Dtype::f8_e8m0;  // E8M0 exponents: torch.uint8 or float8_e8m0fnu
 }
 
-const char* scale_dtype_text(WeightFormat format) { return format == WeightFormat::nvfp4 ? "F8_E4M3" : "U8 (or F8_E8M0)"; }
+const char* scale_dtype_text(WeightFormat format) {
+  return format == WeightFormat::nvfp4 ? "F8_E4M3" : "U8 (or F8_E8M0)";
+}
 
 }  // namespace
 
@@ -84,8 +88,8 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
   const std::int64_t k = 2 * ws[1];
   if (k % block != 0) {
     b.wrong(weight, fmt::format("U8 [N, K/2] with K a multiple of {}", block),
-            fmt::format(" (K = {} in-features is not a multiple of the {} block size {})", k,
-                        to_string(scheme.weight), block));
+            fmt::format(" (K = {} in-features is not a multiple of the {} block size {})", k, to_string(scheme.weight),
+                        block));
   }
 
   const std::string scale_expected =
@@ -98,15 +102,23 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
 
   std::optional<TensorView> weight_gs, input_gs;
   if (!layout.weight_global_scale.empty()) {
-    weight_gs = b.global_scale(layout.weight_global_scale, "the weight's global scale", layout.global_scale_direction,
-                               weight);
+    weight_gs =
+        b.global_scale(layout.weight_global_scale, "the weight's global scale", layout.global_scale_direction, weight);
   }
   if (!layout.input_global_scale.empty()) {
-    input_gs = b.global_scale(layout.input_global_scale, "the activations' global scale",
-                              layout.global_scale_direction, weight);
+    input_gs = b.global_scale(layout.input_global_scale, "the activations' global scale", layout.global_scale_direction,
+                              weight);
   }
-  return QuantizedModule{std::move(module), scheme, config.producer(), layout.global_scale_direction, n, k,
-                         weight, scale, std::move(weight_gs), std::move(input_gs)};
+  return QuantizedModule{std::move(module),
+                         scheme,
+                         config.producer(),
+                         layout.global_scale_direction,
+                         n,
+                         k,
+                         weight,
+                         scale,
+                         std::move(weight_gs),
+                         std::move(input_gs)};
 }
 
 }  // namespace fp4cl::detail

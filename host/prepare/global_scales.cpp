@@ -25,9 +25,10 @@ GlobalScale read_global_scale(const TensorView& tensor, ScaleDirection stored) {
   }
   const float inverse = 1.0f / value;
   if (!finite_positive(inverse)) {
-    fail("tensor '{}' in '{}': global scale {} has no finite positive fp32 reciprocal (1/{} = {}); expected a "
-         "finite positive F32 ({} direction, {}) whose inverse is finite",
-         tensor.name(), tensor.file(), value, value, inverse, to_string(stored), formula);
+    fail(
+        "tensor '{}' in '{}': global scale {} has no finite positive fp32 reciprocal (1/{} = {}); expected a "
+        "finite positive F32 ({} direction, {}) whose inverse is finite",
+        tensor.name(), tensor.file(), value, value, inverse, to_string(stored), formula);
   }
   GlobalScale s;
   if (stored == ScaleDirection::dequant) {

@@ -21,8 +21,8 @@ void share_widest(std::vector<GlobalScale>& scales) {
 
 void check_same_shape(const QuantizedModule& m, const QuantizedModule& first, std::int64_t rows, std::int64_t cols) {
   if (m.n != rows || m.k != cols || m.scheme != first.scheme) {
-    fail("{}: weight [{}, {}] ({}); expected [{}, {}] ({}) like the other experts of its layer", m.describe(), m.n,
-         m.k, m.scheme.name(), rows, cols, first.scheme.name());
+    fail("{}: weight [{}, {}] ({}); expected [{}, {}] ({}) like the other experts of its layer", m.describe(), m.n, m.k,
+         m.scheme.name(), rows, cols, first.scheme.name());
   }
 }
 

@@ -106,6 +106,9 @@ struct MoeLoadOptions {
 namespace detail {
 struct CheckpointIndex;
 }
+struct CheckpointReport;
+class Checkpoint;
+CheckpointReport inspect_checkpoint(const Checkpoint& checkpoint);  // fp4cl/checkpoint_report.hpp
 
 class Checkpoint {
  public:
@@ -141,9 +144,8 @@ class Checkpoint {
   LoadedExperts load_moe(std::string_view layer, const MoeLoadOptions& options = {}) const;
   LoadedExperts load_moe(std::size_t index, const MoeLoadOptions& options = {}) const;
 
-  const detail::CheckpointIndex& index() const { return *index_; }  // for the implementation
-
  private:
+  friend CheckpointReport inspect_checkpoint(const Checkpoint& checkpoint);
   explicit Checkpoint(std::shared_ptr<const detail::CheckpointIndex> index) : index_(std::move(index)) {}
   std::shared_ptr<const detail::CheckpointIndex> index_;
 };

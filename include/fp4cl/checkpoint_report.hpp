@@ -56,10 +56,10 @@ struct CheckpointReport {
   std::string tensors_source;  // the index file or the single safetensors file
   std::size_t shards = 0;
   std::size_t tensors = 0;
-  std::uint64_t file_bytes = 0;        // all shards together
-  std::uint64_t quantized_bytes = 0;   // the bytes the quantized layers load
-  std::vector<LayerReport> layers;     // Checkpoint::layers() order
-  std::vector<LayerGroup> groups;      // in order of their first layer
+  std::uint64_t file_bytes = 0;       // all shards together
+  std::uint64_t quantized_bytes = 0;  // the bytes the quantized layers load
+  std::vector<LayerReport> layers;    // Checkpoint::layers() order
+  std::vector<LayerGroup> groups;     // in order of their first layer
   std::vector<UnsupportedModule> unsupported;
   std::vector<std::string> warnings;
 };

@@ -9,7 +9,7 @@
 // (ModelOpt input_scale: gs_d; compressed-tensors input_global_scale: gs_q); that one is kept
 // bit-exact and the other is its IEEE fp32 reciprocal. So for ModelOpt input_scale is exactly the
 // stored value (1/(1/input_scale) may differ from it by an ulp), and alpha = input_scale ×
-// global_scale is what vLLM computes. W4A16 and MXFP4 layers leave both at 1.
+// global_scale is what vLLM computes. W4A16 and MXFP4 layers leave both at 1 (Fp4Experts: E ones).
 #pragma once
 
 #include <cstdint>

@@ -77,8 +77,12 @@ TEST_P(BadInput, NegativeZeroAndZeroBlockScalesAreAccepted) {
 }
 
 TEST_P(BadInput, BadWeightGlobalScale) {
-  const float bad[] = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
-                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  const float bad[] = {0.0f,
+                       -0.0f,
+                       -1.0f,
+                       std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
   for (float value : bad) {
     FixtureCheckpoint f = model(layout());
     f.set_f32(f.global_scale_name(expert(3, 1)), value);
@@ -120,7 +124,8 @@ TEST_P(BadInput, BlockScaleNotE4m3) {
     FixtureCheckpoint f = model(layout());
     f.tensors.at(f.scale_name(kQ)).dtype = dtype;
     expect_error([&] { open_and_load(f); },
-                 {f.scale_name(kQ), "model.safetensors", std::string(dtype_name(dtype)) + " [64, 4]", "expected F8_E4M3 [N, K/16] = [64, 4]"});
+                 {f.scale_name(kQ), "model.safetensors", std::string(dtype_name(dtype)) + " [64, 4]",
+                  "expected F8_E4M3 [N, K/16] = [64, 4]"});
   }
 }
 
@@ -165,7 +170,8 @@ TEST_P(BadInput, KNotAMultipleOfTheBlock) {
   StoredTensor& s = f.tensors.at(f.scale_name(kQ));
   s.shape = {64, 3};
   s.bytes.resize(64 * 3);
-  expect_error([&] { open_and_load(f); }, {f.weight_name(kQ), "K = 40 in-features is not a multiple of the NVFP4 block size 16"});
+  expect_error([&] { open_and_load(f); },
+               {f.weight_name(kQ), "K = 40 in-features is not a multiple of the NVFP4 block size 16"});
 }
 
 TEST_P(BadInput, MissingTensors) {
@@ -186,8 +192,8 @@ TEST_P(BadInput, MissingTensors) {
 TEST_P(BadInput, MissingExpertInTheMiddle) {
   FixtureCheckpoint f = model(layout());
   for (int p = 0; p < 3; ++p) {
-    for (const std::string& n : {f.weight_name(expert(3, p)), f.scale_name(expert(3, p)), f.global_scale_name(expert(3, p)),
-                                 f.input_scale_name(expert(3, p))}) {
+    for (const std::string& n : {f.weight_name(expert(3, p)), f.scale_name(expert(3, p)),
+                                 f.global_scale_name(expert(3, p)), f.input_scale_name(expert(3, p))}) {
       f.tensors.erase(n);
     }
   }
@@ -199,8 +205,8 @@ TEST_P(BadInput, MissingExpertInTheMiddle) {
 TEST_P(BadInput, MissingLastExpertAgainstConfigJson) {
   FixtureCheckpoint f = model(layout());
   for (int p = 0; p < 3; ++p) {
-    for (const std::string& n : {f.weight_name(expert(7, p)), f.scale_name(expert(7, p)), f.global_scale_name(expert(7, p)),
-                                 f.input_scale_name(expert(7, p))}) {
+    for (const std::string& n : {f.weight_name(expert(7, p)), f.scale_name(expert(7, p)),
+                                 f.global_scale_name(expert(7, p)), f.input_scale_name(expert(7, p))}) {
       f.tensors.erase(n);
     }
   }
@@ -210,8 +216,8 @@ TEST_P(BadInput, MissingLastExpertAgainstConfigJson) {
 
 TEST_P(BadInput, MissingProjectionOfAnExpert) {
   FixtureCheckpoint f = model(layout());
-  for (const std::string& n : {f.weight_name(expert(5, 2)), f.scale_name(expert(5, 2)), f.global_scale_name(expert(5, 2)),
-                               f.input_scale_name(expert(5, 2))}) {
+  for (const std::string& n : {f.weight_name(expert(5, 2)), f.scale_name(expert(5, 2)),
+                               f.global_scale_name(expert(5, 2)), f.input_scale_name(expert(5, 2))}) {
     f.tensors.erase(n);
   }
   expect_error([&] { open_and_load(f); }, {"expert 5 has no quantized down projection", f.weight_name(expert(5, 2))});
@@ -220,7 +226,8 @@ TEST_P(BadInput, MissingProjectionOfAnExpert) {
 // Replaces module `m`'s codes and block scales by zeros of [rows, cols].
 void resize_module(FixtureCheckpoint& f, const std::string& m, std::int64_t rows, std::int64_t cols) {
   const std::int64_t block = f.spec().scheme.block_size();
-  f.tensors.at(f.weight_name(m)) = {Dtype::u8, {rows, cols / 2}, std::vector<std::uint8_t>(static_cast<std::size_t>(rows * cols / 2))};
+  f.tensors.at(f.weight_name(m)) = {
+      Dtype::u8, {rows, cols / 2}, std::vector<std::uint8_t>(static_cast<std::size_t>(rows * cols / 2))};
   StoredTensor& s = f.tensors.at(f.scale_name(m));
   s.shape = {rows, cols / block};
   s.bytes.assign(static_cast<std::size_t>(rows * cols / block), 0);
@@ -230,16 +237,15 @@ TEST_P(BadInput, GateAndUpSizesDiffer) {
   FixtureCheckpoint f = model(layout());  // I = 32, H = 64
   resize_module(f, expert(2, 1), 48, 64);
   expect_error([&] { open_and_load(f); },
-               {"expert 2", "up projection weight '" + f.weight_name(expert(2, 1)) + "'", "model.safetensors", "[48, 64]",
-                "gate projection weight", "[32, 64]", "expected equal sizes [I, H]"});
+               {"expert 2", "up projection weight '" + f.weight_name(expert(2, 1)) + "'", "model.safetensors",
+                "[48, 64]", "gate projection weight", "[32, 64]", "expected equal sizes [I, H]"});
 }
 
 TEST_P(BadInput, DownShapeInconsistent) {
   FixtureCheckpoint f = model(layout());
   resize_module(f, expert(4, 2), 64, 64);
-  expect_error([&] { open_and_load(f); },
-               {"expert 4", "down projection weight '" + f.weight_name(expert(4, 2)) + "'", "[64, 64]",
-                "expected [H, I] = [64, 32]"});
+  expect_error([&] { open_and_load(f); }, {"expert 4", "down projection weight '" + f.weight_name(expert(4, 2)) + "'",
+                                           "[64, 64]", "expected [H, I] = [64, 32]"});
 }
 
 TEST_P(BadInput, ExpertSizesDifferAcrossExperts) {
@@ -274,7 +280,8 @@ TEST(BadMxfp4Input, E8m0ScalesAcceptEveryOtherByte) {
 TEST(BadMxfp4Input, ScaleDtypeAndShape) {
   FixtureCheckpoint f = model(Layout::compressed_tensors, kMxfp4);
   f.tensors.at(f.scale_name(kQ)).dtype = Dtype::f8_e4m3;
-  expect_error([&] { open_and_load(f); }, {f.scale_name(kQ), "is F8_E4M3 [64, 2]", "expected U8 (or F8_E8M0) [N, K/32] = [64, 2]"});
+  expect_error([&] { open_and_load(f); },
+               {f.scale_name(kQ), "is F8_E4M3 [64, 2]", "expected U8 (or F8_E8M0) [N, K/32] = [64, 2]"});
 
   FixtureCheckpoint g = model(Layout::compressed_tensors, kMxfp4);
   StoredTensor& s = g.tensors.at(g.scale_name(kQ));

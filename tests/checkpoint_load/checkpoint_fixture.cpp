@@ -92,7 +92,9 @@ std::string decoder_layer(const std::string& module) {
   return module.substr(0, end);
 }
 
-const char* router_name(ExpertStyle style) { return style == ExpertStyle::qwen3 ? "mlp.gate" : "block_sparse_moe.gate"; }
+const char* router_name(ExpertStyle style) {
+  return style == ExpertStyle::qwen3 ? "mlp.gate" : "block_sparse_moe.gate";
+}
 
 // ------------------------------------------------------------------ config JSON, per producer
 
@@ -145,22 +147,25 @@ Json modelopt_quantization_config(const ModelSpec& spec) {
   const Json args = {{"dynamic", false}, {"num_bits", 4}, {"type", "float"}, {"group_size", 16}};
   Json group = {{"weights", args}, {"targets", {"Linear"}}};
   if (!spec.scheme.w4a16()) group["input_activations"] = args;
-  return {{"quant_method", "modelopt"},
-          {"quant_algo", spec.scheme.w4a16() ? "W4A16_NVFP4" : "NVFP4"},
-          {"kv_cache_scheme", nullptr},
-          {"producer", {{"name", "modelopt"}, {"version", "0.37.0"}}},
-          {"ignore", modelopt_exclusions(spec)},
-          {"config_groups", {{"group_0", group}}}};
+  return {{"quant_method", "modelopt"},          {"quant_algo", spec.scheme.w4a16() ? "W4A16_NVFP4" : "NVFP4"},
+          {"kv_cache_scheme", nullptr},          {"producer", {{"name", "modelopt"}, {"version", "0.37.0"}}},
+          {"ignore", modelopt_exclusions(spec)}, {"config_groups", {{"group_0", group}}}};
 }
 
 // config.json's quantization_config as llm-compressor writes it (NVFP4, NVFP4A16, MXFP4, MXFP4A16).
 Json compressed_tensors_quantization_config(const ModelSpec& spec) {
   const bool nvfp4 = spec.scheme.weight == WeightFormat::nvfp4;
   const std::string format = nvfp4 ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
-  Json weights = {{"actorder", nullptr},       {"block_structure", nullptr}, {"dynamic", false},
-                  {"group_size", nvfp4 ? 16 : 32}, {"num_bits", 4},          {"observer", nvfp4 ? "static_minmax" : "minmax"},
-                  {"observer_kwargs", Json::object()}, {"strategy", nvfp4 ? "tensor_group" : "group"},
-                  {"symmetric", true},          {"type", "float"}};
+  Json weights = {{"actorder", nullptr},
+                  {"block_structure", nullptr},
+                  {"dynamic", false},
+                  {"group_size", nvfp4 ? 16 : 32},
+                  {"num_bits", 4},
+                  {"observer", nvfp4 ? "static_minmax" : "minmax"},
+                  {"observer_kwargs", Json::object()},
+                  {"strategy", nvfp4 ? "tensor_group" : "group"},
+                  {"symmetric", true},
+                  {"type", "float"}};
   if (!nvfp4) {
     weights["scale_dtype"] = "torch.uint8";
     weights["zp_dtype"] = nullptr;
@@ -171,8 +176,11 @@ Json compressed_tensors_quantization_config(const ModelSpec& spec) {
     inputs["dynamic"] = nvfp4 ? Json("local") : Json(true);
     inputs["observer"] = nvfp4 ? Json("static_minmax") : Json(nullptr);
   }
-  const Json group = {{"format", format},          {"input_activations", inputs}, {"output_activations", nullptr},
-                      {"targets", {"Linear"}},      {"weights", weights}};
+  const Json group = {{"format", format},
+                      {"input_activations", inputs},
+                      {"output_activations", nullptr},
+                      {"targets", {"Linear"}},
+                      {"weights", weights}};
   return {{"config_groups", {{"group_0", group}}},
           {"format", format},
           {"global_compression_ratio", nullptr},
@@ -280,8 +288,8 @@ FixtureCheckpoint FixtureCheckpoint::build(const ModelSpec& spec) {
     }
     e.weight = quantize(spec.scheme.weight, bf16, rows, cols, e.weight_gs_quant);
     f.tensors[f.weight_name(module)] = {Dtype::u8, {rows, cols / 2}, e.weight.packed};
-    f.tensors[f.scale_name(module)] = {nvfp4 ? Dtype::f8_e4m3 : Dtype::u8, {rows, e.weight.scale_cols()},
-                                       e.weight.scales};
+    f.tensors[f.scale_name(module)] = {
+        nvfp4 ? Dtype::f8_e4m3 : Dtype::u8, {rows, e.weight.scale_cols()}, e.weight.scales};
     if (nvfp4) {
       f.tensors[f.global_scale_name(module)] = {Dtype::f32, scalar_shape, f32_bytes(stored(e.weight_gs_quant))};
       if (!spec.scheme.w4a16() || spec.activation_scales_in_w4a16) {

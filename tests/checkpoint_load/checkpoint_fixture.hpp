@@ -69,8 +69,7 @@ struct ModelSpec {
 
 // A Qwen3-MoE-like model: per layer q/k/v/o projections and E experts (qwen3 or mixtral style).
 ModelSpec moe_model(Layout layout, const QuantScheme& scheme, int layers, std::int64_t experts,
-                    std::int64_t hidden = 64, std::int64_t intermediate = 32,
-                    ExpertStyle style = ExpertStyle::qwen3);
+                    std::int64_t hidden = 64, std::int64_t intermediate = 32, ExpertStyle style = ExpertStyle::qwen3);
 // A Llama-like dense model: per layer q/k/v/o and gate/up/down projections.
 ModelSpec dense_model(Layout layout, const QuantScheme& scheme, int layers, std::int64_t hidden = 64,
                       std::int64_t intermediate = 96);
@@ -87,9 +86,9 @@ struct StoredTensor {
 
 // What the fixture quantized for one module.
 struct ExpectedModule {
-  QuantizedRows weight;        // codes, block scales, global_scale = gs_d = 1/gs_q (1 for MXFP4)
-  float weight_gs_quant = 1;   // the gs_q the weight was quantized with (NVFP4)
-  float input_gs_quant = 1;    // the activations' calibrated gs_q (NVFP4; written for W4A4)
+  QuantizedRows weight;       // codes, block scales, global_scale = gs_d = 1/gs_q (1 for MXFP4)
+  float weight_gs_quant = 1;  // the gs_q the weight was quantized with (NVFP4)
+  float input_gs_quant = 1;   // the activations' calibrated gs_q (NVFP4; written for W4A4)
 };
 
 class FixtureCheckpoint {

@@ -50,7 +50,8 @@ TEST_F(CrossLayout, PowerOfTwoScalesLoadIdentically) {
   for (const CheckpointLayer& layer : p.modelopt.layers()) {
     SCOPED_TRACE(layer.name);
     if (layer.kind == LayerKind::linear) {
-      expect_weights_equal(p.modelopt.load_linear(layer.name).weight, p.compressed_tensors.load_linear(layer.name).weight);
+      expect_weights_equal(p.modelopt.load_linear(layer.name).weight,
+                           p.compressed_tensors.load_linear(layer.name).weight);
     } else {
       for (ExpertInputScales mode : {ExpertInputScales::per_expert, ExpertInputScales::shared}) {
         expect_experts_equal(p.modelopt.load_moe(layer.name, {mode}).experts,

@@ -33,8 +33,9 @@ TEST(ExpertNaming, RecognizesQwen3AndDeepSeekNames) {
 }
 
 TEST(ExpertNaming, RecognizesMixtralNames) {
-  const std::pair<const char*, detail::ExpertProjection> cases[] = {
-      {"w1", detail::ExpertProjection::gate}, {"w3", detail::ExpertProjection::up}, {"w2", detail::ExpertProjection::down}};
+  const std::pair<const char*, detail::ExpertProjection> cases[] = {{"w1", detail::ExpertProjection::gate},
+                                                                    {"w3", detail::ExpertProjection::up},
+                                                                    {"w2", detail::ExpertProjection::down}};
   for (const auto& [suffix, projection] : cases) {
     const auto n = detail::parse_expert_module(std::string("model.layers.0.block_sparse_moe.experts.5.") + suffix);
     ASSERT_TRUE(n) << suffix;
@@ -131,11 +132,12 @@ class MixedPrecision : public Discovery {
                              {"model.layers.0.self_attn.v_proj", {{"quant_algo", "NVFP4"}, {"group_size", 16}}},
                              {"model.layers.0.self_attn.o_proj", {{"quant_algo", "W4A16_NVFP4"}, {"group_size", 16}}}};
     layers.update(expert_entries);
-    f.files["hf_quant_config.json"] =
-        nlohmann::json{{"producer", {{"name", "modelopt"}, {"version", "0.37.0"}}},
-                       {"quantization", {{"quant_algo", "MIXED_PRECISION"}, {"kv_cache_quant_algo", nullptr},
-                                         {"quantized_layers", layers}}}}
-            .dump(2);
+    f.files["hf_quant_config.json"] = nlohmann::json{
+        {"producer", {{"name", "modelopt"}, {"version", "0.37.0"}}},
+        {"quantization",
+         {{"quant_algo", "MIXED_PRECISION"},
+          {"kv_cache_quant_algo", nullptr},
+          {"quantized_layers", layers}}}}.dump(2);
     nlohmann::json config = nlohmann::json::parse(f.files["config.json"]);
     config.erase("quantization_config");
     f.files["config.json"] = config.dump(2);
@@ -144,8 +146,7 @@ class MixedPrecision : public Discovery {
 };
 
 TEST_F(MixedPrecision, Fp8LayersAreListedAndFp4LayersLoad) {
-  const FixtureCheckpoint f =
-      mixed({{"model.layers.0.mlp.experts", {{"quant_algo", "NVFP4"}, {"group_size", 16}}}});
+  const FixtureCheckpoint f = mixed({{"model.layers.0.mlp.experts", {{"quant_algo", "NVFP4"}, {"group_size", 16}}}});
   const Checkpoint ckpt = open(f);
   ASSERT_EQ(ckpt.unsupported_modules().size(), 1u);
   EXPECT_EQ(ckpt.unsupported_modules()[0].module, "model.layers.0.self_attn.q_proj");
@@ -165,7 +166,8 @@ TEST_F(MixedPrecision, Fp8LayersAreListedAndFp4LayersLoad) {
   bool fp8_warning = false, ignored_warning = false;
   for (const std::string& w : report.warnings) {
     fp8_warning = fp8_warning || w.find("cannot be run by fp4cl") != std::string::npos;
-    ignored_warning = ignored_warning || (w.find("o_proj") != std::string::npos && w.find("ignored") != std::string::npos);
+    ignored_warning =
+        ignored_warning || (w.find("o_proj") != std::string::npos && w.find("ignored") != std::string::npos);
   }
   EXPECT_TRUE(fp8_warning);
   EXPECT_TRUE(ignored_warning);
@@ -188,8 +190,8 @@ TEST_F(MixedPrecision, AnExpertThatCannotRunRefusesTheLayer) {
   nlohmann::json entries = {{"model.layers.0.mlp.experts", {{"quant_algo", "NVFP4"}, {"group_size", 16}}},
                             {"model.layers.0.mlp.experts.1.down_proj", {{"quant_algo", "FP8"}}}};
   const FixtureCheckpoint f = mixed(entries);
-  expect_error([&] { open(f); }, {"MoE layer 'model.layers.0.mlp.experts'", "expert 1's down projection",
-                                  "FP8", "quantized as a whole"});
+  expect_error([&] { open(f); },
+               {"MoE layer 'model.layers.0.mlp.experts'", "expert 1's down projection", "FP8", "quantized as a whole"});
 }
 
 // compressed-tensors config ignores a module the checkpoint stores packed: listed, not loadable.

@@ -38,8 +38,8 @@ std::string read_file(const std::filesystem::path& p) {
 // Runs the built `fp4cl` with `args`, capturing stdout and stderr.
 ToolRun run_tool(const std::string& args, const TempDir& scratch) {
   const std::filesystem::path out = scratch.path() / "stdout", err = scratch.path() / "stderr";
-  const std::string command = std::string("'") + FP4CL_CLI_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
-                              err.string() + "'";
+  const std::string command =
+      std::string("'") + FP4CL_CLI_PATH + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int raw = std::system(command.c_str());
   ToolRun r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -143,8 +143,9 @@ TEST_F(Inspect, ToolPrintsGroupedText) {
   const ToolRun run = run_tool("inspect '" + model_.str() + "'", scratch_);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("producer   ModelOpt"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("model.layers.{0–2}.mlp.experts: MoE (Qwen3-MoE / DeepSeek), 4 experts, H 64, I 32, NVFP4 W4A4"),
-            std::string::npos)
+  EXPECT_NE(
+      run.out.find("model.layers.{0–2}.mlp.experts: MoE (Qwen3-MoE / DeepSeek), 4 experts, H 64, I 32, NVFP4 W4A4"),
+      std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("model.layers.{0–2}.self_attn.k_proj: linear [32, 64], NVFP4 W4A4"), std::string::npos)
       << run.out;

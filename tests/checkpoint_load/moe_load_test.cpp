@@ -64,7 +64,8 @@ TEST_P(MoeLoad, UnequalGateAndUpGlobalScalesAreKeptExactly) {
       const float dequant = GetParam() == Layout::modelopt ? stored : 1.0f / stored;
       EXPECT_EQ(bits(x.w13_global_scale[static_cast<std::size_t>(2 * e + p)]), bits(dequant)) << m;
     }
-    differing += x.w13_global_scale[static_cast<std::size_t>(2 * e)] != x.w13_global_scale[static_cast<std::size_t>(2 * e + 1)];
+    differing +=
+        x.w13_global_scale[static_cast<std::size_t>(2 * e)] != x.w13_global_scale[static_cast<std::size_t>(2 * e + 1)];
   }
   EXPECT_EQ(differing, 4);
   // The block scales are not rescaled to a common global scale: they are the stored bytes.

@@ -93,8 +93,8 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothLayouts, W4A16ActivationScales,
-                         testing::Values(Case{Layout::modelopt, Garbage::calibrated}, Case{Layout::modelopt, Garbage::nan},
-                                         Case{Layout::modelopt, Garbage::zero},
+                         testing::Values(Case{Layout::modelopt, Garbage::calibrated},
+                                         Case{Layout::modelopt, Garbage::nan}, Case{Layout::modelopt, Garbage::zero},
                                          Case{Layout::modelopt, Garbage::wrong_dtype},
                                          Case{Layout::compressed_tensors, Garbage::calibrated},
                                          Case{Layout::compressed_tensors, Garbage::nan},

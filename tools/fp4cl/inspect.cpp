@@ -99,7 +99,8 @@ Json report_json(const CheckpointReport& r) {
     j["layers"].push_back(std::move(lj));
   }
   j["unsupported"] = Json::array();
-  for (const UnsupportedModule& u : r.unsupported) j["unsupported"].push_back({{"module", u.module}, {"reason", u.reason}});
+  for (const UnsupportedModule& u : r.unsupported)
+    j["unsupported"].push_back({{"module", u.module}, {"reason", u.reason}});
   j["warnings"] = r.warnings;
   return j;
 }
@@ -107,8 +108,8 @@ Json report_json(const CheckpointReport& r) {
 void print_text(const CheckpointReport& r) {
   fmt::print("checkpoint {}\n", r.directory);
   fmt::print("  producer   {} ({})\n", r.producer, r.config_source);
-  fmt::print("  tensors    {} in {} shard{} ({}), {}\n", r.tensors, r.shards, r.shards == 1 ? "" : "s", r.tensors_source,
-             human_bytes(r.file_bytes));
+  fmt::print("  tensors    {} in {} shard{} ({}), {}\n", r.tensors, r.shards, r.shards == 1 ? "" : "s",
+             r.tensors_source, human_bytes(r.file_bytes));
   fmt::print("  quantized  {} layers, {} to load\n", r.layers.size(), human_bytes(r.quantized_bytes));
   fmt::print("layers\n");
   for (const LayerGroup& g : r.groups) {
