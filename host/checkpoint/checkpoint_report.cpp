@@ -52,6 +52,16 @@ std::string number_ranges(const std::vector<std::int64_t>& numbers) {
   return out;
 }
 
+void count_scheme(std::vector<std::pair<QuantScheme, std::size_t>>& schemes, const QuantScheme& scheme) {
+  for (auto& [s, n] : schemes) {
+    if (s == scheme) {
+      ++n;
+      return;
+    }
+  }
+  schemes.emplace_back(scheme, 1);
+}
+
 class Reporter {
  public:
   Reporter(const Checkpoint& checkpoint, const detail::CheckpointIndex& index) : ckpt_(checkpoint), ix_(index) {}
@@ -68,6 +78,7 @@ class Reporter {
     for (const CheckpointLayer& layer : ckpt_.layers()) {
       r.layers.push_back(describe(layer));
       r.quantized_bytes += layer.stored_bytes;
+      count_scheme(r.schemes, layer.scheme);
     }
     r.groups = group(r.layers);
     r.unsupported = ix_.unsupported;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/checkpoint.hpp"
@@ -58,6 +59,7 @@ struct CheckpointReport {
   std::size_t tensors = 0;
   std::uint64_t file_bytes = 0;       // all shards together
   std::uint64_t quantized_bytes = 0;  // the bytes the quantized layers load
+  std::vector<std::pair<QuantScheme, std::size_t>> schemes;  // each scheme used, with its layer count
   std::vector<LayerReport> layers;    // Checkpoint::layers() order
   std::vector<LayerGroup> groups;     // in order of their first layer
   std::vector<UnsupportedModule> unsupported;

@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -50,7 +52,8 @@ ToolRun run_tool(const std::string& args, const TempDir& scratch) {
 
 // The dequant-direction global scales (weight, input) the fixture stored for `modules`.
 std::pair<ScaleRange, ScaleRange> fixture_ranges(const FixtureCheckpoint& f, const std::vector<std::string>& modules) {
-  ScaleRange w{INFINITY, 0}, in{INFINITY, 0};
+  const float inf = std::numeric_limits<float>::infinity();
+  ScaleRange w{inf, 0}, in{inf, 0};
   for (const std::string& m : modules) {
     const ExpectedModule& e = f.expected(m);
     w.add(e.weight.global_scale);
@@ -83,6 +86,9 @@ TEST_F(Inspect, ReportGroupsLayersWithBytesAndScaleRanges) {
     if (t.dtype != Dtype::bf16) quantized += t.bytes.size();
   }
   EXPECT_EQ(r.quantized_bytes, quantized);
+  ASSERT_EQ(r.schemes.size(), 1u);
+  EXPECT_EQ(r.schemes[0].first, kNvfp4);
+  EXPECT_EQ(r.schemes[0].second, 15u);
 
   const LayerGroup& experts = r.groups.front();
   EXPECT_EQ(experts.label(), "model.layers.{0–2}.mlp.experts");
@@ -143,6 +149,7 @@ TEST_F(Inspect, ToolPrintsGroupedText) {
   const ToolRun run = run_tool("inspect '" + model_.str() + "'", scratch_);
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("producer   ModelOpt"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("schemes    NVFP4 W4A4 (15 layers)"), std::string::npos) << run.out;
   EXPECT_NE(
       run.out.find("model.layers.{0–2}.mlp.experts: MoE (Qwen3-MoE / DeepSeek), 4 experts, H 64, I 32, NVFP4 W4A4"),
       std::string::npos)
@@ -161,6 +168,7 @@ TEST_F(Inspect, ToolJsonParsesBackToTheReport) {
   EXPECT_EQ(j.at("producer"), "ModelOpt");
   EXPECT_EQ(j.at("tensors").get<std::size_t>(), r.tensors);
   EXPECT_EQ(j.at("quantized_bytes").get<std::uint64_t>(), r.quantized_bytes);
+  EXPECT_EQ(j.at("schemes").at("NVFP4 W4A4"), 15);
   ASSERT_EQ(j.at("groups").size(), r.groups.size());
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
     const nlohmann::json& g = j.at("groups")[i];

@@ -79,6 +79,8 @@ Json report_json(const CheckpointReport& r) {
   j["tensors"] = r.tensors;
   j["file_bytes"] = r.file_bytes;
   j["quantized_bytes"] = r.quantized_bytes;
+  j["schemes"] = Json::object();
+  for (const auto& [scheme, layers] : r.schemes) j["schemes"][scheme.name()] = layers;
   j["groups"] = Json::array();
   for (const LayerGroup& g : r.groups) {
     Json gj;
@@ -111,6 +113,11 @@ void print_text(const CheckpointReport& r) {
   fmt::print("  tensors    {} in {} shard{} ({}), {}\n", r.tensors, r.shards, r.shards == 1 ? "" : "s",
              r.tensors_source, human_bytes(r.file_bytes));
   fmt::print("  quantized  {} layers, {} to load\n", r.layers.size(), human_bytes(r.quantized_bytes));
+  std::string schemes;
+  for (const auto& [scheme, layers] : r.schemes) {
+    schemes += fmt::format("{}{} ({} layers)", schemes.empty() ? "" : ", ", scheme.name(), layers);
+  }
+  fmt::print("  schemes    {}\n", schemes.empty() ? "none" : schemes);
   fmt::print("layers\n");
   for (const LayerGroup& g : r.groups) {
     const LayerReport& t = g.total;
