@@ -2,6 +2,14 @@
 // in the checkpoint's linear (unswizzled) layout, with global scales already in the dequant
 // direction. A layer's kernel prepares its own device layout (swizzled scales, repacking) from
 // these once, at creation. See ../shared/spec/FP4.md §2–§4 and §6.
+//
+// Activation global scales (NVFP4 W4A4) come in both directions: the quant direction gs_q that
+// the activation quantization recipe multiplies by (FP4.md §3), and the dequant direction gs_d
+// that the epilogue uses, alpha = gs_d(input) × gs_d(weight). A checkpoint stores one of them
+// (ModelOpt input_scale: gs_d; compressed-tensors input_global_scale: gs_q); that one is kept
+// bit-exact and the other is its IEEE fp32 reciprocal. So for ModelOpt input_scale is exactly the
+// stored value (1/(1/input_scale) may differ from it by an ulp), and alpha = input_scale ×
+// global_scale is what vLLM computes. W4A16 and MXFP4 layers leave both at 1 (Fp4Experts: E ones).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +28,7 @@ struct Fp4Weight {
   std::vector<std::uint8_t> scales;   // [n, k/block]: E4M3 (NVFP4) or E8M0 (MXFP4) bytes
   float global_scale = 1.0f;          // gs_d, dequant direction (NVFP4); 1 for MXFP4
   float input_global_scale = 1.0f;    // activations' gs_q, quant direction (NVFP4 W4A4 only)
+  float input_scale = 1.0f;           // activations' gs_d, dequant direction (NVFP4 W4A4 only)
 };
 
 // The routed experts of one MoE layer, stacked (vLLM's layout, FP4.md §6):
@@ -37,6 +46,9 @@ struct Fp4Experts {
   // Quant-direction activation global scales for W4A4 (NVFP4), per expert:
   std::vector<float> w13_input_global_scale;  // [E] FC1 input
   std::vector<float> w2_input_global_scale;   // [E] FC2 input (used only when asked; b12x uses 1.0)
+  // The same in the dequant direction (gs_d, for the epilogue's alpha), per expert:
+  std::vector<float> w13_input_scale;  // [E] FC1 input
+  std::vector<float> w2_input_scale;   // [E] FC2 input
 };
 
 }  // namespace fp4cl

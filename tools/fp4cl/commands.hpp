@@ -9,5 +9,6 @@ void register_devices(CLI::App& app);
 void register_demo(CLI::App& app);
 void register_make_model(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_inspect(CLI::App& app);
 
 }  // namespace fp4cl::cli

@@ -1,0 +1,87 @@
+// fp4cl::Checkpoint: the public face of a discovered model directory, and loading its layers into
+// prepared host weights.
+#include "fp4cl/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint_index.hpp"
+#include "prepare/prepare_linear.hpp"
+#include "prepare/stack_experts.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+const char* to_string(LayerKind kind) { return kind == LayerKind::linear ? "linear" : "moe"; }
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir) { return Checkpoint(detail::discover_checkpoint(dir)); }
+
+const std::filesystem::path& Checkpoint::directory() const { return index_->directory; }
+const QuantConfig& Checkpoint::config() const { return index_->config; }
+const SafetensorsModel& Checkpoint::tensors() const { return index_->model; }
+const std::vector<CheckpointLayer>& Checkpoint::layers() const { return index_->layers; }
+const std::vector<UnsupportedModule>& Checkpoint::unsupported_modules() const { return index_->unsupported; }
+
+std::vector<CheckpointLayer> Checkpoint::moe_layers() const {
+  std::vector<CheckpointLayer> out;
+  for (const CheckpointLayer& l : index_->layers) {
+    if (l.kind == LayerKind::moe) out.push_back(l);
+  }
+  return out;
+}
+
+const CheckpointLayer& Checkpoint::layer(std::string_view name) const {
+  for (const CheckpointLayer& l : index_->layers) {
+    if (l.name == name) return l;
+  }
+  fail("checkpoint '{}' has no quantized layer '{}' ({} layers: linear modules and MoE layers such as '{}')",
+       index_->directory.string(), name, index_->layers.size(),
+       index_->layers.empty() ? std::string("none") : index_->layers.front().name);
+}
+
+std::vector<std::string> Checkpoint::quantized_modules() const {
+  std::vector<std::string> out;
+  for (const detail::QuantizedModule& m : index_->modules) out.push_back(m.name);
+  return out;
+}
+
+LoadedLinear Checkpoint::load_linear(std::string_view module) const {
+  if (const detail::QuantizedModule* m = index_->find_module(module)) return {detail::prepare_linear(*m), m->scheme};
+  for (const UnsupportedModule& u : index_->unsupported) {
+    if (u.module == module) fail("cannot load module '{}': {}", module, u.reason);
+  }
+  if (index_->find_moe(module)) {
+    fail("'{}' in checkpoint '{}' is an MoE layer, not a linear module: load it with load_moe()", module,
+         index_->directory.string());
+  }
+  std::string tensors;
+  for (const std::string& suffix : {std::string("weight"), std::string("weight_packed")}) {
+    if (const std::optional<TensorView> t = index_->model.find(TensorLayout::tensor_name(module, suffix))) {
+      tensors = fmt::format("; its tensor '{}' is {} {}, not packed FP4 codes with block scales", t->name(),
+                            dtype_name(t->dtype()), shape_string(t->shape()));
+    }
+  }
+  fail("checkpoint '{}' has no quantized linear module '{}' ({} quantized modules){}; the config says: {}",
+       index_->directory.string(), module, index_->modules.size(), tensors, index_->config.explain(module));
+}
+
+LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
+  const detail::MoeLayerIndex* m = index_->find_moe(layer);
+  if (!m) {
+    fail(
+        "checkpoint '{}' has no MoE layer '{}' (expected an MoE layer name such as '{}', or its decoder layer's "
+        "prefix; {} MoE layers)",
+        index_->directory.string(), layer, index_->moe.empty() ? std::string("<none>") : index_->moe.front().name,
+        index_->moe.size());
+  }
+  return {detail::stack_experts(m->experts, options.input_scales), m->experts.front().gate->scheme};
+}
+
+LoadedExperts Checkpoint::load_moe(std::size_t index, const MoeLoadOptions& options) const {
+  if (index >= index_->moe.size()) {
+    fail("checkpoint '{}': MoE layer index {} is out of range (it has {} MoE layers)", index_->directory.string(),
+         index, index_->moe.size());
+  }
+  return load_moe(index_->moe[index].name, options);
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,169 @@
+// `fp4cl inspect DIR [--json] [--verify]`: what a checkpoint holds and how fp4cl reads it —
+// producer, files, the quantized layers grouped by name pattern with scheme, experts, shapes,
+// bytes and global-scale ranges, the modules fp4cl cannot run, and warnings.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "fp4cl/checkpoint.hpp"
+#include "fp4cl/checkpoint_report.hpp"
+
+namespace fp4cl::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string shape_text(const CheckpointLayer& l) {
+  if (l.kind == LayerKind::linear) return fmt::format("linear [{}, {}]", l.out_features, l.in_features);
+  return fmt::format("MoE ({}), {} experts, H {}, I {}", l.expert_naming, l.num_experts, l.hidden, l.intermediate);
+}
+
+std::string range_text(const char* what, const std::optional<ScaleRange>& r) {
+  if (!r) return "";
+  if (r->min == r->max) return fmt::format(", {} {:.9g}", what, r->min);
+  return fmt::format(", {} [{:.9g}, {:.9g}]", what, r->min, r->max);
+}
+
+Json range_json(const std::optional<ScaleRange>& r) {
+  if (!r) return nullptr;
+  return Json{{"min", r->min}, {"max", r->max}};
+}
+
+Json layer_json(const LayerReport& r) {
+  const CheckpointLayer& l = r.layer;
+  Json j;
+  j["kind"] = to_string(l.kind);
+  j["scheme"] = l.scheme.name();
+  j["weight_format"] = to_string(l.scheme.weight);
+  j["activations"] = l.scheme.w4a16() ? "bf16" : "fp4_dynamic";
+  if (l.kind == LayerKind::linear) {
+    j["out_features"] = l.out_features;
+    j["in_features"] = l.in_features;
+  } else {
+    j["experts"] = l.num_experts;
+    j["hidden"] = l.hidden;
+    j["intermediate"] = l.intermediate;
+    j["expert_naming"] = l.expert_naming;
+  }
+  j["bytes"] = l.stored_bytes;
+  j["weight_global_scale"] = range_json(r.weight_global_scale);
+  j["input_scale"] = range_json(r.input_scale);
+  j["gate_up_scale_mismatches"] = r.gate_up_scale_mismatches;
+  j["ignored_activation_scales"] = r.ignored_activation_scales;
+  return j;
+}
+
+Json report_json(const CheckpointReport& r) {
+  Json j;
+  j["directory"] = r.directory;
+  j["producer"] = r.producer;
+  j["config"] = r.config_source;
+  j["tensors_source"] = r.tensors_source;
+  j["shards"] = r.shards;
+  j["tensors"] = r.tensors;
+  j["file_bytes"] = r.file_bytes;
+  j["quantized_bytes"] = r.quantized_bytes;
+  j["schemes"] = Json::object();
+  for (const auto& [scheme, layers] : r.schemes) j["schemes"][scheme.name()] = layers;
+  j["groups"] = Json::array();
+  for (const LayerGroup& g : r.groups) {
+    Json gj;
+    gj["label"] = g.label();
+    gj["pattern"] = g.pattern;
+    gj["numbers"] = g.numbers;
+    gj["names"] = Json::array();
+    for (std::size_t i : g.layers) gj["names"].push_back(r.layers[i].layer.name);
+    gj.update(layer_json(g.total));
+    gj.erase("ignored_activation_scales");
+    gj["ignored_activation_scales"] = g.total.ignored_activation_scales.size();
+    j["groups"].push_back(std::move(gj));
+  }
+  j["layers"] = Json::array();
+  for (const LayerReport& l : r.layers) {
+    Json lj{{"name", l.layer.name}};
+    lj.update(layer_json(l));
+    j["layers"].push_back(std::move(lj));
+  }
+  j["unsupported"] = Json::array();
+  for (const UnsupportedModule& u : r.unsupported)
+    j["unsupported"].push_back({{"module", u.module}, {"reason", u.reason}});
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+void print_text(const CheckpointReport& r) {
+  fmt::print("checkpoint {}\n", r.directory);
+  fmt::print("  producer   {} ({})\n", r.producer, r.config_source);
+  fmt::print("  tensors    {} in {} shard{} ({}), {}\n", r.tensors, r.shards, r.shards == 1 ? "" : "s",
+             r.tensors_source, human_bytes(r.file_bytes));
+  fmt::print("  quantized  {} layers, {} to load\n", r.layers.size(), human_bytes(r.quantized_bytes));
+  std::string schemes;
+  for (const auto& [scheme, layers] : r.schemes) {
+    schemes += fmt::format("{}{} ({} layers)", schemes.empty() ? "" : ", ", scheme.name(), layers);
+  }
+  fmt::print("  schemes    {}\n", schemes.empty() ? "none" : schemes);
+  fmt::print("layers\n");
+  for (const LayerGroup& g : r.groups) {
+    const LayerReport& t = g.total;
+    fmt::print("  {}: {}, {}, {}{}{}\n", g.label(), shape_text(t.layer), t.layer.scheme.name(),
+               human_bytes(t.layer.stored_bytes), range_text("weight gs_d", t.weight_global_scale),
+               range_text("input gs_d", t.input_scale));
+  }
+  if (!r.unsupported.empty()) {
+    fmt::print("not loadable by fp4cl\n");
+    for (const UnsupportedModule& u : r.unsupported) fmt::print("  {}: {}\n", u.module, u.reason);
+  }
+  if (!r.warnings.empty()) {
+    fmt::print("warnings\n");
+    for (const std::string& w : r.warnings) fmt::print("  {}\n", w);
+  }
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Describe a quantized checkpoint: producer, layers, schemes, scales");
+  auto dir = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto verify = std::make_shared<bool>(false);
+  cmd->add_option("dir", *dir, "Model directory (config.json / hf_quant_config.json and safetensors)")->required();
+  cmd->add_flag("--json", *json, "Print the report as JSON");
+  cmd->add_flag("--verify", *verify, "Also load every layer, checking every block scale and global scale");
+  cmd->callback([dir, json, verify] {
+    const Checkpoint checkpoint = Checkpoint::open(*dir);
+    const CheckpointReport report = inspect_checkpoint(checkpoint);
+    if (*verify) {
+      for (const CheckpointLayer& l : checkpoint.layers()) {
+        if (l.kind == LayerKind::linear) {
+          checkpoint.load_linear(l.name);
+        } else {
+          checkpoint.load_moe(l.name);
+        }
+      }
+    }
+    if (*json) {
+      fmt::print("{}\n", report_json(report).dump(2));
+    } else {
+      print_text(report);
+      if (*verify) fmt::print("verified: every layer loads\n");
+    }
+  });
+}
+
+}  // namespace fp4cl::cli
