@@ -1,0 +1,59 @@
+// The MoE kernel strategies and how a layer chooses among them. Each strategy says for itself
+// whether it can serve a layer on a device (and why not); selection logs every refusal.
+//
+//   grouped  pairs sorted by expert into tiles of MOE_TILE_M; every weight row is streamed once
+//            per tile and reused across its pairs (many tokens).
+//   decode   one pair per tile, FC2 fused with the top-k sum: each (token, expert) pair streams
+//            its expert's weights once and nothing else is launched for the reduction (few tokens).
+//
+// FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
+// of T tokens runs `decode` when T·k <= decode_max_pairs, else `grouped`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp4cl/device.hpp"
+#include "fp4cl/program_cache.hpp"
+#include "fp4cl/scheme.hpp"
+
+namespace fp4cl {
+
+enum class MoeStrategy { grouped, decode };
+
+// The tile parameters of a strategy, passed to the kernels as -D defines.
+struct MoeTiles {
+  int tile_m = 1;    // MOE_TILE_M: pairs of one expert that share each weight read
+  int local_i = 16;  // MOE_LOCAL_I: FC1 work-group size along I (a multiple of the FP4 block)
+  int local_h = 16;  // MOE_LOCAL_H: FC2 work-group size along H
+  void define(BuildOptions& options) const;
+};
+
+struct MoeProblem {
+  QuantScheme scheme;
+  std::int64_t hidden = 0, intermediate = 0, local_experts = 0;
+  int top_k = 1;
+};
+
+const char* to_string(MoeStrategy s);
+
+struct MoeSelection {
+  struct Entry {
+    MoeStrategy id;
+    MoeTiles tiles;
+  };
+  std::vector<Entry> usable;  // the strategies this layer builds, in selection order
+  bool forced = false;        // one strategy named by FP4CL_MOE_KERNEL or the config
+  std::int64_t decode_max_pairs = 0;
+
+  // The strategy for a chunk of `tokens` tokens (logs at debug why the other was not taken).
+  const Entry& for_tokens(std::int64_t tokens, int top_k) const;
+};
+
+// `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic. Throws
+// fp4cl::Error for an unknown name (listing the valid ones), for a forced strategy the device
+// refuses (with the reason), and when no strategy can serve the layer (with every reason).
+MoeSelection select_moe_strategies(const DeviceInfo& device, const MoeProblem& problem, const std::string& requested);
+
+}  // namespace fp4cl

@@ -1,0 +1,93 @@
+#include "layers/moe_weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+template <typename T>
+cl::Buffer upload(const Context& ctx, const char* what, const std::vector<T>& data) {
+  const std::size_t bytes = data.size() * sizeof(T);
+  if (bytes > ctx.info().max_alloc_bytes)
+    fail("MoE: {} needs a buffer of {} bytes; {} allows at most {} per buffer", what, bytes, ctx.info().name,
+         ctx.info().max_alloc_bytes);
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, std::max<std::size_t>(bytes, sizeof(T)),
+               const_cast<T*>(data.data()), &err);
+  check_cl(err, "MoE: allocating {} ({} bytes)", what, bytes);
+  return b;
+}
+
+// The exponent of 2 applied to MXFP4 block scales: as close to undoing the E2M1 decode's
+// 2^e2m1_exp as the layer's biased scale exponents [lo, hi] allow. Hard limits: every decoded
+// scale is a normal fp32 number and no weight × scale product overflows. (Products of blocks
+// scaled near 2^-127 may become subnormal: contributions below 2^-126, far under fp32 resolution.)
+int mxfp4_scale_exp(const Fp4Experts& ex, int e2m1_exp) {
+  unsigned lo = 255, hi = 0;
+  for (const auto* v : {&ex.w13_scales, &ex.w2_scales}) {
+    for (std::uint8_t b : *v) {
+      lo = std::min<unsigned>(lo, b);
+      hi = std::max<unsigned>(hi, b);
+    }
+  }
+  const int min_e = static_cast<int>(lo), max_e = static_cast<int>(hi);
+  const int s = std::min({-e2m1_exp, 254 - max_e, 252 - e2m1_exp - max_e});
+  if (min_e + s < 1 || std::abs(s + e2m1_exp) > 32)
+    fail("MoE experts: MXFP4 block scales span 2^{} .. 2^{}, too wide for the kernels' fp32 arithmetic", min_e - 127,
+         max_e - 127);
+  return s;
+}
+
+float checked_factor(double v, const char* what, std::int64_t e) {
+  const auto f = static_cast<float>(v);
+  if (!std::isnormal(f)) fail("MoE expert {}: the {} factor {} is not a normal fp32 number", e, what, v);
+  return f;
+}
+
+}  // namespace
+
+MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp) {
+  const bool nv = ex.format == WeightFormat::nvfp4, w4a4 = !config.scheme.w4a16();
+  const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
+  MoeDeviceWeights w;
+  // NVFP4: E4M3 scales lie in [2^-9, 448]; 2^119 (with the 2^-126 decode) keeps both ends normal.
+  w.scale_exp = nv ? (e2m1_exp == -126 ? 119 : 0) : mxfp4_scale_exp(ex, e2m1_exp);
+  const double unscale = std::ldexp(1.0, -(w.scale_exp + e2m1_exp));
+
+  std::vector<float> fc1(static_cast<std::size_t>(2 * E)), fc2(static_cast<std::size_t>(E));
+  std::vector<float> in1(static_cast<std::size_t>(E), 1.0f), in2(static_cast<std::size_t>(E), 1.0f);
+  for (std::int64_t e = 0; e < E; ++e) {
+    const auto i = static_cast<std::size_t>(e);
+    double alpha1 = 1.0, alpha2 = 1.0;
+    if (nv && w4a4) {
+      in1[i] = ex.w13_input_global_scale[i];
+      if (config.fc2_input_scale == MoeFc2InputScale::calibrated) in2[i] = ex.w2_input_global_scale[i];
+      alpha1 = 1.0 / static_cast<double>(in1[i]);
+      alpha2 = 1.0 / static_cast<double>(in2[i]);
+    }
+    const double gate = nv ? ex.w13_global_scale[2 * i] : 1.0, up = nv ? ex.w13_global_scale[2 * i + 1] : 1.0;
+    const double down = nv ? ex.w2_global_scale[i] : 1.0;
+    fc1[2 * i] = checked_factor(gate * alpha1 * unscale, "FC1 gate", e);
+    fc1[2 * i + 1] = checked_factor(up * alpha1 * unscale, "FC1 up", e);
+    fc2[i] = checked_factor(down * alpha2 * unscale, "FC2", e);
+  }
+  w.w13 = upload(ctx, "w13_packed", ex.w13_packed);
+  w.w13_scales = upload(ctx, "w13_scales", ex.w13_scales);
+  w.w2 = upload(ctx, "w2_packed", ex.w2_packed);
+  w.w2_scales = upload(ctx, "w2_scales", ex.w2_scales);
+  w.fc1_factor = upload(ctx, "the FC1 factors", fc1);
+  w.fc2_factor = upload(ctx, "the FC2 factors", fc2);
+  w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);
+  w.fc2_input_scale = upload(ctx, "the FC2 input scales", in2);
+  w.expert_map = upload(ctx, "the expert map", expert_map);
+  const std::uint64_t elements = static_cast<std::uint64_t>(3 * I * H);
+  w.bytes_per_expert = elements / 2 + elements / static_cast<std::uint64_t>(block_size(ex.format));
+  return w;
+}
+
+}  // namespace fp4cl

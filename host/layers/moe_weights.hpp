@@ -1,0 +1,34 @@
+// The MoE layer's weights on the device, prepared once at creation: FP4 codes and block scales
+// in the checkpoint's row-major layout (each kernel work-item streams whole rows), and per
+// expert the fp32 factors that turn a row's dot product into the real value — gate and up keep
+// their own global scales, W4A4 folds in the inverse of the activation global scale.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/moe.hpp"
+#include "fp4cl/opencl.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl {
+
+struct MoeDeviceWeights {
+  cl::Buffer w13, w13_scales, w2, w2_scales;  // as in Fp4Experts
+  cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
+  cl::Buffer fc2_factor;       // float [E]
+  cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
+  cl::Buffer fc2_input_scale;  // float [E] W4A4 NVFP4: 1.0, or the calibrated FC2 input scale
+  cl::Buffer expert_map;       // int [E_global]
+  // Block scales are decoded as s × 2^scale_exp; with the E2M1 decode's 2^e2m1_exp every
+  // weight × scale product is a normal fp32 number, and the factors carry 2^-(scale_exp + e2m1_exp).
+  int scale_exp = 0;
+  std::uint64_t bytes_per_expert = 0;  // FP4 codes + block scales of FC1 and FC2
+};
+
+// `experts` must have passed check_moe_experts; `expert_map` is the resolved map.
+MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config,
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp);
+
+}  // namespace fp4cl

@@ -1,0 +1,118 @@
+// MoE dispatch: group the chunk's (token, slot) pairs by expert without any dependence on
+// thread timing (moe_sort), then gather each pair's activations in that order, converted to
+// fp32 and split into even/odd halves — quantized per block first under W4A4 (moe_gather).
+//
+// Build-time parameters: MOE_TILE_M (pairs per tile), MOE_W4A4, MOE_NVFP4 (else MXFP4).
+//
+// Layouts written here and read by moe_fc1/moe_fc2:
+//   slot_pair [pairs]  the pair at each slot: slots sorted by (local expert, pair index)
+//   pair_slot [pairs]  its inverse, -1 for pairs with no local expert
+//   tiles [3·max_tiles] (expert, first slot, pair count <= MOE_TILE_M) per tile, experts ascending
+//   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
+//   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
+#include "common/formats.cl"
+#include "common/quant_recipe.cl"
+
+#ifdef MOE_NVFP4
+#define MOE_BLOCK_ELEMS 16
+#else
+#define MOE_BLOCK_ELEMS 32
+#endif
+
+// A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
+// scans the pairs in index order, so every slot position is a function of the input alone.
+__kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_local, __global int* expert_count,
+                       __global int* expert_base, __global int* pair_slot, __global int* slot_pair,
+                       __global int* tiles, __global int* chunk_info, __global int* status) {
+  const int lid = get_local_id(0), size = get_local_size(0);
+  for (int e = lid; e < num_local; e += size) {
+    int c = 0;
+    for (int p = 0; p < num_pairs; ++p) c += pair_expert[p] == e;
+    expert_count[e] = c;
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (lid == 0) {
+    int slot = 0, tile = 0;
+    for (int e = 0; e < num_local; ++e) {
+      const int c = expert_count[e];
+      expert_base[2 * e] = slot;
+      expert_base[2 * e + 1] = tile;
+      slot += c;
+      tile += (c + MOE_TILE_M - 1) / MOE_TILE_M;
+    }
+    chunk_info[0] = tile;
+    chunk_info[1] = slot;
+    status[2] += tile;
+    status[3] += slot;
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  for (int e = lid; e < num_local; e += size) {
+    const int base = expert_base[2 * e], tile0 = expert_base[2 * e + 1], c = expert_count[e];
+    int j = 0;
+    for (int p = 0; p < num_pairs && j < c; ++p) {
+      if (pair_expert[p] == e) {
+        slot_pair[base + j] = p;
+        pair_slot[p] = base + j;
+        ++j;
+      }
+    }
+    for (int i = 0; i * MOE_TILE_M < c; ++i) {
+      tiles[3 * (tile0 + i)] = e;
+      tiles[3 * (tile0 + i) + 1] = base + i * MOE_TILE_M;
+      tiles[3 * (tile0 + i) + 2] = min(MOE_TILE_M, c - i * MOE_TILE_M);
+    }
+  }
+  for (int p = lid; p < num_pairs; p += size) {
+    if (pair_expert[p] < 0) pair_slot[p] = -1;
+  }
+}
+
+#if MOE_W4A4
+// Quantizes n BF16 values (one block) with the shared recipe and writes e2m1 × block scale
+// (exact in fp32; the global scale's inverse is part of the FC1 row factor) split even/odd.
+inline void moe_quantize_block(const __global ushort* x, int n, float gs, __global float* even, __global float* odd) {
+  float v[MOE_BLOCK_ELEMS];
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    v[i] = bf16_to_float(x[i]);
+    amax = fp4cl_amax_step(amax, v[i]);
+  }
+#ifdef MOE_NVFP4
+  const uint sb = nvfp4_scale_byte(amax, gs);
+  const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
+#else
+  const uint sb = mxfp4_scale_byte(amax);
+  const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
+#endif
+  for (int i = 0; i < n; i += 2) {
+    even[i / 2] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
+    odd[i / 2] = e2m1_decode(fp4_encode_scaled(v[i + 1], mult)) * s;
+  }
+}
+#endif
+
+// One work-item per (32-element chunk of the hidden dimension, slot).
+__kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
+                         __global const int* slot_pair, __global const int* pair_expert,
+                         __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1) {
+  const int j = get_global_id(0), slot = get_global_id(1);
+  if (slot >= chunk_info[1] || 32 * j >= hidden) return;
+  const int pair = slot_pair[slot];
+  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + 32 * j;
+  __global float* even = x1 + (long)slot * hidden + 16 * j;
+  __global float* odd = even + hidden / 2;
+  const int n = min(32, hidden - 32 * j);
+#if MOE_W4A4
+#ifdef MOE_NVFP4
+  const float gs = fc1_input_scale[pair_expert[pair]];
+#else
+  const float gs = 1.0f;
+#endif
+  for (int b = 0; b < n; b += MOE_BLOCK_ELEMS) moe_quantize_block(src + b, MOE_BLOCK_ELEMS, gs, even + b / 2, odd + b / 2);
+#else
+  for (int i = 0; i < n; i += 2) {
+    even[i / 2] = bf16_to_float(src[i]);
+    odd[i / 2] = bf16_to_float(src[i + 1]);
+  }
+#endif
+}
