@@ -2,12 +2,12 @@
 // thread timing (moe_sort), then gather each pair's activations in that order, converted to
 // fp32 and split into even/odd halves — quantized per block first under W4A4 (moe_gather).
 //
-// Build-time parameters: MOE_TILE_M (pairs per tile), MOE_W4A4, MOE_NVFP4 (else MXFP4).
+// Build-time parameters: MOE_W4A4, MOE_NVFP4 (else MXFP4).
 //
 // Layouts written here and read by moe_fc1/moe_fc2:
 //   slot_pair [pairs]  the pair at each slot: slots sorted by (local expert, pair index)
 //   pair_slot [pairs]  its inverse, -1 for pairs with no local expert
-//   tiles [3·max_tiles] (expert, first slot, pair count <= MOE_TILE_M) per tile, experts ascending
+//   tiles [3·max_tiles] (expert, first slot, pair count <= tile_m) per tile, experts ascending
 //   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
 //   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
 #include "common/formats.cl"
@@ -21,7 +21,7 @@
 
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
 // scans the pairs in index order, so every slot position is a function of the input alone.
-__kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_local, __global int* expert_count,
+__kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_local, int tile_m, __global int* expert_count,
                        __global int* expert_base, __global int* pair_slot, __global int* slot_pair,
                        __global int* tiles, __global int* chunk_info, __global int* status) {
   const int lid = get_local_id(0), size = get_local_size(0);
@@ -38,7 +38,7 @@ __kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_l
       expert_base[2 * e] = slot;
       expert_base[2 * e + 1] = tile;
       slot += c;
-      tile += (c + MOE_TILE_M - 1) / MOE_TILE_M;
+      tile += (c + tile_m - 1) / tile_m;
     }
     chunk_info[0] = tile;
     chunk_info[1] = slot;
@@ -56,10 +56,10 @@ __kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_l
         ++j;
       }
     }
-    for (int i = 0; i * MOE_TILE_M < c; ++i) {
+    for (int i = 0; i * tile_m < c; ++i) {
       tiles[3 * (tile0 + i)] = e;
-      tiles[3 * (tile0 + i) + 1] = base + i * MOE_TILE_M;
-      tiles[3 * (tile0 + i) + 2] = min(MOE_TILE_M, c - i * MOE_TILE_M);
+      tiles[3 * (tile0 + i) + 1] = base + i * tile_m;
+      tiles[3 * (tile0 + i) + 2] = min(tile_m, c - i * tile_m);
     }
   }
   for (int p = lid; p < num_pairs; p += size) {

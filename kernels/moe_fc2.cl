@@ -8,7 +8,7 @@
 // The sum always runs in slot order from 0.0f, with no atomics: bit-identical run to run.
 //
 // Build-time parameters: MOE_TILE_M, MOE_LOCAL_H (work-group size along H), MOE_NVFP4 (else
-// MXFP4), MOE_OUT_BF16, MOE_E2M1_NO_DENORM.
+// MXFP4), MOE_OUT_BF16, MOE_E2M1_NO_DENORM. (W4A4 and W4A16 differ only in what x2 holds.)
 //   x2 [slots, I] FC2 inputs, each row [even | odd] (moe_fc1)
 //   fc2_factor [E] dequant global scale × FC2 input global scale⁻¹ × 2^-(scale_exp + MOE_E2M1_EXP)
 #include "moe_fp4_vec.cl"

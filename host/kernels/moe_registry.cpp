@@ -51,10 +51,6 @@ std::string valid_names() {
 
 }  // namespace
 
-void MoeTiles::define(BuildOptions& options) const {
-  options.define("MOE_TILE_M", tile_m).define("MOE_LOCAL_I", local_i).define("MOE_LOCAL_H", local_h);
-}
-
 const char* to_string(MoeStrategy s) { return s == MoeStrategy::grouped ? "grouped" : "decode"; }
 
 std::vector<std::string> moe_kernel_strategies() {

@@ -27,7 +27,6 @@ struct MoeTiles {
   int tile_m = 1;    // MOE_TILE_M: pairs of one expert that share each weight read
   int local_i = 16;  // MOE_LOCAL_I: FC1 work-group size along I (a multiple of the FP4 block)
   int local_h = 16;  // MOE_LOCAL_H: FC2 work-group size along H
-  void define(BuildOptions& options) const;
 };
 
 struct MoeProblem {

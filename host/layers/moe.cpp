@@ -3,7 +3,6 @@
 #include <climits>
 #include <cstdint>
 
-#include "fp4cl/program_cache.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
 #include "layers/moe_expert_map.hpp"
@@ -75,11 +74,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   impl->selection = select_moe_strategies(ctx.info(), problem, config.kernel);
 
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
-  MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  BuildOptions& options = numerics.options;
-  if (config.scheme.weight == WeightFormat::nvfp4) options.define("MOE_NVFP4");
-  options.define("MOE_W4A4", config.scheme.w4a16() ? 0 : 1);
-  options.define("MOE_OUT_BF16", config.output == MoeOutput::bf16 ? 1 : 0);
+  const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
+  const MoeProgramOptions options{numerics.options, config.scheme, config.output};
 
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);

@@ -97,19 +97,26 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 }
 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
-                                       const BuildOptions& scheme_options)
+                                       const MoeProgramOptions& o)
     : id_(entry.id), tiles_(entry.tiles) {
-  BuildOptions options = scheme_options;
-  tiles_.define(options);
+  // Each file gets only the defines it reads, so layers share programs where they can.
+  BuildOptions format = o.numerics;
+  if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
+  BuildOptions dispatch = format, fc1 = format, fc2 = format;
+  dispatch.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
+  fc1.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_TILE_M", tiles_.tile_m).define("MOE_LOCAL_I", tiles_.local_i);
+  fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0)
+      .define("MOE_TILE_M", tiles_.tile_m)
+      .define("MOE_LOCAL_H", tiles_.local_h);
   ProgramCache& programs = ctx.programs();
-  sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", options);
-  gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", options);
-  fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", options);
+  sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
+  gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
+  fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
   if (id_ == MoeStrategy::grouped) {
-    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2", options);
-    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", options);
+    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2", fc2);
+    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else {
-    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2_reduce", options);
+    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2_reduce", fc2);
   }
   std::size_t limit = 0;
   check_cl(sort_.getWorkGroupInfo(ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, &limit),
@@ -126,7 +133,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
 
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, ws.expert_count, ws.expert_base, ws.pair_slot,
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tiles_.tile_m}, ws.expert_count, ws.expert_base, ws.pair_slot,
            ws.slot_pair, ws.tiles, ws.chunk_info, ws.status);
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 

@@ -68,9 +68,16 @@ class MoeRouter {
   cl::Kernel topk_, logits_;
 };
 
+// What the programs of a layer are built with besides the tiles.
+struct MoeProgramOptions {
+  BuildOptions numerics;  // moe_numerics(): exact division, E2M1 decode
+  QuantScheme scheme;
+  MoeOutput output = MoeOutput::bf16;
+};
+
 class MoeStrategyKernels {
  public:
-  MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const BuildOptions& scheme_options);
+  MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeProgramOptions& options);
   MoeStrategy id() const { return id_; }
   // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
