@@ -1,6 +1,6 @@
 // MoE dispatch: group the chunk's (token, slot) pairs by expert without any dependence on
-// thread timing (moe_sort), then gather each pair's activations in that order, converted to
-// fp32 and split into even/odd halves — quantized per block first under W4A4 (moe_gather).
+// thread timing (moe_sort), then gather each pair's activations in that order as fp32 —
+// quantized per block first under W4A4 (moe_gather).
 //
 // Build-time parameters: MOE_W4A4, MOE_NVFP4 (else MXFP4).
 //
@@ -68,12 +68,12 @@ __kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_l
 }
 
 #if MOE_W4A4
-// Quantizes n BF16 values (one block) with the shared recipe and writes e2m1 × block scale
-// (exact in fp32; the global scale's inverse is part of the FC1 row factor) split even/odd.
-inline void moe_quantize_block(const __global ushort* x, int n, float gs, __global float* even, __global float* odd) {
+// Quantizes one block of BF16 values with the shared recipe and writes e2m1 × block scale
+// (exact in fp32; the global scale's inverse is part of the FC1 row factor).
+inline void moe_quantize_block(const __global ushort* x, float gs, __global float* out) {
   float v[MOE_BLOCK_ELEMS];
   float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) {
     v[i] = bf16_to_float(x[i]);
     amax = fp4cl_amax_step(amax, v[i]);
   }
@@ -84,35 +84,26 @@ inline void moe_quantize_block(const __global ushort* x, int n, float gs, __glob
   const uint sb = mxfp4_scale_byte(amax);
   const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
 #endif
-  for (int i = 0; i < n; i += 2) {
-    even[i / 2] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
-    odd[i / 2] = e2m1_decode(fp4_encode_scaled(v[i + 1], mult)) * s;
-  }
+  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
 }
 #endif
 
-// One work-item per (32-element chunk of the hidden dimension, slot).
+// One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32.
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
                          __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1) {
-  const int j = get_global_id(0), slot = get_global_id(1);
-  if (slot >= chunk_info[1] || 32 * j >= hidden) return;
+  const int b = get_global_id(0), slot = get_global_id(1);
+  if (slot >= chunk_info[1] || b * MOE_BLOCK_ELEMS >= hidden) return;
   const int pair = slot_pair[slot];
-  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + 32 * j;
-  __global float* even = x1 + (long)slot * hidden + 16 * j;
-  __global float* odd = even + hidden / 2;
-  const int n = min(32, hidden - 32 * j);
+  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_BLOCK_ELEMS;
+  __global float* dst = x1 + (long)slot * hidden + b * MOE_BLOCK_ELEMS;
 #if MOE_W4A4
 #ifdef MOE_NVFP4
-  const float gs = fc1_input_scale[pair_expert[pair]];
+  moe_quantize_block(src, fc1_input_scale[pair_expert[pair]], dst);
 #else
-  const float gs = 1.0f;
+  moe_quantize_block(src, 1.0f, dst);
 #endif
-  for (int b = 0; b < n; b += MOE_BLOCK_ELEMS) moe_quantize_block(src + b, MOE_BLOCK_ELEMS, gs, even + b / 2, odd + b / 2);
 #else
-  for (int i = 0; i < n; i += 2) {
-    even[i / 2] = bf16_to_float(src[i]);
-    odd[i / 2] = bf16_to_float(src[i + 1]);
-  }
+  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) dst[i] = bf16_to_float(src[i]);
 #endif
 }

@@ -1,105 +1,98 @@
 // Vector pieces of the MoE expert GEMMs (included by moe_fc1.cl and moe_fc2.cl).
 //
-// A weight row is read 16 bytes (32 FP4 elements) at a time. Element 2i sits in the low nibble
-// of byte i, element 2i+1 in the high nibble (FP4.md §2), so the 16 low nibbles pair with the
-// 16 even activations and the 16 high nibbles with the 16 odd ones: activations are stored
-// pre-split, each row as [even half | odd half] (moe_gather and moe_fc1 write them so).
+// Weight layout (prepared once by the host, host/layers/moe_weights.cpp): the rows of each
+// expert's matrix are taken in groups of MOE_GROUP. Within a group, the 4-byte words holding
+// elements 8g..8g+7 of every row sit side by side (row r at word g·MOE_GROUP + r % MOE_GROUP),
+// and so do the block-scale bytes of block b. A work-item owns MOE_VEC consecutive rows of a
+// group as the lanes of one vector: one load brings 8 elements of each of its rows, and the
+// activation x[k] is a broadcast scalar. On a CPU the lanes are SIMD lanes (MOE_VEC = the
+// device's preferred float width); on a GPU MOE_VEC = 1 and neighbouring work-items read
+// neighbouring words (coalesced), while the activation is the same address for all of them.
 //
-// E2M1 codes are decoded with the bit trick of FP4.md §1: as_float(sign << 31 | code << 22)
-// = e2m1 × 2^-126 (codes ±0.5 are fp32 subnormals: devices without fp32 denormals build with
-// MOE_E2M1_NO_DENORM, which decodes the exact value instead; the host folds whichever power of
-// two into the row factor). The block scale is decoded once per block as s × 2^scale_exp and
-// applied to the decoded weights before they meet the activations, so every product stays a
-// normal fp32 number: weight × scale = e2m1 × s × 2^(scale_exp + MOE_E2M1_EXP).
+// E2M1 decode, FP4.md §1: as_float(sign << 31 | code << 22) = e2m1 × 2^-126. For nibble j of a
+// word, an arithmetic shift moves the nibble's sign across bits 31..25 and its magnitude to bits
+// 24..22; one mask keeps bits 31 and 24..22. (Codes ±0.5 are fp32 subnormals: devices without
+// fp32 denormals build with MOE_E2M1_NO_DENORM, which decodes the exact values instead.) The
+// block scale is decoded as s × 2^scale_exp and applied to the decoded weights before they
+// meet the activations, so every product is a normal fp32 number; the host folds
+// 2^-(scale_exp + MOE_E2M1_EXP) into each row's factor.
 //
-// Build-time parameters: MOE_NVFP4 (else MXFP4).
+// Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_VEC (1, 2, 4, 8 or 16), MOE_GROUP (a
+// multiple of MOE_VEC), MOE_E2M1_NO_DENORM.
 #ifndef FP4CL_MOE_FP4_VEC_CL
 #define FP4CL_MOE_FP4_VEC_CL
 
 #include "common/formats.cl"
 
-#ifndef MOE_E2M1_NO_DENORM
-#define MOE_E2M1_EXP (-126)
-inline float16 moe_e2m1_low(uint16 b) { return as_float16(((b & 8u) << 28) | ((b & 7u) << 22)); }
-inline float16 moe_e2m1_high(uint16 b) { return as_float16(((b & 0x80u) << 24) | ((b & 0x70u) << 18)); }
-inline float8 moe_e2m1_low8(uint8 b) { return as_float8(((b & 8u) << 28) | ((b & 7u) << 22)); }
-inline float8 moe_e2m1_high8(uint8 b) { return as_float8(((b & 0x80u) << 24) | ((b & 0x70u) << 18)); }
-#else
-#define MOE_E2M1_EXP 0
-// Codes 2..7 through the exponent (base 126); codes 0 and 1 (0 and 0.5) by a select.
-inline float16 moe_e2m1_value16(uint16 c) {
-  const float16 big = as_float16(((c & 7u) << 22) + (126u << 23));
-  const float16 small = convert_float16(c & 1u) * 0.5f;
-  return as_float16(as_uint16(select(big, small, (c & 6u) == 0u)) | ((c & 8u) << 28));
-}
-inline float8 moe_e2m1_value8(uint8 c) {
-  const float8 big = as_float8(((c & 7u) << 22) + (126u << 23));
-  const float8 small = convert_float8(c & 1u) * 0.5f;
-  return as_float8(as_uint8(select(big, small, (c & 6u) == 0u)) | ((c & 8u) << 28));
-}
-inline float16 moe_e2m1_low(uint16 b) { return moe_e2m1_value16(b & 15u); }
-inline float16 moe_e2m1_high(uint16 b) { return moe_e2m1_value16(b >> 4); }
-inline float8 moe_e2m1_low8(uint8 b) { return moe_e2m1_value8(b & 15u); }
-inline float8 moe_e2m1_high8(uint8 b) { return moe_e2m1_value8(b >> 4); }
-#endif
-
-// A block scale byte decoded as s × 2^scale_exp (the host keeps the result a normal fp32 number).
 #ifdef MOE_NVFP4
 #define MOE_BLOCK 16
-inline float moe_block_scale(uint b, int scale_exp) {
-  const uint em = b & 0x7Fu;
-  const float normal = as_float((em << 20) + ((uint)(scale_exp + 120) << 23));
-  const float subnormal = (float)(em & 7u) * as_float((uint)(scale_exp - 9 + 127) << 23);
-  return as_float(as_uint((em >> 3) != 0u ? normal : subnormal) | ((b & 0x80u) << 24));
-}
-// The scales of the 32 elements at chunk j of a row: blocks 2j (bytes 0..7) and 2j+1.
-inline float16 moe_chunk_scales(const __global uchar* row_scales, int j, int scale_exp) {
-  const float8 s0 = (float8)(moe_block_scale(row_scales[2 * j], scale_exp));
-  const float8 s1 = (float8)(moe_block_scale(row_scales[2 * j + 1], scale_exp));
-  return (float16)(s0, s1);
-}
 #else
 #define MOE_BLOCK 32
-inline float moe_block_scale(uint b, int scale_exp) { return as_float((b + (uint)scale_exp) << 23); }
-inline float16 moe_chunk_scales(const __global uchar* row_scales, int j, int scale_exp) {
-  return (float16)(moe_block_scale(row_scales[j], scale_exp));
+#endif
+
+#define MOE_CAT_(a, b) a##b
+#define MOE_CAT(a, b) MOE_CAT_(a, b)
+#if MOE_VEC == 1
+#define floatV float
+#define intV int
+#define uintV uint
+#define ucharV uchar
+#define convert_intV convert_int
+#define convert_floatV convert_float
+#define as_floatV as_float
+#define as_intV as_int
+#define moe_loadV(p) (*(p))
+#define moe_storeV(v, p) (*(p) = (v))
+#else
+#define floatV MOE_CAT(float, MOE_VEC)
+#define intV MOE_CAT(int, MOE_VEC)
+#define uintV MOE_CAT(uint, MOE_VEC)
+#define ucharV MOE_CAT(uchar, MOE_VEC)
+#define convert_intV MOE_CAT(convert_int, MOE_VEC)
+#define convert_floatV MOE_CAT(convert_float, MOE_VEC)
+#define as_floatV MOE_CAT(as_float, MOE_VEC)
+#define as_intV MOE_CAT(as_int, MOE_VEC)
+#define moe_loadV(p) MOE_CAT(vload, MOE_VEC)(0, p)
+#define moe_storeV(v, p) MOE_CAT(vstore, MOE_VEC)(v, 0, p)
+#endif
+
+// Element 8g + j of each lane's row, from the word of elements 8g..8g+7.
+#ifndef MOE_E2M1_NO_DENORM
+#define MOE_E2M1_EXP (-126)
+inline floatV moe_e2m1(uintV w, int j) {
+  return as_floatV((as_intV(w << (28 - 4 * j)) >> 6) & (int)0x81C00000);
+}
+#else
+#define MOE_E2M1_EXP 0
+// Magnitude codes 2..7 through the exponent (base 126); codes 0 and 1 (0 and 0.5) by a select.
+inline floatV moe_e2m1(uintV w, int j) {
+  const intV v = as_intV(w << (28 - 4 * j)) >> 6;
+  const intV mag = v & 0x01C00000;
+  const intV small = select((intV)(0), (intV)(0x3F000000), mag == 0x00400000);
+  return as_floatV(select(mag + (126 << 23), small, mag < 0x00800000) | (v & (int)0x80000000));
 }
 #endif
 
-inline float moe_sum16(float16 v) {
-  const float8 a = v.lo + v.hi;
-  const float4 b = a.lo + a.hi;
-  const float2 c = b.lo + b.hi;
-  return c.x + c.y;
+// Block-scale bytes of the lanes, decoded as s × 2^scale_exp (the host keeps both normal).
+inline floatV moe_block_scales(ucharV bytes, int scale_exp) {
+  const intV b = convert_intV(bytes);
+#ifdef MOE_NVFP4
+  const intV em = b & 0x7F;
+  const floatV normal = as_floatV((em << 20) + ((scale_exp + 120) << 23));
+  const floatV subnormal = convert_floatV(b & 7) * as_float((scale_exp - 9 + 127) << 23);
+  return as_floatV(as_intV(select(normal, subnormal, em < 8)) | ((b & 0x80) << 24));
+#else
+  return as_floatV((b + scale_exp) << 23);
+#endif
 }
-inline float moe_sum8(float8 v) {
-  const float4 b = v.lo + v.hi;
-  const float2 c = b.lo + b.hi;
-  return c.x + c.y;
+
+// BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
+inline floatV moe_round_bf16(floatV v) {
+  const intV u = as_intV(v);
+  const intV rounded = (u + 0x7FFF + ((u >> 16) & 1)) & (int)0xFFFF0000;
+  return as_floatV(select(rounded, u | 0x00400000, isnan(v)));
 }
 
-// Scaled weights of chunk j of a row (32 elements): low = even elements, high = odd.
-#define MOE_LOAD_CHUNK(row, row_scales, j, scale_exp, low, high)           \
-  do {                                                                     \
-    const uint16 b_ = convert_uint16(vload16((j), (row)));                 \
-    const float16 s_ = moe_chunk_scales((row_scales), (j), (scale_exp));   \
-    (low) = moe_e2m1_low(b_) * s_;                                         \
-    (high) = moe_e2m1_high(b_) * s_;                                       \
-  } while (0)
-
-// The last 16 elements of a row whose length is an odd number of 16-blocks (NVFP4 only):
-// 8 bytes at chunk index j, one block scale (block 2j).
-#define MOE_LOAD_TAIL(row, row_scales, j, scale_exp, low, high)                           \
-  do {                                                                                    \
-    const uint8 b_ = convert_uint8(vload8(0, (row) + 16 * (j)));                          \
-    const float s_ = moe_block_scale((row_scales)[2 * (j)], (scale_exp));                 \
-    (low) = moe_e2m1_low8(b_) * s_;                                                       \
-    (high) = moe_e2m1_high8(b_) * s_;                                                     \
-  } while (0)
-
-// BF16 rounding of an fp32 value (round to nearest even), kept as fp32.
-inline float moe_round_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
-
-inline float moe_silu(float g) { return g / (1.0f + exp(-g)); }
+inline floatV moe_silu(floatV g) { return g / (1.0f + exp(-g)); }
 
 #endif  // FP4CL_MOE_FP4_VEC_CL

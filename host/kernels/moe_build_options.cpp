@@ -1,5 +1,8 @@
 #include "kernels/moe_build_options.hpp"
 
+#include <cstdlib>
+#include <string>
+
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -28,10 +31,18 @@ MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
          "needs an exact division (FP4.md §3); use a W4A16 scheme on this device",
          info.describe());
   }
-  if (!has_fp32_denormals(ctx)) {
+  const char* decode = std::getenv("FP4CL_MOE_E2M1_DECODE");
+  const std::string choice = decode ? decode : "";
+  if (!choice.empty() && choice != "exact" && choice != "subnormal")
+    fail("FP4CL_MOE_E2M1_DECODE = '{}': expected 'exact' or 'subnormal'", choice);
+  const bool denormals = has_fp32_denormals(ctx);
+  if (choice == "subnormal" && !denormals)
+    fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
+  if (choice == "exact" || !denormals) {
     n.options.define("MOE_E2M1_NO_DENORM");
     n.e2m1_exp = 0;
-    log::info("MoE: {} flushes fp32 denormals; E2M1 codes are decoded without the subnormal bit trick", info.name);
+    log::info("MoE: E2M1 codes decoded to exact values ({})",
+              denormals ? "FP4CL_MOE_E2M1_DECODE=exact" : "the device flushes fp32 denormals");
   }
   return n;
 }

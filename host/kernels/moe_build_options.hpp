@@ -3,7 +3,8 @@
 //     -cl-fp32-correctly-rounded-divide-sqrt where the device offers it, else
 //     -D FP4CL_DIV_VIA_FP64 where it has fp64, else an error when the scheme needs it;
 //   - the E2M1 decode: the subnormal bit trick where fp32 denormals are supported, else
-//     -D MOE_E2M1_NO_DENORM (exact values through a select).
+//     -D MOE_E2M1_NO_DENORM (exact values through a select). FP4CL_MOE_E2M1_DECODE=exact picks
+//     the latter on any device (to test it, or where denormals are slow).
 #pragma once
 
 #include "fp4cl/context.hpp"

@@ -1,5 +1,6 @@
 #include "kernels/moe_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "fp4cl/moe.hpp"
@@ -12,30 +13,44 @@ namespace {
 
 constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode};
 
-// Defaults by device class. PoCL runs a work-group as a loop over its work-items: small groups,
-// one row per work-item with float16 vectors (DEVICES.md). GPUs want wider groups.
-MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeProblem& p) {
+// Defaults by device class. CPUs (PoCL): each work-item owns one SIMD vector of rows, small
+// work-groups, tiles sized so the accumulators (2 × tile_m vectors in FC1) stay in registers.
+// GPUs: one row per work-item, 64-row groups so a warp's weight reads coalesce.
+MoeLayout default_layout(const DeviceInfo& device, unsigned float_width) {
+  if (device.kind != DeviceKind::cpu) return {1, 64};
+  int vec = 1;
+  while (vec < 16 && static_cast<unsigned>(vec) * 2 <= float_width) vec *= 2;
+  return {vec, vec};
+}
+
+MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout& layout, const MoeProblem& p) {
   const int block = p.scheme.block_size();
-  const bool cpu = device.kind == DeviceKind::cpu;
   MoeTiles t;
-  t.tile_m = s == MoeStrategy::grouped ? 8 : 1;
-  t.local_i = cpu ? block : 64;
-  t.local_h = cpu ? 16 : 64;
+  if (device.kind == DeviceKind::cpu) {
+    t.tile_m = s == MoeStrategy::grouped ? (layout.vec >= 16 ? 8 : 4) : 1;
+    t.local_i = std::max(1, block / layout.vec);  // a whole FP4 block per work-group
+    t.local_h = 2;
+  } else {
+    t.tile_m = s == MoeStrategy::grouped ? 8 : 1;
+    t.local_i = 64;
+    t.local_h = 64;
+  }
   return t;
 }
 
 std::int64_t default_decode_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 16 : 64; }
 
 // "" when a strategy with these tiles can serve the problem on the device, else why not.
-std::string refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
+std::string refusal(const MoeTiles& t, const MoeLayout& layout, const DeviceInfo& device, const MoeProblem& p) {
   const int block = p.scheme.block_size();
-  if (t.local_i % block != 0)
-    return fmt::format("MOE_LOCAL_I = {} is not a multiple of the {} block size {}", t.local_i, to_string(p.scheme.weight), block);
+  if (!p.scheme.w4a16() && (t.local_i * layout.vec) % block != 0)
+    return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", t.local_i * layout.vec,
+                       to_string(p.scheme.weight), block);
   const auto widest = static_cast<std::size_t>(std::max(t.local_i, t.local_h));
   if (widest > device.max_work_group_size)
     return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
   if (!p.scheme.w4a16()) {
-    const auto local_bytes = static_cast<std::uint64_t>(t.tile_m) * static_cast<std::uint64_t>(t.local_i) * 4u;
+    const auto local_bytes = static_cast<std::uint64_t>(t.tile_m * t.local_i * layout.vec) * 4u;
     if (local_bytes > device.local_mem_bytes)
       return fmt::format("the FP4 requantization tile needs {} bytes of local memory, the device has {}", local_bytes,
                          device.local_mem_bytes);
@@ -78,7 +93,8 @@ const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top
   return usable.front();
 }
 
-MoeSelection select_moe_strategies(const DeviceInfo& device, const MoeProblem& problem, const std::string& requested) {
+MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
+                                   const std::string& requested) {
   std::string name = requested;
   const char* source = "MoeConfig::kernel";
   if (name.empty()) {
@@ -88,14 +104,15 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, const MoeProblem& p
     }
   }
   MoeSelection sel;
+  sel.layout = default_layout(device, float_width);
   sel.decode_max_pairs = default_decode_max_pairs(device);
   if (!name.empty()) {
     bool known = false;
     for (MoeStrategy id : kAll) {
       if (name != to_string(id)) continue;
       known = true;
-      const MoeTiles tiles = default_tiles(id, device, problem);
-      const std::string why = refusal(tiles, device, problem);
+      const MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+      const std::string why = refusal(tiles, sel.layout, device, problem);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
       sel.usable.push_back({id, tiles});
       sel.forced = true;
@@ -106,12 +123,12 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, const MoeProblem& p
   }
   std::string reasons;
   for (MoeStrategy id : kAll) {
-    const MoeTiles tiles = default_tiles(id, device, problem);
-    const std::string why = refusal(tiles, device, problem);
+    const MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+    const std::string why = refusal(tiles, sel.layout, device, problem);
     if (why.empty()) {
       sel.usable.push_back({id, tiles});
-      log::debug("MoE: strategy {} usable (MOE_TILE_M={} MOE_LOCAL_I={} MOE_LOCAL_H={})", to_string(id), tiles.tile_m,
-                 tiles.local_i, tiles.local_h);
+      log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",
+                 to_string(id), sel.layout.vec, sel.layout.group, tiles.tile_m, tiles.local_i, tiles.local_h);
     } else {
       log::info("MoE: strategy {} refused on {}: {}", to_string(id), device.name, why);
       reasons += fmt::format("\n  {}: {}", to_string(id), why);

@@ -22,11 +22,17 @@ namespace fp4cl {
 
 enum class MoeStrategy { grouped, decode };
 
+// The weight layout of a layer on a device (kernels/moe_fp4_vec.cl), passed as -D defines.
+struct MoeLayout {
+  int vec = 1;    // MOE_VEC: rows per work-item, as vector lanes (the device's float width)
+  int group = 1;  // MOE_GROUP: rows whose words are interleaved (a multiple of vec)
+};
+
 // The tile parameters of a strategy, passed to the kernels as -D defines.
 struct MoeTiles {
   int tile_m = 1;    // MOE_TILE_M: pairs of one expert that share each weight read
-  int local_i = 16;  // MOE_LOCAL_I: FC1 work-group size along I (a multiple of the FP4 block)
-  int local_h = 16;  // MOE_LOCAL_H: FC2 work-group size along H
+  int local_i = 1;   // MOE_LOCAL of moe_fc1.cl: work-items per group (each vec rows of I)
+  int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
 };
 
 struct MoeProblem {
@@ -42,6 +48,7 @@ struct MoeSelection {
     MoeStrategy id;
     MoeTiles tiles;
   };
+  MoeLayout layout;           // shared by every strategy: the weights are prepared once
   std::vector<Entry> usable;  // the strategies this layer builds, in selection order
   bool forced = false;        // one strategy named by FP4CL_MOE_KERNEL or the config
   std::int64_t decode_max_pairs = 0;
@@ -50,9 +57,11 @@ struct MoeSelection {
   const Entry& for_tokens(std::int64_t tokens, int top_k) const;
 };
 
-// `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic. Throws
-// fp4cl::Error for an unknown name (listing the valid ones), for a forced strategy the device
-// refuses (with the reason), and when no strategy can serve the layer (with every reason).
-MoeSelection select_moe_strategies(const DeviceInfo& device, const MoeProblem& problem, const std::string& requested);
+// `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic.
+// `float_width`: the device's preferred fp32 vector width (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT).
+// Throws fp4cl::Error for an unknown name (listing the valid ones), for a forced strategy the
+// device refuses (with the reason), and when no strategy can serve the layer (with every reason).
+MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
+                                   const std::string& requested);
 
 }  // namespace fp4cl

@@ -69,18 +69,22 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;
   impl->shape = {experts.hidden, experts.intermediate, experts.num_experts, static_cast<std::int64_t>(map.size()),
-                 config.top_k};
+                 config.top_k, block_size(experts.format)};
   const MoeProblem problem{config.scheme, experts.hidden, experts.intermediate, experts.num_experts, config.top_k};
-  impl->selection = select_moe_strategies(ctx.info(), problem, config.kernel);
+  cl_uint float_width = 1;
+  check_cl(ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &float_width),
+           "querying the preferred fp32 vector width of {}", ctx.info().name);
+  impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel);
 
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
   const MoeProgramOptions options{numerics.options, config.scheme, config.output};
 
-  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp);
+  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
   impl->router = std::make_unique<MoeRouter>(ctx);
-  for (const auto& entry : impl->selection.usable) impl->strategies.emplace_back(ctx, entry, options);
+  for (const auto& entry : impl->selection.usable)
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
   return MoeLayer(std::move(impl));
@@ -186,6 +190,9 @@ const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
 std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id);
+}
+int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
+  return impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).tiles.tile_m;
 }
 
 }  // namespace fp4cl

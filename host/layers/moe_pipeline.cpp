@@ -97,17 +97,17 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 }
 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
-                                       const MoeProgramOptions& o)
-    : id_(entry.id), tiles_(entry.tiles) {
+                                       const MoeLayout& layout, const MoeProgramOptions& o)
+    : id_(entry.id), tiles_(entry.tiles), layout_(layout) {
   // Each file gets only the defines it reads, so layers share programs where they can.
   BuildOptions format = o.numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
-  BuildOptions dispatch = format, fc1 = format, fc2 = format;
+  BuildOptions dispatch = format;
   dispatch.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
-  fc1.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_TILE_M", tiles_.tile_m).define("MOE_LOCAL_I", tiles_.local_i);
-  fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0)
-      .define("MOE_TILE_M", tiles_.tile_m)
-      .define("MOE_LOCAL_H", tiles_.local_h);
+  format.define("MOE_VEC", layout_.vec).define("MOE_GROUP", layout_.group).define("MOE_TILE_M", tiles_.tile_m);
+  BuildOptions fc1 = format, fc2 = format;
+  fc1.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_LOCAL", tiles_.local_i);
+  fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0).define("MOE_LOCAL", tiles_.local_h);
   ProgramCache& programs = ctx.programs();
   sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
   gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
@@ -139,29 +139,34 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
 
   set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
            w.fc1_input_scale, ws.x1);
-  moe_launch(queue, gather_, "moe_gather", cl::NDRange(round_up(s.hidden, 32) / 32, static_cast<std::size_t>(pairs)),
-             cl::NullRange, launches, last);
+  moe_launch(queue, gather_, "moe_gather",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)), cl::NullRange,
+             launches, last);
 
-  set_args(fc1_, "moe_fc1", w.w13, w.w13_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1, ws.tiles, ws.chunk_info,
-           w.fc2_input_scale, ws.x2);
-  moe_launch(queue, fc1_, "moe_fc1", cl::NDRange(round_up(s.intermediate, tiles_.local_i), static_cast<std::size_t>(tiles)),
+  // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
+  const std::int64_t v = layout_.vec;
+  set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,
+           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+  moe_launch(queue, fc1_, "moe_fc1",
+             cl::NDRange(round_up((s.intermediate + v - 1) / v, tiles_.local_i), static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), launches, last);
 
+  const std::size_t fc2_items = round_up((s.hidden + v - 1) / v, tiles_.local_h);
   const cl::NDRange fc2_local(static_cast<std::size_t>(tiles_.local_h), 1);
   if (id_ == MoeStrategy::grouped) {
-    set_args(fc2_, "moe_fc2", w.w2, w.w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
+    set_args(fc2_, "moe_fc2", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
              ws.slot_pair, ws.y);
-    moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(round_up(s.hidden, tiles_.local_h), static_cast<std::size_t>(tiles)),
-               fc2_local, launches, last);
-    set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
-    moe_launch(queue, reduce_, "moe_reduce", cl::NDRange(static_cast<std::size_t>(s.hidden), static_cast<std::size_t>(c.tokens)),
-               cl::NullRange, launches, last);
-  } else {
-    set_args(fc2_, "moe_fc2_reduce", w.w2, w.w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
-             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out);
-    moe_launch(queue, fc2_, "moe_fc2_reduce",
-               cl::NDRange(round_up(s.hidden, tiles_.local_h), static_cast<std::size_t>(c.tokens)), fc2_local, launches,
+    moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, launches,
                last);
+    set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
+    moe_launch(queue, reduce_, "moe_reduce",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / v), static_cast<std::size_t>(c.tokens)), cl::NullRange,
+               launches, last);
+  } else {
+    set_args(fc2_, "moe_fc2_reduce", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
+             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out);
+    moe_launch(queue, fc2_, "moe_fc2_reduce", cl::NDRange(fc2_items, static_cast<std::size_t>(c.tokens)), fc2_local,
+               launches, last);
   }
 }
 

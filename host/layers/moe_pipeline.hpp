@@ -21,6 +21,7 @@ namespace fp4cl {
 struct MoeShape {
   std::int64_t hidden = 0, intermediate = 0, local_experts = 0, global_experts = 0;
   int top_k = 1;
+  std::int64_t block = 16;  // FP4 block size: 16 (NVFP4) or 32 (MXFP4)
 };
 
 struct MoeWorkspace {
@@ -77,7 +78,8 @@ struct MoeProgramOptions {
 
 class MoeStrategyKernels {
  public:
-  MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeProgramOptions& options);
+  MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeLayout& layout,
+                     const MoeProgramOptions& options);
   MoeStrategy id() const { return id_; }
   // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
@@ -86,6 +88,7 @@ class MoeStrategyKernels {
  private:
   MoeStrategy id_;
   MoeTiles tiles_;
+  MoeLayout layout_;
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_
   std::size_t sort_local_limit_ = 1;
 };

@@ -42,6 +42,37 @@ int mxfp4_scale_exp(const Fp4Experts& ex, int e2m1_exp) {
   return s;
 }
 
+// Rows [row0, row0 + rows) of every expert's [N, K] matrix in the interleaved layout: the
+// 4-byte word of elements 8g..8g+7 of row r at ((e·groups + r/group)·K/8 + g)·group + r%group,
+// its block-scale bytes alike; rows padded to a whole group (zero codes, scale `pad_scale`).
+struct Interleaved {
+  std::vector<std::uint32_t> words;
+  std::vector<std::uint8_t> scales;
+};
+Interleaved interleave_rows(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
+                            std::int64_t E, std::int64_t N, std::int64_t row0, std::int64_t rows, std::int64_t K,
+                            std::int64_t block, std::int64_t group, std::uint8_t pad_scale) {
+  const std::int64_t groups = (rows + group - 1) / group, words_per_row = K / 8, blocks = K / block;
+  Interleaved out;
+  out.words.assign(static_cast<std::size_t>(E * groups * group * words_per_row), 0u);
+  out.scales.assign(static_cast<std::size_t>(E * groups * group * blocks), pad_scale);
+  for (std::int64_t e = 0; e < E; ++e) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t src = e * N + row0 + r, g0 = e * groups + r / group, lane = r % group;
+      const std::uint8_t* bytes = &packed[static_cast<std::size_t>(src * K / 2)];
+      for (std::int64_t g = 0; g < words_per_row; ++g) {
+        const std::uint8_t* b = bytes + 4 * g;
+        out.words[static_cast<std::size_t>((g0 * words_per_row + g) * group + lane)] =
+            static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+            static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24;
+      }
+      for (std::int64_t k = 0; k < blocks; ++k)
+        out.scales[static_cast<std::size_t>((g0 * blocks + k) * group + lane)] = scales[static_cast<std::size_t>(src * blocks + k)];
+    }
+  }
+  return out;
+}
+
 float checked_factor(double v, const char* what, std::int64_t e) {
   const auto f = static_cast<float>(v);
   if (!std::isnormal(f)) fail("MoE expert {}: the {} factor {} is not a normal fp32 number", e, what, v);
@@ -51,14 +82,13 @@ float checked_factor(double v, const char* what, std::int64_t e) {
 }  // namespace
 
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
-                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp) {
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group) {
   const bool nv = ex.format == WeightFormat::nvfp4, w4a4 = !config.scheme.w4a16();
   const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
   MoeDeviceWeights w;
   // NVFP4: E4M3 scales lie in [2^-9, 448]; 2^119 (with the 2^-126 decode) keeps both ends normal.
   w.scale_exp = nv ? (e2m1_exp == -126 ? 119 : 0) : mxfp4_scale_exp(ex, e2m1_exp);
   const double unscale = std::ldexp(1.0, -(w.scale_exp + e2m1_exp));
-
   std::vector<float> fc1(static_cast<std::size_t>(2 * E)), fc2(static_cast<std::size_t>(E));
   std::vector<float> in1(static_cast<std::size_t>(E), 1.0f), in2(static_cast<std::size_t>(E), 1.0f);
   for (std::int64_t e = 0; e < E; ++e) {
@@ -76,10 +106,24 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
     fc1[2 * i + 1] = checked_factor(up * alpha1 * unscale, "FC1 up", e);
     fc2[i] = checked_factor(down * alpha2 * unscale, "FC2", e);
   }
-  w.w13 = upload(ctx, "w13_packed", ex.w13_packed);
-  w.w13_scales = upload(ctx, "w13_scales", ex.w13_scales);
-  w.w2 = upload(ctx, "w2_packed", ex.w2_packed);
-  w.w2_scales = upload(ctx, "w2_scales", ex.w2_scales);
+  // Padding rows decode to zero; their scale byte must still decode to a normal number.
+  const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
+  const std::int64_t B = block_size(ex.format);
+  {
+    const Interleaved gate = interleave_rows(ex.w13_packed, ex.w13_scales, E, 2 * I, 0, I, H, B, group, pad);
+    w.gate = upload(ctx, "w13 (gate rows)", gate.words);
+    w.gate_scales = upload(ctx, "w13_scales (gate rows)", gate.scales);
+  }
+  {
+    const Interleaved up = interleave_rows(ex.w13_packed, ex.w13_scales, E, 2 * I, I, I, H, B, group, pad);
+    w.up = upload(ctx, "w13 (up rows)", up.words);
+    w.up_scales = upload(ctx, "w13_scales (up rows)", up.scales);
+  }
+  {
+    const Interleaved down = interleave_rows(ex.w2_packed, ex.w2_scales, E, H, 0, H, I, B, group, pad);
+    w.down = upload(ctx, "w2", down.words);
+    w.down_scales = upload(ctx, "w2_scales", down.scales);
+  }
   w.fc1_factor = upload(ctx, "the FC1 factors", fc1);
   w.fc2_factor = upload(ctx, "the FC2 factors", fc2);
   w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);

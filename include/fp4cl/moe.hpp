@@ -128,8 +128,10 @@ class MoeLayer {
   const QuantScheme& scheme() const;
   // FP4 codes + block scales of one expert (FC1 and FC2).
   std::uint64_t expert_weight_bytes() const;
-  // The strategy a chunk of `tokens` tokens runs with.
+  // The strategy a chunk of `tokens` tokens runs with, and its tile: how many pairs of one
+  // expert share each pass over the expert's weights.
   std::string strategy_for(std::int64_t tokens) const;
+  int tile_pairs_for(std::int64_t tokens) const;
 
  private:
   struct Impl;

@@ -123,6 +123,25 @@ TEST(MoeConfig, AutomaticSelectionByBatchSize) {
   EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode"}));
 }
 
+// The E2M1 decode for devices that flush denormals, forced here on any device.
+TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
+  ScopedEnv env("FP4CL_MOE_E2M1_DECODE", "exact");
+  const std::int64_t T = 5;
+  for (const WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const Fp4Experts ex = make_experts({f, 8, 80 + (f == WeightFormat::mxfp4 ? 16 : 0), 64, Data::exact, 29});
+    const MoeConfig cfg = config({f, Activations::bf16}, 2);
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const auto x = make_activations(T, ex.hidden, Data::exact, 30);
+    const auto ids = make_ids(T, 2, 8, 31);
+    const auto w = make_weights(T, 2, 32);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output)) << to_string(f);
+  }
+  ScopedEnv bad("FP4CL_MOE_E2M1_DECODE", "lut");
+  expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                      "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
+}
+
 TEST(MoeConfig, Fp32OutputMatchesReference) {
   const std::int64_t T = 11;
   const Fp4Experts ex = make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 12});

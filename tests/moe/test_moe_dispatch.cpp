@@ -77,8 +77,10 @@ TEST_P(MoeDispatch, ExpertsWithoutTokensCostNothing) {
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
   const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
-  // grouped: two experts, ceil(20 / 8) tiles each; decode: one pass per pair.
-  const std::int64_t passes = GetParam() == "grouped" ? 2 * ((T + 7) / 8) : 2 * T;
+  // Two experts with 20 pairs each: ceil(20 / tile) passes each (decode: a tile is one pair).
+  const int tile = layer.tile_pairs_for(T);
+  EXPECT_EQ(tile == 1, GetParam() == "decode");
+  const std::int64_t passes = 2 * ((T + tile - 1) / tile);
   EXPECT_EQ(dev.stats.expert_passes, passes);
   EXPECT_EQ(dev.stats.weight_bytes, static_cast<std::uint64_t>(passes) * layer.expert_weight_bytes());
 }
