@@ -17,9 +17,10 @@
 #include "common/quant_recipe.cl"
 #include "moe_fp4_vec.cl"
 
-// Independent accumulator chains per token: with few tokens, elements alternate between
-// MOE_CHAINS(n) partial sums so that enough FMAs are in flight to hide their latency.
-#define MOE_CHAINS(n) ((n) >= 4 ? 1 : 4 / (n))
+// Independent accumulator chains per token: with a single token, elements alternate between
+// two partial sums of each row, so that four FMA chains (gate, up) hide the FMA latency while
+// the accumulators, scales and words still fit in 16 AVX2 registers.
+#define MOE_CHAINS(n) ((n) == 1 ? 2 : 1)
 
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
@@ -30,8 +31,10 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        const int n, floatV* hg, floatV* hu) {
   const int chains = MOE_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
-  floatV ag[4 * MOE_TILE_M], au[4 * MOE_TILE_M];
+  floatV ag[2 * MOE_TILE_M], au[2 * MOE_TILE_M];
+  #pragma unroll
   for (int m = 0; m < n; ++m) xr[m] = x1 + (long)(start + min(m, count - 1)) * hidden;
+  #pragma unroll
   for (int i = 0; i < n * chains; ++i) {
     ag[i] = (floatV)(0.0f);
     au[i] = (floatV)(0.0f);
@@ -45,6 +48,7 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const floatV dg = moe_e2m1(wg, j) * sg, du = moe_e2m1(wu, j) * su;
+        #pragma unroll
         for (int m = 0; m < n; ++m) {
           const floatV xv = (floatV)(xr[m][8 * g + j]);
           const int c = m * chains + j % chains;
@@ -54,9 +58,11 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
       }
     }
   }
+  #pragma unroll
   for (int m = 0; m < n; ++m) {
     hg[m] = ag[m * chains];
     hu[m] = au[m * chains];
+    #pragma unroll
     for (int c = 1; c < chains; ++c) {
       hg[m] += ag[m * chains + c];
       hu[m] += au[m * chains + c];

@@ -14,8 +14,8 @@
 #include "moe_fp4_vec.cl"
 
 // Independent accumulator chains per token: with few tokens, elements alternate between
-// MOE_CHAINS(n) partial sums so that enough FMAs are in flight to hide their latency.
-#define MOE_CHAINS(n) ((n) >= 8 ? 1 : 8 / (n))
+// MOE_CHAINS(n) partial sums so that about four FMA chains hide the FMA latency.
+#define MOE_CHAINS(n) ((n) >= 4 ? 1 : 4 / (n))
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
@@ -24,8 +24,10 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
                                                        const int n, floatV* h) {
   const int chains = MOE_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
-  floatV acc[8 * MOE_TILE_M];
+  floatV acc[4 * MOE_TILE_M];
+  #pragma unroll
   for (int m = 0; m < n; ++m) xr[m] = x2 + (long)(start + min(m, count - 1)) * inter;
+  #pragma unroll
   for (int i = 0; i < n * chains; ++i) acc[i] = (floatV)(0.0f);
   for (int b = 0; b < inter / MOE_BLOCK; ++b) {
     const floatV sv = moe_block_scales(moe_loadV(s + b * MOE_GROUP), scale_exp);
@@ -35,6 +37,7 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const floatV d = moe_e2m1(word, j) * sv;
+        #pragma unroll
         for (int m = 0; m < n; ++m) {
           const int c = m * chains + j % chains;
           acc[c] = fma(d, (floatV)(xr[m][8 * g + j]), acc[c]);
@@ -42,8 +45,10 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
       }
     }
   }
+  #pragma unroll
   for (int m = 0; m < n; ++m) {
     h[m] = acc[m * chains];
+    #pragma unroll
     for (int c = 1; c < chains; ++c) h[m] += acc[m * chains + c];
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "fp4cl/moe.hpp"
 #include "support/check.hpp"
@@ -58,6 +59,46 @@ std::string refusal(const MoeTiles& t, const MoeLayout& layout, const DeviceInfo
   return {};
 }
 
+// Applies FP4CL_MOE_TILES to the defaults of `id` (keys "<strategy>.tile_m|local_i|local_h") and
+// to decode_max_pairs.
+void apply_tile_overrides(MoeStrategy id, MoeTiles& t, std::int64_t* decode_max_pairs) {
+  const char* env = std::getenv("FP4CL_MOE_TILES");
+  if (!env || !*env) return;
+  std::string spec(env);
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    const std::size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    int value = 0;
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument(item);
+      std::size_t used = 0;
+      value = std::stoi(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1 || value < 1) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      fail("FP4CL_MOE_TILES: '{}' is not key=positive integer", item);
+    }
+    const std::string prefix = std::string(to_string(id)) + ".";
+    if (key == "decode_max_pairs") {
+      if (decode_max_pairs) *decode_max_pairs = value;
+    } else if (key == prefix + "tile_m") {
+      t.tile_m = value;
+    } else if (key == prefix + "local_i") {
+      t.local_i = value;
+    } else if (key == prefix + "local_h") {
+      t.local_h = value;
+    } else if (key.rfind("grouped.", 0) != 0 && key.rfind("decode.", 0) != 0) {
+      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: decode_max_pairs, <grouped|decode>.<tile_m|local_i|local_h>", key);
+    }
+  }
+  if (t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
+    fail("FP4CL_MOE_TILES: {}.tile_m = {} must be 1, 2, 4 or 8", to_string(id), t.tile_m);
+}
+
 std::string valid_names() {
   std::string s;
   for (MoeStrategy id : kAll) s += (s.empty() ? "" : ", ") + std::string(to_string(id));
@@ -111,7 +152,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     for (MoeStrategy id : kAll) {
       if (name != to_string(id)) continue;
       known = true;
-      const MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+      MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+      apply_tile_overrides(id, tiles, &sel.decode_max_pairs);
       const std::string why = refusal(tiles, sel.layout, device, problem);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
       sel.usable.push_back({id, tiles});
@@ -123,7 +165,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   }
   std::string reasons;
   for (MoeStrategy id : kAll) {
-    const MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+    MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
+    apply_tile_overrides(id, tiles, &sel.decode_max_pairs);
     const std::string why = refusal(tiles, sel.layout, device, problem);
     if (why.empty()) {
       sel.usable.push_back({id, tiles});
