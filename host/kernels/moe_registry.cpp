@@ -1,6 +1,8 @@
 #include "kernels/moe_registry.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -59,44 +61,41 @@ std::string refusal(const MoeTiles& t, const MoeLayout& layout, const DeviceInfo
   return {};
 }
 
-// Applies FP4CL_MOE_TILES to the defaults of `id` (keys "<strategy>.tile_m|local_i|local_h") and
-// to decode_max_pairs.
-void apply_tile_overrides(MoeStrategy id, MoeTiles& t, std::int64_t* decode_max_pairs) {
+// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values.
+std::map<std::string, int> tile_overrides() {
+  std::map<std::string, int> out;
   const char* env = std::getenv("FP4CL_MOE_TILES");
-  if (!env || !*env) return;
-  std::string spec(env);
+  if (!env) return out;
+  const std::string spec(env);
   std::size_t pos = 0;
-  while (pos <= spec.size()) {
+  while (pos < spec.size()) {
     const std::size_t end = std::min(spec.find(',', pos), spec.size());
     const std::string item = spec.substr(pos, end - pos);
     pos = end + 1;
-    if (item.empty()) continue;
     const std::size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
+    std::size_t used = 0;
     int value = 0;
     try {
-      if (eq == std::string::npos) throw std::invalid_argument(item);
-      std::size_t used = 0;
-      value = std::stoi(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1 || value < 1) throw std::invalid_argument(item);
+      if (eq != std::string::npos) value = std::stoi(item.substr(eq + 1), &used);
     } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < 1)
       fail("FP4CL_MOE_TILES: '{}' is not key=positive integer", item);
-    }
-    const std::string prefix = std::string(to_string(id)) + ".";
-    if (key == "decode_max_pairs") {
-      if (decode_max_pairs) *decode_max_pairs = value;
-    } else if (key == prefix + "tile_m") {
-      t.tile_m = value;
-    } else if (key == prefix + "local_i") {
-      t.local_i = value;
-    } else if (key == prefix + "local_h") {
-      t.local_h = value;
-    } else if (key.rfind("grouped.", 0) != 0 && key.rfind("decode.", 0) != 0) {
-      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: decode_max_pairs, <grouped|decode>.<tile_m|local_i|local_h>", key);
-    }
+    static const char* const kKeys[] = {"vec", "group", "decode_max_pairs", "grouped.tile_m", "grouped.local_i",
+                                        "grouped.local_h", "decode.tile_m", "decode.local_i", "decode.local_h"};
+    const std::string key = item.substr(0, eq);
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, "
+           "<grouped|decode>.<tile_m|local_i|local_h>",
+           key);
+    out[key] = value;
   }
-  if (t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
-    fail("FP4CL_MOE_TILES: {}.tile_m = {} must be 1, 2, 4 or 8", to_string(id), t.tile_m);
+  return out;
+}
+
+void apply(const std::map<std::string, int>& o, const std::string& key, int& field) {
+  if (const auto it = o.find(key); it != o.end()) field = it->second;
 }
 
 std::string valid_names() {
@@ -144,16 +143,32 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       source = "FP4CL_MOE_KERNEL";
     }
   }
+  const std::map<std::string, int> overrides = tile_overrides();
   MoeSelection sel;
   sel.layout = default_layout(device, float_width);
-  sel.decode_max_pairs = default_decode_max_pairs(device);
+  apply(overrides, "vec", sel.layout.vec);
+  apply(overrides, "group", sel.layout.group);
+  if ((sel.layout.vec & (sel.layout.vec - 1)) != 0 || sel.layout.vec > 16 || sel.layout.group % sel.layout.vec != 0)
+    fail("FP4CL_MOE_TILES: vec = {} must be 1, 2, 4, 8 or 16 and divide group = {}", sel.layout.vec, sel.layout.group);
+  int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device));
+  apply(overrides, "decode_max_pairs", decode_max_pairs);
+  sel.decode_max_pairs = decode_max_pairs;
+  const auto tiles_for = [&](MoeStrategy id) {
+    MoeTiles t = default_tiles(id, device, sel.layout, problem);
+    const std::string prefix = std::string(to_string(id)) + ".";
+    apply(overrides, prefix + "tile_m", t.tile_m);
+    apply(overrides, prefix + "local_i", t.local_i);
+    apply(overrides, prefix + "local_h", t.local_h);
+    if (t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
+      fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
+    return t;
+  };
   if (!name.empty()) {
     bool known = false;
     for (MoeStrategy id : kAll) {
       if (name != to_string(id)) continue;
       known = true;
-      MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
-      apply_tile_overrides(id, tiles, &sel.decode_max_pairs);
+      const MoeTiles tiles = tiles_for(id);
       const std::string why = refusal(tiles, sel.layout, device, problem);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
       sel.usable.push_back({id, tiles});
@@ -165,8 +180,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   }
   std::string reasons;
   for (MoeStrategy id : kAll) {
-    MoeTiles tiles = default_tiles(id, device, sel.layout, problem);
-    apply_tile_overrides(id, tiles, &sel.decode_max_pairs);
+    const MoeTiles tiles = tiles_for(id);
     const std::string why = refusal(tiles, sel.layout, device, problem);
     if (why.empty()) {
       sel.usable.push_back({id, tiles});

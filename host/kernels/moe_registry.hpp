@@ -8,8 +8,9 @@
 //
 // FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
 // of T tokens runs `decode` when T·k <= decode_max_pairs, else `grouped`.
-// FP4CL_MOE_TILES="grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64" overrides defaults
-// (for tuning; an unknown key or a value the device refuses is an error).
+// FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
+// overrides the defaults of the layout, the tiles and the crossover (for tuning; an unknown key
+// or a value the device refuses is an error).
 #pragma once
 
 #include <cstdint>

@@ -142,6 +142,50 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
                       "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
 }
 
+// The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
+// work-groups, tiles of 8 — run on whatever device the tests use.
+TEST(MoeConfig, GpuLayoutMatchesReference) {
+  ScopedEnv env("FP4CL_MOE_TILES",
+                "vec=1,group=64,grouped.tile_m=8,grouped.local_i=64,grouped.local_h=64,decode.local_i=64,"
+                "decode.local_h=64");
+  const std::int64_t T = 37;
+  for (const QuantScheme& scheme : {kNvW4A4, QuantScheme{WeightFormat::mxfp4, Activations::bf16}}) {
+    const std::int64_t H = 96, I = scheme.weight == WeightFormat::nvfp4 ? 80 : 96;  // 80: a partial row group
+    const Fp4Experts ex = make_experts({scheme.weight, 8, H, I, Data::exact, 34});
+    const auto x = make_activations(T, H, Data::exact, 35);
+    const auto ids = make_ids(T, 2, 8, 36);
+    const auto w = make_weights(T, 2, 37);
+    for (const char* strategy : {"grouped", "decode"}) {
+      MoeConfig cfg = config(scheme, 2);
+      cfg.kernel = strategy;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+      EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output))
+          << scheme.name() << " " << strategy;
+    }
+  }
+}
+
+TEST(MoeConfig, TileOverridesAreValidated) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 38});
+  const std::pair<const char*, const char*> cases[] = {
+      {"grouped.tile_m=3", "grouped.tile_m = 3 must be 1, 2, 4 or 8"},
+      {"tiles=2", "unknown key 'tiles'"},
+      {"grouped.tile_m", "'grouped.tile_m' is not key=positive integer"},
+      {"decode.local_h=0", "'decode.local_h=0' is not key=positive integer"},
+      {"vec=3,group=3", "vec = 3 must be 1, 2, 4, 8 or 16 and divide group = 3"},
+  };
+  for (const auto& [value, message] : cases) {
+    ScopedEnv env("FP4CL_MOE_TILES", value);
+    expect_create_error(ex, config(kNvW4A4, 2), message);
+  }
+  // A forced strategy whose tiles the problem refuses names the reason.
+  ScopedEnv env("FP4CL_MOE_TILES", "vec=8,group=8,decode.local_i=1");
+  MoeConfig cfg = config(kNvW4A4, 2);
+  cfg.kernel = "decode";
+  expect_create_error(ex, cfg, "an FC1 work-group covers 8 rows, not a multiple of the NVFP4 block size 16");
+}
+
 TEST(MoeConfig, Fp32OutputMatchesReference) {
   const std::int64_t T = 11;
   const Fp4Experts ex = make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 12});
