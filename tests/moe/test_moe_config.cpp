@@ -88,7 +88,8 @@ TEST(MoeConfig, W4A16IgnoresActivationScales) {
   Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 4});
   ex.w13_input_global_scale.assign(4, NAN);
   ex.w2_input_global_scale.clear();
-  const MoeConfig cfg = config(kNvW4A16, 2);
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "decode";
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
   const auto x = make_activations(3, 64, Data::exact, 5);
   const auto ids = make_ids(3, 2, 4, 6);
@@ -129,7 +130,8 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
   const std::int64_t T = 5;
   for (const WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
     const Fp4Experts ex = make_experts({f, 8, 80 + (f == WeightFormat::mxfp4 ? 16 : 0), 64, Data::exact, 29});
-    const MoeConfig cfg = config({f, Activations::bf16}, 2);
+    MoeConfig cfg = config({f, Activations::bf16}, 2);
+    cfg.kernel = "decode";  // both strategies share the E2M1 decode: the smaller build suffices
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
     const auto x = make_activations(T, ex.hidden, Data::exact, 30);
     const auto ids = make_ids(T, 2, 8, 31);
@@ -143,10 +145,10 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
 }
 
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
-// work-groups, tiles of 8 — run on whatever device the tests use.
+// work-groups — run on whatever device the tests use (tiles of 4 rather than 8: a shorter build).
 TEST(MoeConfig, GpuLayoutMatchesReference) {
   ScopedEnv env("FP4CL_MOE_TILES",
-                "vec=1,group=64,grouped.tile_m=8,grouped.local_i=64,grouped.local_h=64,decode.local_i=64,"
+                "vec=1,group=64,grouped.tile_m=4,grouped.local_i=64,grouped.local_h=64,decode.local_i=64,"
                 "decode.local_h=64");
   const std::int64_t T = 37;
   for (const QuantScheme& scheme : {kNvW4A4, QuantScheme{WeightFormat::mxfp4, Activations::bf16}}) {
@@ -156,6 +158,7 @@ TEST(MoeConfig, GpuLayoutMatchesReference) {
     const auto ids = make_ids(T, 2, 8, 36);
     const auto w = make_weights(T, 2, 37);
     for (const char* strategy : {"grouped", "decode"}) {
+      if (scheme.w4a16() && std::string(strategy) == "decode") continue;  // one MXFP4 build is enough
       MoeConfig cfg = config(scheme, 2);
       cfg.kernel = strategy;
       MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
@@ -191,6 +194,7 @@ TEST(MoeConfig, Fp32OutputMatchesReference) {
   const Fp4Experts ex = make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 12});
   MoeConfig cfg = config({WeightFormat::mxfp4, Activations::fp4_dynamic}, 2);
   cfg.output = MoeOutput::fp32;
+  cfg.kernel = "decode";  // the grouped strategy's fp32 store runs in MoeDispatch.ExpertMap*
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
   const auto x = make_activations(T, 64, Data::exact, 13);
   const auto ids = make_ids(T, 2, 8, 14);
@@ -207,6 +211,7 @@ TEST(MoeConfig, CalibratedFc2InputScale) {
   const auto w = make_weights(T, 2, 19);
   MoeConfig cfg = config(kNvW4A4, 2);
   cfg.output = MoeOutput::fp32;
+  cfg.kernel = "grouped";  // the FC2 input scale is applied by FC1, the same in both strategies
   MoeLayer dynamic = MoeLayer::create(test_context(), ex, cfg);
   cfg.fc2_input_scale = MoeFc2InputScale::calibrated;
   MoeLayer calibrated = MoeLayer::create(test_context(), ex, cfg);
@@ -223,7 +228,8 @@ TEST(MoeConfig, GenericDataMatchesReference) {
   const std::int64_t T = 13;
   for (const QuantScheme& scheme : {kNvW4A4, kNvW4A16}) {
     const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 8, 96, 64, Data::generic, 20});
-    const MoeConfig cfg = config(scheme, 2);
+    MoeConfig cfg = config(scheme, 2);
+    cfg.kernel = "grouped";
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
     const auto x = make_activations(T, 96, Data::generic, 21);
     const auto ids = make_ids(T, 2, 8, 22);
