@@ -7,7 +7,7 @@
 // of the block under W4A4), MOE_W4A4, and those of moe_fp4_vec.cl.
 //
 //   gate_w, up_w [E, groups(I), H/8, MOE_GROUP] words and gate_s, up_s [E, groups(I), H/block,
-//                   MOE_GROUP] scale bytes (moe_fp4_vec.cl), groups(n) = ceil(n / MOE_GROUP)
+//                   MOE_GROUP] block scales (moe_fp4_vec.cl), groups(n) = ceil(n / MOE_GROUP)
 //   x1 [slots, H]   FC1 inputs (moe_gather)
 //   x2 [slots, I]   FC2 inputs, written here: BF16 values (W4A16) or e2m1 × block scale of their
 //                   quantization (W4A4)
@@ -25,8 +25,8 @@
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
 // past `count` repeat the last one.
-__attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global uchar* gs,
-                                                       const __global uint* uw, const __global uchar* us, int hidden,
+__attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global moe_scale_t* gs,
+                                                       const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
   const int chains = MOE_CHAINS(n);
@@ -40,8 +40,8 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
     au[i] = (floatV)(0.0f);
   }
   for (int b = 0; b < hidden / MOE_BLOCK; ++b) {
-    const floatV sg = moe_block_scales(moe_loadV(gs + b * MOE_GROUP), scale_exp);
-    const floatV su = moe_block_scales(moe_loadV(us + b * MOE_GROUP), scale_exp);
+    const floatV sg = moe_block_scales(gs + b * MOE_GROUP, scale_exp);
+    const floatV su = moe_block_scales(us + b * MOE_GROUP, scale_exp);
     for (int q = 0; q < MOE_BLOCK / 8; ++q) {
       const int g = b * (MOE_BLOCK / 8) + q;
       const uintV wg = moe_loadV(gw + (long)g * MOE_GROUP), wu = moe_loadV(uw + (long)g * MOE_GROUP);
@@ -71,8 +71,8 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
 }
 
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
-    __global const uint* gate_w, __global const uchar* gate_s, __global const uint* up_w,
-    __global const uchar* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
+    __global const uint* gate_w, __global const moe_scale_t* gate_s, __global const uint* up_w,
+    __global const moe_scale_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
     __global const float* x1, __global const int* tiles, __global const int* chunk_info,
     __global const float* fc2_input_scale, __global float* x2) {
 #if MOE_W4A4

@@ -8,7 +8,7 @@
 //
 // Build-time parameters: MOE_TILE_M, MOE_LOCAL (work-group size), MOE_OUT_BF16, and those of
 // moe_fp4_vec.cl. (W4A4 and W4A16 differ only in what x2 holds.)
-//   w2 [E, groups(H), I/8, MOE_GROUP] words, w2_s [E, groups(H), I/block, MOE_GROUP] scale bytes
+//   w2 [E, groups(H), I/8, MOE_GROUP] words, w2_s [E, groups(H), I/block, MOE_GROUP] block scales
 //   x2 [slots, I]  FC2 inputs (moe_fc1)
 //   fc2_factor [E] dequant global scale × FC2 input global scale⁻¹ × 2^-(scale_exp + MOE_E2M1_EXP)
 #include "moe_fp4_vec.cl"
@@ -19,7 +19,7 @@
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
-__attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global uchar* s, int inter,
+__attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
   const int chains = MOE_CHAINS(n);
@@ -30,7 +30,7 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
   #pragma unroll
   for (int i = 0; i < n * chains; ++i) acc[i] = (floatV)(0.0f);
   for (int b = 0; b < inter / MOE_BLOCK; ++b) {
-    const floatV sv = moe_block_scales(moe_loadV(s + b * MOE_GROUP), scale_exp);
+    const floatV sv = moe_block_scales(s + b * MOE_GROUP, scale_exp);
     for (int q = 0; q < MOE_BLOCK / 8; ++q) {
       const int g = b * (MOE_BLOCK / 8) + q;
       const uintV word = moe_loadV(w + (long)g * MOE_GROUP);
@@ -53,7 +53,7 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
   }
 }
 
-// The layout offsets of row n of expert e (in words and in scale bytes).
+// The layout offsets of row n of expert e (in words and in block scales).
 inline long moe_fc2_words(int e, int n, int hidden, int inter) {
   return ((long)e * ((hidden + MOE_GROUP - 1) / MOE_GROUP) + n / MOE_GROUP) * (inter / 8) * MOE_GROUP + n % MOE_GROUP;
 }
@@ -77,14 +77,14 @@ inline void moe_store_out(floatV o, __global void* out, long i) {
 }
 
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
-    __global const uint* w2, __global const uchar* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
     __global const int* slot_pair, __global float* y) {
   const int n0 = get_global_id(0) * MOE_VEC, tile = get_group_id(1);
   if (n0 >= hidden || tile >= chunk_info[0]) return;
   const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
   const __global uint* w = w2 + moe_fc2_words(e, n0, hidden, inter);
-  const __global uchar* s = w2_s + moe_fc2_scales(e, n0, hidden, inter);
+  const __global moe_scale_t* s = w2_s + moe_fc2_scales(e, n0, hidden, inter);
   floatV h[MOE_TILE_M];
   if (count == 1) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 1, h);
 #if MOE_TILE_M >= 4
@@ -111,7 +111,7 @@ __kernel void moe_reduce(__global const float* y, __global const int* pair_exper
 }
 
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_reduce(
-    __global const uint* w2, __global const uchar* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* pair_expert, __global const int* pair_slot,
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out) {
   const int n0 = get_global_id(0) * MOE_VEC, t = get_global_id(1);

@@ -12,10 +12,12 @@
 // E2M1 decode, FP4.md §1: as_float(sign << 31 | code << 22) = e2m1 × 2^-126. For nibble j of a
 // word, an arithmetic shift moves the nibble's sign across bits 31..25 and its magnitude to bits
 // 24..22; one mask keeps bits 31 and 24..22. (Codes ±0.5 are fp32 subnormals: devices without
-// fp32 denormals build with MOE_E2M1_NO_DENORM, which decodes the exact values instead.) The
-// block scale is decoded as s × 2^scale_exp and applied to the decoded weights before they
-// meet the activations, so every product is a normal fp32 number; the host folds
-// 2^-(scale_exp + MOE_E2M1_EXP) into each row's factor.
+// fp32 denormals build with MOE_E2M1_NO_DENORM, which decodes the exact values instead.)
+// Block scales: NVFP4's E4M3 scales are stored as fp16 (every E4M3 value is an fp16 number), so
+// one vload_half converts a vector of them; MXFP4's E8M0 bytes become exponents. Each is scaled
+// by 2^scale_exp and applied to the decoded weights before they meet the activations, so every
+// product is a normal fp32 number; the host folds 2^-(scale_exp + MOE_E2M1_EXP) into each
+// row's factor.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_VEC (1, 2, 4, 8 or 16), MOE_GROUP (a
 // multiple of MOE_VEC), MOE_E2M1_NO_DENORM.
@@ -36,7 +38,6 @@
 #define floatV float
 #define intV int
 #define uintV uint
-#define ucharV uchar
 #define convert_intV convert_int
 #define convert_floatV convert_float
 #define as_floatV as_float
@@ -47,7 +48,6 @@
 #define floatV MOE_CAT(float, MOE_VEC)
 #define intV MOE_CAT(int, MOE_VEC)
 #define uintV MOE_CAT(uint, MOE_VEC)
-#define ucharV MOE_CAT(uchar, MOE_VEC)
 #define convert_intV MOE_CAT(convert_int, MOE_VEC)
 #define convert_floatV MOE_CAT(convert_float, MOE_VEC)
 #define as_floatV MOE_CAT(as_float, MOE_VEC)
@@ -73,18 +73,22 @@ inline floatV moe_e2m1(uintV w, int j) {
 }
 #endif
 
-// Block-scale bytes of the lanes, decoded as s × 2^scale_exp (the host keeps both normal).
-inline floatV moe_block_scales(ucharV bytes, int scale_exp) {
-  const intV b = convert_intV(bytes);
+// The block scales of the lanes (MOE_VEC consecutive entries at p), as s × 2^scale_exp.
 #ifdef MOE_NVFP4
-  const intV em = b & 0x7F;
-  const floatV normal = as_floatV((em << 20) + ((scale_exp + 120) << 23));
-  const floatV subnormal = convert_floatV(b & 7) * as_float((scale_exp - 9 + 127) << 23);
-  return as_floatV(as_intV(select(normal, subnormal, em < 8)) | ((b & 0x80) << 24));
+typedef half moe_scale_t;
+inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
+#if MOE_VEC == 1
+  return vload_half(0, p) * as_float((scale_exp + 127) << 23);
 #else
-  return as_floatV((b + scale_exp) << 23);
+  return MOE_CAT(vload_half, MOE_VEC)(0, p) * as_float((scale_exp + 127) << 23);
 #endif
 }
+#else
+typedef uchar moe_scale_t;
+inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
+  return as_floatV((convert_intV(moe_loadV(p)) + scale_exp) << 23);
+}
+#endif
 
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
 inline floatV moe_round_bf16(floatV v) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/formats.cl"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -42,20 +43,35 @@ int mxfp4_scale_exp(const Fp4Experts& ex, int e2m1_exp) {
   return s;
 }
 
+// The fp16 bits of an E4M3 value (exact: 4 significant bits, exponents 2^-9 .. 2^8).
+std::uint16_t e4m3_as_fp16(std::uint8_t byte) {
+  const float v = e4m3_decode(byte);
+  const std::uint16_t sign = (byte & 0x80u) ? 0x8000u : 0u;
+  if (v == 0.0f) return sign;
+  int e = 0;
+  const double m = std::frexp(std::fabs(static_cast<double>(v)), &e);  // |v| = m · 2^e, m in [0.5, 1)
+  const auto mantissa = static_cast<std::uint16_t>((m * 2.0 - 1.0) * 1024.0);
+  return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>((e - 1 + 15) << 10) | mantissa);
+}
+
 // Rows [row0, row0 + rows) of every expert's [N, K] matrix in the interleaved layout: the
 // 4-byte word of elements 8g..8g+7 of row r at ((e·groups + r/group)·K/8 + g)·group + r%group,
-// its block-scale bytes alike; rows padded to a whole group (zero codes, scale `pad_scale`).
+// its block scales alike (converted by `scale`); rows padded to a whole group (zero codes,
+// scale `pad_scale`).
+template <typename Scale>
 struct Interleaved {
   std::vector<std::uint32_t> words;
-  std::vector<std::uint8_t> scales;
+  std::vector<Scale> scales;
 };
-Interleaved interleave_rows(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
-                            std::int64_t E, std::int64_t N, std::int64_t row0, std::int64_t rows, std::int64_t K,
-                            std::int64_t block, std::int64_t group, std::uint8_t pad_scale) {
+template <typename Scale, typename Convert>
+Interleaved<Scale> interleave_rows(const std::vector<std::uint8_t>& packed,
+                                            const std::vector<std::uint8_t>& scales, std::int64_t E, std::int64_t N,
+                                            std::int64_t row0, std::int64_t rows, std::int64_t K, std::int64_t block,
+                                            std::int64_t group, std::uint8_t pad_scale, Convert scale) {
   const std::int64_t groups = (rows + group - 1) / group, words_per_row = K / 8, blocks = K / block;
-  Interleaved out;
+  Interleaved<Scale> out;
   out.words.assign(static_cast<std::size_t>(E * groups * group * words_per_row), 0u);
-  out.scales.assign(static_cast<std::size_t>(E * groups * group * blocks), pad_scale);
+  out.scales.assign(static_cast<std::size_t>(E * groups * group * blocks), scale(pad_scale));
   for (std::int64_t e = 0; e < E; ++e) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t src = e * N + row0 + r, g0 = e * groups + r / group, lane = r % group;
@@ -67,7 +83,8 @@ Interleaved interleave_rows(const std::vector<std::uint8_t>& packed, const std::
             static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24;
       }
       for (std::int64_t k = 0; k < blocks; ++k)
-        out.scales[static_cast<std::size_t>((g0 * blocks + k) * group + lane)] = scales[static_cast<std::size_t>(src * blocks + k)];
+        out.scales[static_cast<std::size_t>((g0 * blocks + k) * group + lane)] =
+            scale(scales[static_cast<std::size_t>(src * blocks + k)]);
     }
   }
   return out;
@@ -77,6 +94,24 @@ float checked_factor(double v, const char* what, std::int64_t e) {
   const auto f = static_cast<float>(v);
   if (!std::isnormal(f)) fail("MoE expert {}: the {} factor {} is not a normal fp32 number", e, what, v);
   return f;
+}
+
+// One matrix (rows [row0, row0 + rows) of each expert) uploaded in the interleaved layout.
+void upload_matrix(const Context& ctx, const char* what, const std::vector<std::uint8_t>& packed,
+                   const std::vector<std::uint8_t>& scales, WeightFormat format, std::int64_t E, std::int64_t N,
+                   std::int64_t row0, std::int64_t rows, std::int64_t K, std::int64_t group, std::uint8_t pad,
+                   cl::Buffer& words, cl::Buffer& scale_buffer) {
+  const std::int64_t block = block_size(format);
+  if (format == WeightFormat::nvfp4) {
+    const auto m = interleave_rows<std::uint16_t>(packed, scales, E, N, row0, rows, K, block, group, pad, e4m3_as_fp16);
+    words = upload(ctx, what, m.words);
+    scale_buffer = upload(ctx, what, m.scales);
+  } else {
+    const auto m = interleave_rows<std::uint8_t>(packed, scales, E, N, row0, rows, K, block, group, pad,
+                                                 [](std::uint8_t b) { return b; });
+    words = upload(ctx, what, m.words);
+    scale_buffer = upload(ctx, what, m.scales);
+  }
 }
 
 }  // namespace
@@ -108,29 +143,18 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   }
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
-  const std::int64_t B = block_size(ex.format);
-  {
-    const Interleaved gate = interleave_rows(ex.w13_packed, ex.w13_scales, E, 2 * I, 0, I, H, B, group, pad);
-    w.gate = upload(ctx, "w13 (gate rows)", gate.words);
-    w.gate_scales = upload(ctx, "w13_scales (gate rows)", gate.scales);
-  }
-  {
-    const Interleaved up = interleave_rows(ex.w13_packed, ex.w13_scales, E, 2 * I, I, I, H, B, group, pad);
-    w.up = upload(ctx, "w13 (up rows)", up.words);
-    w.up_scales = upload(ctx, "w13_scales (up rows)", up.scales);
-  }
-  {
-    const Interleaved down = interleave_rows(ex.w2_packed, ex.w2_scales, E, H, 0, H, I, B, group, pad);
-    w.down = upload(ctx, "w2", down.words);
-    w.down_scales = upload(ctx, "w2_scales", down.scales);
-  }
+  upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,
+                w.gate_scales);
+  upload_matrix(ctx, "w13 (up rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, I, I, H, group, pad, w.up,
+                w.up_scales);
+  upload_matrix(ctx, "w2", ex.w2_packed, ex.w2_scales, ex.format, E, H, 0, H, I, group, pad, w.down, w.down_scales);
   w.fc1_factor = upload(ctx, "the FC1 factors", fc1);
   w.fc2_factor = upload(ctx, "the FC2 factors", fc2);
   w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);
   w.fc2_input_scale = upload(ctx, "the FC2 input scales", in2);
   w.expert_map = upload(ctx, "the expert map", expert_map);
   const std::uint64_t elements = static_cast<std::uint64_t>(3 * I * H);
-  w.bytes_per_expert = elements / 2 + elements / static_cast<std::uint64_t>(block_size(ex.format));
+  w.bytes_per_expert = elements / 2 + elements / static_cast<std::uint64_t>(block_size(ex.format)) * (nv ? 2u : 1u);
   return w;
 }
 

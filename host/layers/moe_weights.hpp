@@ -16,7 +16,8 @@
 namespace fp4cl {
 
 struct MoeDeviceWeights {
-  // uint words [E, groups(rows), K/8, group] and scale bytes [E, groups(rows), K/block, group]
+  // uint words [E, groups(rows), K/8, group] and block scales [E, groups(rows), K/block, group]:
+  // fp16 (the exact value of each E4M3 scale) for NVFP4, the E8M0 bytes for MXFP4.
   cl::Buffer gate, gate_scales, up, up_scales, down, down_scales;
   cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
   cl::Buffer fc2_factor;       // float [E]
@@ -26,7 +27,7 @@ struct MoeDeviceWeights {
   // Block scales are decoded as s × 2^scale_exp: with the E2M1 decode's 2^e2m1_exp every
   // weight × scale product is a normal fp32 number; the factors carry 2^-(scale_exp + e2m1_exp).
   int scale_exp = 0;
-  std::uint64_t bytes_per_expert = 0;  // FP4 codes + block scales of FC1 and FC2
+  std::uint64_t bytes_per_expert = 0;  // FP4 codes + block scales of FC1 and FC2, as stored here
 };
 
 // `experts` must have passed check_moe_experts; `expert_map` is the resolved map; `group` the
