@@ -11,13 +11,7 @@
 //   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
 //   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
 #include "common/formats.cl"
-#include "common/quant_recipe.cl"
-
-#ifdef MOE_NVFP4
-#define MOE_BLOCK_ELEMS 16
-#else
-#define MOE_BLOCK_ELEMS 32
-#endif
+#include "moe_quant.cl"
 
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
 // scans the pairs in index order, so every slot position is a function of the input alone.
@@ -67,43 +61,24 @@ __kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_l
   }
 }
 
-#if MOE_W4A4
-// Quantizes one block of BF16 values with the shared recipe and writes e2m1 × block scale
-// (exact in fp32; the global scale's inverse is part of the FC1 row factor).
-inline void moe_quantize_block(const __global ushort* x, float gs, __global float* out) {
-  float v[MOE_BLOCK_ELEMS];
-  float amax = 0.0f;
-  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) {
-    v[i] = bf16_to_float(x[i]);
-    amax = fp4cl_amax_step(amax, v[i]);
-  }
-#ifdef MOE_NVFP4
-  const uint sb = nvfp4_scale_byte(amax, gs);
-  const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
-#else
-  const uint sb = mxfp4_scale_byte(amax);
-  const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
-#endif
-  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
-}
-#endif
-
 // One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32.
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
                          __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1) {
   const int b = get_global_id(0), slot = get_global_id(1);
-  if (slot >= chunk_info[1] || b * MOE_BLOCK_ELEMS >= hidden) return;
+  if (slot >= chunk_info[1] || b * MOE_QUANT_BLOCK >= hidden) return;
   const int pair = slot_pair[slot];
-  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_BLOCK_ELEMS;
-  __global float* dst = x1 + (long)slot * hidden + b * MOE_BLOCK_ELEMS;
+  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK;
+  __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
 #if MOE_W4A4
+  float v[MOE_QUANT_BLOCK];
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
 #ifdef MOE_NVFP4
-  moe_quantize_block(src, fc1_input_scale[pair_expert[pair]], dst);
+  moe_quantize_block(v, fc1_input_scale[pair_expert[pair]], dst);
 #else
-  moe_quantize_block(src, 1.0f, dst);
+  moe_quantize_block(v, 1.0f, dst);
 #endif
 #else
-  for (int i = 0; i < MOE_BLOCK_ELEMS; ++i) dst[i] = bf16_to_float(src[i]);
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
 #endif
 }

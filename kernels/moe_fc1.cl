@@ -14,8 +14,8 @@
 //   fc1_factor [E, 2]  per expert {gate, up}: dequant global scale × input global scale⁻¹ ×
 //                   2^-(scale_exp + MOE_E2M1_EXP), so gate and up keep their own scales
 //   fc2_input_scale [E]  W4A4 NVFP4: quant-direction global scale of the FC2 input
-#include "common/quant_recipe.cl"
 #include "moe_fp4_vec.cl"
+#include "moe_quant.cl"
 
 // Independent accumulator chains per token: with a single token, elements alternate between
 // two partial sums of each row, so that four FMA chains (gate, up) hide the FMA latency while
@@ -114,27 +114,20 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
     }
   }
 #if MOE_W4A4
-  // Quantize each block of the work-group's a values with the shared recipe.
+  // Quantize each block of the work-group's a values (moe_quant.cl).
   barrier(CLK_LOCAL_MEM_FENCE);
   const int rows = MOE_LOCAL * MOE_VEC, blocks = rows / MOE_BLOCK, r0 = get_group_id(0) * rows;
 #ifdef MOE_NVFP4
   const float gs = active ? fc2_input_scale[e] : 1.0f;
+#else
+  const float gs = 1.0f;
 #endif
   for (int job = lid; job < MOE_TILE_M * blocks; job += MOE_LOCAL) {
     const int m = job / blocks, rb = r0 + (job % blocks) * MOE_BLOCK;
     if (m < count && rb < inter) {
-      const __local float* v = a_local + m * rows + (job % blocks) * MOE_BLOCK;
-      float amax = 0.0f;
-      for (int i = 0; i < MOE_BLOCK; ++i) amax = fp4cl_amax_step(amax, v[i]);
-#ifdef MOE_NVFP4
-      const uint sb = nvfp4_scale_byte(amax, gs);
-      const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
-#else
-      const uint sb = mxfp4_scale_byte(amax);
-      const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
-#endif
-      __global float* out = x2 + (long)(start + m) * inter + rb;
-      for (int i = 0; i < MOE_BLOCK; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
+      float v[MOE_BLOCK];
+      for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];
+      moe_quantize_block(v, gs, x2 + (long)(start + m) * inter + rb);
     }
   }
 #endif

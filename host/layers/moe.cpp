@@ -40,7 +40,7 @@ struct MoeLayer::Impl {
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
 
-  Impl(const Context& c) : ctx(c) {}
+  explicit Impl(const Context& c) : ctx(c) {}
 
   MoeStrategyKernels& kernels_for(std::int64_t tokens) {
     const MoeSelection::Entry& chosen = selection.for_tokens(tokens, shape.top_k);

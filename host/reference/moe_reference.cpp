@@ -151,7 +151,7 @@ struct Fc2Input {
   std::vector<int> q;
 };
 
-struct Context {
+struct State {
   const Fp4Experts& ex;
   const MoeReferenceOptions& opt;
   MoeReferenceResult& res;
@@ -177,7 +177,7 @@ float block_multiplier(float amax, WeightFormat format, float gs) {
 
 // W4A4 FC2 input: quantize every block of the BF16 SwiGLU output, enumerating the roundings
 // the device may have made.
-void quantize_fc2_input(Context& c, const std::vector<double>& a, std::vector<std::vector<double>>& cand, float gs,
+void quantize_fc2_input(State& c, const std::vector<double>& a, std::vector<std::vector<double>>& cand, float gs,
                         Fc2Input& in) {
   const int block = block_size(c.ex.format);
   const auto I = static_cast<int>(a.size());
@@ -243,7 +243,7 @@ double silu_derivative(double g) {
 }
 
 // One (token, expert) pair: y [H] and its bound.
-void expert_forward(Context& c, std::int64_t e, const std::vector<double>& x, std::vector<double>& y,
+void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std::vector<double>& y,
                     std::vector<double>& y_bound) {
   const Fp4Experts& ex = c.ex;
   const QuantScheme& s = c.opt.scheme;
@@ -416,7 +416,7 @@ MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOp
   res.hidden = H;
   res.value.assign(static_cast<std::size_t>(T * H), 0.0);
   res.bound.assign(res.value.size(), 0.0);
-  Context c{experts, options, res, std::vector<ExpertWeights>(static_cast<std::size_t>(experts.num_experts)),
+  State c{experts, options, res, std::vector<ExpertWeights>(static_cast<std::size_t>(experts.num_experts)),
             std::vector<bool>(static_cast<std::size_t>(experts.num_experts), false)};
 
   std::vector<double> x(static_cast<std::size_t>(H)), y, yb;
