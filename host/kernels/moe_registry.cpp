@@ -1,9 +1,9 @@
 #include "kernels/moe_registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <map>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "fp4cl/moe.hpp"
