@@ -1,0 +1,50 @@
+#include "kernels/moe_build_options.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "support/check.hpp"
+#include "support/log.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+bool has_fp32_denormals(const Context& ctx) {
+  cl_device_fp_config config = 0;
+  check_cl(ctx.device().getInfo(CL_DEVICE_SINGLE_FP_CONFIG, &config), "querying the fp32 capabilities of {}",
+           ctx.info().name);
+  return (config & CL_FP_DENORM) != 0;
+}
+
+}  // namespace
+
+MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
+  MoeNumerics n;
+  const DeviceInfo& info = ctx.info();
+  if (info.correctly_rounded_divide) {
+    n.options.flag("-cl-fp32-correctly-rounded-divide-sqrt");
+  } else if (info.has_fp64) {
+    n.options.define("FP4CL_DIV_VIA_FP64");
+  } else if (exact_division_needed) {
+    fail("{} offers neither correctly rounded fp32 division nor fp64: the NVFP4 activation quantization of W4A4 "
+         "needs an exact division (FP4.md §3); use a W4A16 scheme on this device",
+         info.describe());
+  }
+  const char* decode = std::getenv("FP4CL_MOE_E2M1_DECODE");
+  const std::string choice = decode ? decode : "";
+  if (!choice.empty() && choice != "exact" && choice != "subnormal")
+    fail("FP4CL_MOE_E2M1_DECODE = '{}': expected 'exact' or 'subnormal'", choice);
+  const bool denormals = has_fp32_denormals(ctx);
+  if (choice == "subnormal" && !denormals)
+    fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
+  if (choice == "exact" || !denormals) {
+    n.options.define("MOE_E2M1_NO_DENORM");
+    n.e2m1_exp = 0;
+    log::info("MoE: E2M1 codes decoded to exact values ({})",
+              denormals ? "FP4CL_MOE_E2M1_DECODE=exact" : "the device flushes fp32 denormals");
+  }
+  return n;
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,24 @@
+// The numeric build options of the MoE kernels on a device, decided in one place:
+//   - exact fp32 division (FP4.md §3, the NVFP4 activation recipe's `fp4cl_div`):
+//     -cl-fp32-correctly-rounded-divide-sqrt where the device offers it, else
+//     -D FP4CL_DIV_VIA_FP64 where it has fp64, else an error when the scheme needs it;
+//   - the E2M1 decode: the subnormal bit trick where fp32 denormals are supported, else
+//     -D MOE_E2M1_NO_DENORM (exact values through a select). FP4CL_MOE_E2M1_DECODE=exact picks
+//     the latter on any device (to test it, or where denormals are slow).
+#pragma once
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/program_cache.hpp"
+
+namespace fp4cl {
+
+struct MoeNumerics {
+  BuildOptions options;
+  // The power of two the kernels' E2M1 decode carries: e2m1 × 2^e2m1_exp (-126 or 0).
+  int e2m1_exp = -126;
+};
+
+// `exact_division_needed`: the scheme quantizes activations with the NVFP4 recipe (W4A4).
+MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed);
+
+}  // namespace fp4cl

@@ -1,0 +1,198 @@
+#include "kernels/moe_registry.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <map>
+#include <stdexcept>
+
+#include "fp4cl/moe.hpp"
+#include "support/check.hpp"
+#include "support/log.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode};
+
+// Defaults by device class. CPUs (PoCL): each work-item owns one SIMD vector of rows, small
+// work-groups, tiles sized so the accumulators (2 × tile_m vectors in FC1) stay in registers.
+// GPUs: one row per work-item, 64-row groups so a warp's weight reads coalesce.
+MoeLayout default_layout(const DeviceInfo& device, unsigned float_width) {
+  if (device.kind != DeviceKind::cpu) return {1, 64};
+  int vec = 1;
+  while (vec < 16 && static_cast<unsigned>(vec) * 2 <= float_width) vec *= 2;
+  return {vec, vec};
+}
+
+MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout& layout, const MoeProblem& p) {
+  const int block = p.scheme.block_size();
+  MoeTiles t;
+  if (device.kind == DeviceKind::cpu) {
+    t.tile_m = s == MoeStrategy::grouped ? (layout.vec >= 16 ? 8 : 4) : 1;
+    t.local_i = std::max(1, block / layout.vec);  // a whole FP4 block per work-group
+    t.local_h = 2;
+  } else {
+    t.tile_m = s == MoeStrategy::grouped ? 8 : 1;
+    t.local_i = 64;
+    t.local_h = 64;
+  }
+  return t;
+}
+
+std::int64_t default_decode_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 16 : 64; }
+
+// "" when a strategy with these tiles can serve the problem on the device, else why not.
+std::string refusal(const MoeTiles& t, const MoeLayout& layout, const DeviceInfo& device, const MoeProblem& p) {
+  const int block = p.scheme.block_size();
+  if (!p.scheme.w4a16() && (t.local_i * layout.vec) % block != 0)
+    return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", t.local_i * layout.vec,
+                       to_string(p.scheme.weight), block);
+  const auto widest = static_cast<std::size_t>(std::max(t.local_i, t.local_h));
+  if (widest > device.max_work_group_size)
+    return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
+  if (!p.scheme.w4a16()) {
+    const auto local_bytes = static_cast<std::uint64_t>(t.tile_m * t.local_i * layout.vec) * 4u;
+    if (local_bytes > device.local_mem_bytes)
+      return fmt::format("the FP4 requantization tile needs {} bytes of local memory, the device has {}", local_bytes,
+                         device.local_mem_bytes);
+  }
+  return {};
+}
+
+// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values.
+std::map<std::string, int> tile_overrides() {
+  std::map<std::string, int> out;
+  const char* env = std::getenv("FP4CL_MOE_TILES");
+  if (!env) return out;
+  const std::string spec(env);
+  std::size_t pos = 0;
+  while (pos < spec.size()) {
+    const std::size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    const std::size_t eq = item.find('=');
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      if (eq != std::string::npos) value = std::stoi(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < 1)
+      fail("FP4CL_MOE_TILES: '{}' is not key=positive integer", item);
+    static const char* const kKeys[] = {"vec", "group", "decode_max_pairs", "grouped.tile_m", "grouped.local_i",
+                                        "grouped.local_h", "decode.tile_m", "decode.local_i", "decode.local_h"};
+    const std::string key = item.substr(0, eq);
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, "
+           "<grouped|decode>.<tile_m|local_i|local_h>",
+           key);
+    out[key] = value;
+  }
+  return out;
+}
+
+void apply(const std::map<std::string, int>& o, const std::string& key, int& field) {
+  if (const auto it = o.find(key); it != o.end()) field = it->second;
+}
+
+std::string valid_names() {
+  std::string s;
+  for (MoeStrategy id : kAll) s += (s.empty() ? "" : ", ") + std::string(to_string(id));
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(MoeStrategy s) { return s == MoeStrategy::grouped ? "grouped" : "decode"; }
+
+std::vector<std::string> moe_kernel_strategies() {
+  std::vector<std::string> names;
+  for (MoeStrategy id : kAll) names.emplace_back(to_string(id));
+  return names;
+}
+
+const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top_k) const {
+  if (forced || usable.size() == 1) return usable.front();
+  const std::int64_t pairs = tokens * top_k;
+  for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::decode && pairs > decode_max_pairs) {
+      log::debug("MoE: {} tokens × k = {} pairs: decode refused (it serves up to {} pairs)", tokens, pairs,
+                 decode_max_pairs);
+      continue;
+    }
+    if (e.id == MoeStrategy::grouped && pairs <= decode_max_pairs) {
+      log::debug("MoE: {} tokens × k = {} pairs: grouped refused (decode serves up to {} pairs)", tokens, pairs,
+                 decode_max_pairs);
+      continue;
+    }
+    return e;
+  }
+  return usable.front();
+}
+
+MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
+                                   const std::string& requested) {
+  std::string name = requested;
+  const char* source = "MoeConfig::kernel";
+  if (name.empty()) {
+    if (const char* env = std::getenv("FP4CL_MOE_KERNEL"); env && *env) {
+      name = env;
+      source = "FP4CL_MOE_KERNEL";
+    }
+  }
+  const std::map<std::string, int> overrides = tile_overrides();
+  MoeSelection sel;
+  sel.layout = default_layout(device, float_width);
+  apply(overrides, "vec", sel.layout.vec);
+  apply(overrides, "group", sel.layout.group);
+  if ((sel.layout.vec & (sel.layout.vec - 1)) != 0 || sel.layout.vec > 16 || sel.layout.group % sel.layout.vec != 0)
+    fail("FP4CL_MOE_TILES: vec = {} must be 1, 2, 4, 8 or 16 and divide group = {}", sel.layout.vec, sel.layout.group);
+  int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device));
+  apply(overrides, "decode_max_pairs", decode_max_pairs);
+  sel.decode_max_pairs = decode_max_pairs;
+  const auto tiles_for = [&](MoeStrategy id) {
+    MoeTiles t = default_tiles(id, device, sel.layout, problem);
+    const std::string prefix = std::string(to_string(id)) + ".";
+    apply(overrides, prefix + "tile_m", t.tile_m);
+    apply(overrides, prefix + "local_i", t.local_i);
+    apply(overrides, prefix + "local_h", t.local_h);
+    if (t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
+      fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
+    return t;
+  };
+  if (!name.empty()) {
+    bool known = false;
+    for (MoeStrategy id : kAll) {
+      if (name != to_string(id)) continue;
+      known = true;
+      const MoeTiles tiles = tiles_for(id);
+      const std::string why = refusal(tiles, sel.layout, device, problem);
+      if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
+      sel.usable.push_back({id, tiles});
+      sel.forced = true;
+    }
+    if (!known) fail("unknown MoE kernel strategy '{}' ({}); valid: {}", name, source, valid_names());
+    log::info("MoE: strategy {} forced by {}", name, source);
+    return sel;
+  }
+  std::string reasons;
+  for (MoeStrategy id : kAll) {
+    const MoeTiles tiles = tiles_for(id);
+    const std::string why = refusal(tiles, sel.layout, device, problem);
+    if (why.empty()) {
+      sel.usable.push_back({id, tiles});
+      log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",
+                 to_string(id), sel.layout.vec, sel.layout.group, tiles.tile_m, tiles.local_i, tiles.local_h);
+    } else {
+      log::info("MoE: strategy {} refused on {}: {}", to_string(id), device.name, why);
+      reasons += fmt::format("\n  {}: {}", to_string(id), why);
+    }
+  }
+  if (sel.usable.empty()) fail("no MoE kernel strategy can run {} on {}:{}", problem.scheme.name(), device.name, reasons);
+  return sel;
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,70 @@
+// The MoE kernel strategies and how a layer chooses among them. Each strategy says for itself
+// whether it can serve a layer on a device (and why not); selection logs every refusal.
+//
+//   grouped  pairs sorted by expert into tiles of MOE_TILE_M; every weight row is streamed once
+//            per tile and reused across its pairs (many tokens).
+//   decode   one pair per tile, FC2 fused with the top-k sum: each (token, expert) pair streams
+//            its expert's weights once and nothing else is launched for the reduction (few tokens).
+//
+// FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
+// of T tokens runs `decode` when T·k <= decode_max_pairs, else `grouped`.
+// FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
+// overrides the defaults of the layout, the tiles and the crossover (for tuning; an unknown key
+// or a value the device refuses is an error).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp4cl/device.hpp"
+#include "fp4cl/program_cache.hpp"
+#include "fp4cl/scheme.hpp"
+
+namespace fp4cl {
+
+enum class MoeStrategy { grouped, decode };
+
+// The weight layout of a layer on a device (kernels/moe_fp4_vec.cl), passed as -D defines.
+struct MoeLayout {
+  int vec = 1;    // MOE_VEC: rows per work-item, as vector lanes (the device's float width)
+  int group = 1;  // MOE_GROUP: rows whose words are interleaved (a multiple of vec)
+};
+
+// The tile parameters of a strategy, passed to the kernels as -D defines.
+struct MoeTiles {
+  int tile_m = 1;    // MOE_TILE_M: pairs of one expert that share each weight read
+  int local_i = 1;   // MOE_LOCAL of moe_fc1.cl: work-items per group (each vec rows of I)
+  int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
+};
+
+struct MoeProblem {
+  QuantScheme scheme;
+  std::int64_t hidden = 0, intermediate = 0, local_experts = 0;
+  int top_k = 1;
+};
+
+const char* to_string(MoeStrategy s);
+
+struct MoeSelection {
+  struct Entry {
+    MoeStrategy id;
+    MoeTiles tiles;
+  };
+  MoeLayout layout;           // shared by every strategy: the weights are prepared once
+  std::vector<Entry> usable;  // the strategies this layer builds, in selection order
+  bool forced = false;        // one strategy named by FP4CL_MOE_KERNEL or the config
+  std::int64_t decode_max_pairs = 0;
+
+  // The strategy for a chunk of `tokens` tokens (logs at debug why the other was not taken).
+  const Entry& for_tokens(std::int64_t tokens, int top_k) const;
+};
+
+// `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic.
+// `float_width`: the device's preferred fp32 vector width (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT).
+// Throws fp4cl::Error for an unknown name (listing the valid ones), for a forced strategy the
+// device refuses (with the reason), and when no strategy can serve the layer (with every reason).
+MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
+                                   const std::string& requested);
+
+}  // namespace fp4cl

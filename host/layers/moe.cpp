@@ -1,0 +1,198 @@
+#include "fp4cl/moe.hpp"
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/moe_build_options.hpp"
+#include "kernels/moe_registry.hpp"
+#include "layers/moe_expert_map.hpp"
+#include "layers/moe_experts_check.hpp"
+#include "layers/moe_pipeline.hpp"
+#include "layers/moe_weights.hpp"
+#include "support/check.hpp"
+#include "support/log.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+// The status words: first invalid topk id (global pair index), first out-of-range expert_map
+// entry (same), tiles run, local pairs run.
+constexpr cl_int kStatusReset[4] = {INT_MAX, INT_MAX, 0, 0};
+
+void check_buffer(const cl::Buffer& b, const char* what, std::int64_t bytes, const char* shape) {
+  if (!b()) fail("MoE: the {} buffer is null", what);
+  std::size_t size = 0;
+  check_cl(b.getInfo(CL_MEM_SIZE, &size), "MoE: querying the size of the {} buffer", what);
+  if (static_cast<std::int64_t>(size) < bytes)
+    fail("MoE: the {} buffer has {} bytes; {} needs {}", what, size, shape, bytes);
+}
+
+}  // namespace
+
+struct MoeLayer::Impl {
+  Context ctx;
+  MoeConfig config;
+  MoeShape shape;
+  MoeSelection selection;
+  MoeDeviceWeights weights;
+  MoeWorkspace ws;
+  std::unique_ptr<MoeRouter> router;
+  std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
+
+  explicit Impl(const Context& c) : ctx(c) {}
+
+  MoeStrategyKernels& kernels_for(std::int64_t tokens) {
+    const MoeSelection::Entry& chosen = selection.for_tokens(tokens, shape.top_k);
+    for (std::size_t i = 0; i < strategies.size(); ++i) {
+      if (selection.usable[i].id == chosen.id) return strategies[i];
+    }
+    fail("MoE: strategy {} was selected but not built", to_string(chosen.id));
+  }
+
+  MoeCall enqueue(const cl::Buffer& x, const cl::Buffer& out, std::int64_t tokens, const std::vector<cl::Event>& wait,
+                  const MoeRoutingInput& routing);
+};
+
+MoeLayer::MoeLayer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config) {
+  const bool calibrated = config.fc2_input_scale == MoeFc2InputScale::calibrated;
+  if (calibrated && (config.scheme.w4a16() || config.scheme.weight != WeightFormat::nvfp4))
+    fail("MoE: a calibrated FC2 input scale applies to NVFP4 W4A4 only, not {}", config.scheme.name());
+  check_moe_experts(experts, config.scheme, calibrated);
+  const std::vector<std::int32_t> map = resolve_expert_map(config.expert_map, experts.num_experts);
+  if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
+    fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
+  if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
+
+  auto impl = std::make_shared<Impl>(ctx);
+  impl->config = config;
+  impl->shape = {experts.hidden, experts.intermediate, experts.num_experts, static_cast<std::int64_t>(map.size()),
+                 config.top_k, block_size(experts.format)};
+  const MoeProblem problem{config.scheme, experts.hidden, experts.intermediate, experts.num_experts, config.top_k};
+  cl_uint float_width = 1;
+  check_cl(ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &float_width),
+           "querying the preferred fp32 vector width of {}", ctx.info().name);
+  impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel);
+
+  const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
+  const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
+  const MoeProgramOptions options{numerics.options, config.scheme, config.output};
+
+  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
+  impl->router = std::make_unique<MoeRouter>(ctx);
+  for (const auto& entry : impl->selection.usable)
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
+  log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
+            map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
+  return MoeLayer(std::move(impl));
+}
+
+MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std::int64_t tokens,
+                                const std::vector<cl::Event>& wait, const MoeRoutingInput& routing) {
+  if (tokens < 0) fail("MoE: tokens = {} is negative", tokens);
+  if (tokens > INT_MAX / shape.top_k) fail("MoE: {} tokens × k = {} exceed the 2^31 pair limit", tokens, shape.top_k);
+  MoeCall call;
+  call.tokens = tokens;
+  if (tokens == 0) return call;
+  const bool bf16 = config.output == MoeOutput::bf16;
+  check_buffer(x, "x", tokens * shape.hidden * 2, "[T, H] BF16");
+  check_buffer(out, "out", tokens * shape.hidden * (bf16 ? 2 : 4), bf16 ? "[T, H] BF16" : "[T, H] fp32");
+  if (routing.logits) {
+    check_buffer(*routing.logits, "router_logits", tokens * shape.global_experts * 4, "[T, E_global] fp32");
+  } else {
+    check_buffer(*routing.topk_ids, "topk_ids", tokens * shape.top_k * 4, "[T, k] int32");
+    check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
+  }
+  const cl::CommandQueue& queue = ctx.queue();
+  cl::Event last;
+  check_cl(queue.enqueueWriteBuffer(ws.status, CL_FALSE, 0, sizeof(kStatusReset), kStatusReset,
+                                    wait.empty() ? nullptr : &wait, &last),
+           "MoE: resetting the status words");
+  // Every later command waits for its predecessor (the queue may be out of order).
+  for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
+    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
+    MoeStrategyKernels& k = kernels_for(chunk.tokens);
+    call.chunk_strategies.emplace_back(to_string(k.id()));
+    router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
+    k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
+  }
+  call.done = last;
+  return call;
+}
+
+MoeCall MoeLayer::enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
+                               const cl::Buffer& out, std::int64_t tokens, const std::vector<cl::Event>& wait) {
+  MoeRoutingInput routing;
+  routing.topk_ids = &topk_ids;
+  routing.topk_weights = &topk_weights;
+  MoeCall call = impl_->enqueue(x, out, tokens, wait, routing);
+  call.topk_ids = topk_ids;
+  return call;
+}
+
+MoeCall MoeLayer::enqueue_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,
+                                 std::int64_t tokens, const std::vector<cl::Event>& wait) {
+  MoeRoutingInput routing;
+  routing.logits = &router_logits;
+  routing.renormalize = impl_->config.renormalize;
+  return impl_->enqueue(x, out, tokens, wait, routing);
+}
+
+MoeStats MoeLayer::finish(const MoeCall& call) {
+  Impl& m = *impl_;
+  MoeStats stats;
+  stats.tokens = call.tokens;
+  if (call.tokens == 0) return stats;
+  cl_int status[4] = {0, 0, 0, 0};
+  const std::vector<cl::Event> wait{call.done};
+  check_cl(m.ctx.queue().enqueueReadBuffer(m.ws.status, CL_TRUE, 0, sizeof(status), status, &wait),
+           "MoE: reading the status words");
+  const int k = m.shape.top_k;
+  if (status[0] != INT_MAX) {
+    cl_int id = 0;
+    if (call.topk_ids()) {
+      check_cl(m.ctx.queue().enqueueReadBuffer(call.topk_ids, CL_TRUE, static_cast<std::size_t>(status[0]) * 4, 4, &id),
+               "MoE: reading the invalid topk id");
+    }
+    fail("MoE: topk_ids[{}, {}] = {} is outside [0, {}) (the number of global experts); the slot was skipped and "
+         "the output of this call is invalid",
+         status[0] / k, status[0] % k, id, m.shape.global_experts);
+  }
+  if (status[1] != INT_MAX)
+    fail("MoE: the expert_map entry for topk_ids[{}, {}] is outside [-1, {})", status[1] / k, status[1] % k,
+         m.shape.local_experts);
+  stats.expert_passes = status[2];
+  stats.local_pairs = status[3];
+  stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) * m.weights.bytes_per_expert;
+  return stats;
+}
+
+MoeStats MoeLayer::forward_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
+                                const cl::Buffer& out, std::int64_t tokens) {
+  return finish(enqueue_topk(x, topk_ids, topk_weights, out, tokens));
+}
+
+MoeStats MoeLayer::forward_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,
+                                  std::int64_t tokens) {
+  return finish(enqueue_logits(x, router_logits, out, tokens));
+}
+
+std::int64_t MoeLayer::num_local_experts() const { return impl_->shape.local_experts; }
+std::int64_t MoeLayer::num_global_experts() const { return impl_->shape.global_experts; }
+std::int64_t MoeLayer::hidden() const { return impl_->shape.hidden; }
+std::int64_t MoeLayer::intermediate() const { return impl_->shape.intermediate; }
+int MoeLayer::top_k() const { return impl_->shape.top_k; }
+std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
+const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
+std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
+std::string MoeLayer::strategy_for(std::int64_t tokens) const {
+  return to_string(impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id);
+}
+int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
+  return impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).tiles.tile_m;
+}
+
+}  // namespace fp4cl

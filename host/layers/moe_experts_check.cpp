@@ -1,0 +1,76 @@
+#include "layers/moe_experts_check.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+void check_size(const char* tensor, std::size_t actual, std::int64_t expected, const char* shape) {
+  if (static_cast<std::int64_t>(actual) != expected)
+    fail("MoE experts: {} has {} elements, expected {} ({})", tensor, actual, expected, shape);
+}
+
+void check_positive_scales(const char* tensor, const std::vector<float>& v, std::int64_t expected, const char* shape) {
+  check_size(tensor, v.size(), expected, shape);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]) || !(v[i] > 0.0f))
+      fail("MoE experts: {}[{}] = {}: a global scale must be finite and > 0", tensor, i, v[i]);
+  }
+}
+
+// Block-scale bytes [E, rows, cols]: no NaN encodings.
+void check_scale_bytes(const char* tensor, const std::vector<std::uint8_t>& s, WeightFormat format, std::int64_t rows,
+                       std::int64_t cols) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned b = s[i];
+    const bool nan = format == WeightFormat::nvfp4 ? (b & 0x7Fu) == 0x7Fu : b == 0xFFu;
+    if (nan) {
+      const auto idx = static_cast<std::int64_t>(i);
+      fail("MoE experts: {}[{}, {}, {}] = 0x{:02X} is a NaN {} block scale", tensor, idx / (rows * cols),
+           idx / cols % rows, idx % cols, b, format == WeightFormat::nvfp4 ? "E4M3" : "E8M0");
+    }
+  }
+}
+
+}  // namespace
+
+void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool calibrated_fc2_input_scale) {
+  if (ex.format != scheme.weight)
+    fail("MoE: the experts are {} but the scheme is {}", to_string(ex.format), scheme.name());
+  const std::int64_t block = block_size(ex.format);
+  const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
+  if (E < 1) fail("MoE experts: num_experts = {}, expected at least 1", E);
+  if (H < block || H % block != 0)
+    fail("MoE experts: hidden = {} must be a positive multiple of the {} block size {}", H, to_string(ex.format), block);
+  if (I < block || I % block != 0)
+    fail("MoE experts: intermediate = {} must be a positive multiple of the {} block size {}", I,
+         to_string(ex.format), block);
+  check_size("w13_packed", ex.w13_packed.size(), E * 2 * I * H / 2, "[E, 2I, H/2]");
+  check_size("w13_scales", ex.w13_scales.size(), E * 2 * I * H / block, "[E, 2I, H/block]");
+  check_size("w2_packed", ex.w2_packed.size(), E * H * I / 2, "[E, H, I/2]");
+  check_size("w2_scales", ex.w2_scales.size(), E * H * I / block, "[E, H, I/block]");
+  check_scale_bytes("w13_scales", ex.w13_scales, ex.format, 2 * I, H / block);
+  check_scale_bytes("w2_scales", ex.w2_scales, ex.format, H, I / block);
+  if (ex.format == WeightFormat::nvfp4) {
+    check_positive_scales("w13_global_scale", ex.w13_global_scale, 2 * E, "[E, 2] {gate, up}");
+    check_positive_scales("w2_global_scale", ex.w2_global_scale, E, "[E]");
+    if (!scheme.w4a16()) {
+      check_positive_scales("w13_input_global_scale", ex.w13_input_global_scale, E, "[E]");
+      if (calibrated_fc2_input_scale)
+        check_positive_scales("w2_input_global_scale", ex.w2_input_global_scale, E, "[E]");
+    }
+  } else {
+    for (const auto* v : {&ex.w13_global_scale, &ex.w2_global_scale}) {
+      for (float s : *v) {
+        if (s != 1.0f) fail("MoE experts: MXFP4 has no global scale, but a global scale of {} was given", s);
+      }
+    }
+  }
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,19 @@
+// Validation of stacked FP4 experts against an MoE scheme: shapes, tensor sizes, global scales
+// and block-scale bytes. Pure host code, shared by the layer and the scalar reference.
+#pragma once
+
+#include "fp4cl/scheme.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl {
+
+// Throws fp4cl::Error naming the tensor (and element) that does not fit:
+//   - the weight format must be the scheme's; E >= 1; H and I multiples of the block size;
+//   - w13 [E, 2I, H/2] + scales [E, 2I, H/block], w2 [E, H, I/2] + scales [E, H, I/block];
+//   - NVFP4: w13_global_scale [E, 2] and w2_global_scale [E], finite and > 0; MXFP4: empty or 1;
+//   - NVFP4 W4A4: w13_input_global_scale [E] (and w2_input_global_scale [E] when
+//     `calibrated_fc2_input_scale`), finite and > 0. W4A16 never reads them;
+//   - no NaN block scale (E4M3 0x7F/0xFF, E8M0 0xFF).
+void check_moe_experts(const Fp4Experts& experts, const QuantScheme& scheme, bool calibrated_fc2_input_scale);
+
+}  // namespace fp4cl

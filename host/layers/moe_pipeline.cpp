@@ -1,0 +1,173 @@
+#include "layers/moe_pipeline.hpp"
+
+#include <algorithm>
+
+#include "support/check.hpp"
+#include "support/log.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+std::size_t round_up(std::int64_t n, std::int64_t m) { return static_cast<std::size_t>((n + m - 1) / m * m); }
+
+template <typename... Args>
+void set_args(cl::Kernel& kernel, const char* name, const Args&... args) {
+  cl_uint index = 0;
+  ((check_cl(kernel.setArg(index, args), "setting argument {} of {}", index, name), ++index), ...);
+}
+
+cl_int as_int(std::int64_t v) { return static_cast<cl_int>(v); }
+
+cl::Buffer device_buffer(const Context& ctx, const char* what, std::int64_t bytes) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)),
+               nullptr, &err);
+  check_cl(err, "MoE: allocating the workspace buffer {} ({} bytes)", what, bytes);
+  return b;
+}
+
+}  // namespace
+
+std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m) {
+  // Σ_e ceil(c_e / m) <= (Σ c_e + (m - 1) · #non-empty experts) / m.
+  return (pairs + std::min(experts, pairs) * (tile_m - 1)) / tile_m;
+}
+
+MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
+                                    std::int64_t max_tokens) {
+  const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(),
+                                   [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
+  const auto max_alloc = static_cast<std::int64_t>(ctx.info().max_alloc_bytes);
+  const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
+  const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
+  MoeWorkspace ws;
+  ws.max_tokens = std::min(max_tokens, fit);
+  if (ws.max_tokens < max_tokens)
+    log::info("MoE: workspace capacity lowered from {} to {} tokens (largest allocation {} bytes)", max_tokens,
+              ws.max_tokens, max_alloc);
+  ws.max_pairs = ws.max_tokens * shape.top_k;
+  for (const auto& e : selection.usable)
+    ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
+  const std::int64_t P = ws.max_pairs, E = shape.local_experts;
+  ws.pair_expert = device_buffer(ctx, "pair_expert", 4 * P);
+  ws.pair_weight = device_buffer(ctx, "pair_weight", 4 * P);
+  ws.pair_slot = device_buffer(ctx, "pair_slot", 4 * P);
+  ws.slot_pair = device_buffer(ctx, "slot_pair", 4 * P);
+  ws.tiles = device_buffer(ctx, "tiles", 12 * ws.max_tiles);
+  ws.expert_count = device_buffer(ctx, "expert_count", 4 * E);
+  ws.expert_base = device_buffer(ctx, "expert_base", 8 * E);
+  ws.chunk_info = device_buffer(ctx, "chunk_info", 8);
+  ws.status = device_buffer(ctx, "status", 16);
+  ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
+  ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
+  if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
+  return ws;
+}
+
+void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
+                const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last) {
+  std::vector<cl::Event> wait;
+  if (last()) wait.push_back(last);
+  cl::Event event;
+  check_cl(queue.enqueueNDRangeKernel(kernel, cl::NullRange, global, local, wait.empty() ? nullptr : &wait, &event),
+           "enqueueing the MoE kernel {}", name);
+  launches.push_back({name, event});
+  last = event;
+}
+
+MoeRouter::MoeRouter(const Context& ctx)
+    : topk_(ctx.programs().kernel("moe_route.cl", "moe_route_topk")),
+      logits_(ctx.programs().kernel("moe_route.cl", "moe_route_logits")) {}
+
+void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                        const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches, cl::Event& last) {
+  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset), k = s.top_k;
+  const cl_int E_global = as_int(s.global_experts), E_local = as_int(s.local_experts);
+  const cl::NDRange global(static_cast<std::size_t>(c.tokens));
+  if (c.routing.logits) {
+    set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
+             E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
+    moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, launches, last);
+  } else {
+    set_args(topk_, "moe_route_topk", *c.routing.topk_ids, *c.routing.topk_weights, T, offset, k, E_global,
+             w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
+    moe_launch(queue, topk_, "moe_route_topk", global, cl::NullRange, launches, last);
+  }
+}
+
+MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
+                                       const MoeLayout& layout, const MoeProgramOptions& o)
+    : id_(entry.id), tiles_(entry.tiles), layout_(layout) {
+  // Each file gets only the defines it reads, so layers share programs where they can.
+  BuildOptions format = o.numerics;
+  if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
+  BuildOptions dispatch = format;
+  dispatch.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
+  format.define("MOE_VEC", layout_.vec).define("MOE_GROUP", layout_.group).define("MOE_TILE_M", tiles_.tile_m);
+  BuildOptions fc1 = format, fc2 = format;
+  fc1.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_LOCAL", tiles_.local_i);
+  fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0).define("MOE_LOCAL", tiles_.local_h);
+  ProgramCache& programs = ctx.programs();
+  sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
+  gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
+  fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
+  if (id_ == MoeStrategy::grouped) {
+    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2", fc2);
+    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
+  } else {
+    fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2_reduce", fc2);
+  }
+  std::size_t limit = 0;
+  check_cl(sort_.getWorkGroupInfo(ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, &limit),
+           "querying the work-group size of moe_sort");
+  sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
+}
+
+void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                 const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
+                                 cl::Event& last) {
+  const std::int64_t pairs = c.tokens * s.top_k;
+  const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tiles_.tile_m);
+  const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, E = as_int(s.local_experts);
+  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
+
+  const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tiles_.tile_m}, ws.expert_count, ws.expert_base, ws.pair_slot,
+           ws.slot_pair, ws.tiles, ws.chunk_info, ws.status);
+  moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
+
+  set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
+           w.fc1_input_scale, ws.x1);
+  moe_launch(queue, gather_, "moe_gather",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)), cl::NullRange,
+             launches, last);
+
+  // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
+  const std::int64_t v = layout_.vec;
+  set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,
+           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+  moe_launch(queue, fc1_, "moe_fc1",
+             cl::NDRange(round_up((s.intermediate + v - 1) / v, tiles_.local_i), static_cast<std::size_t>(tiles)),
+             cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), launches, last);
+
+  const std::size_t fc2_items = round_up((s.hidden + v - 1) / v, tiles_.local_h);
+  const cl::NDRange fc2_local(static_cast<std::size_t>(tiles_.local_h), 1);
+  if (id_ == MoeStrategy::grouped) {
+    set_args(fc2_, "moe_fc2", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
+             ws.slot_pair, ws.y);
+    moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, launches,
+               last);
+    set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
+    moe_launch(queue, reduce_, "moe_reduce",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / v), static_cast<std::size_t>(c.tokens)), cl::NullRange,
+               launches, last);
+  } else {
+    set_args(fc2_, "moe_fc2_reduce", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
+             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out);
+    moe_launch(queue, fc2_, "moe_fc2_reduce", cl::NDRange(fc2_items, static_cast<std::size_t>(c.tokens)), fc2_local,
+               launches, last);
+  }
+}
+
+}  // namespace fp4cl

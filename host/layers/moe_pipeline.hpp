@@ -1,0 +1,96 @@
+// The device side of one MoE forward chunk: the workspace (allocated once, for the layer's
+// token capacity) and the kernels of one strategy with how they are enqueued:
+//   route (topk ids or logits) -> sort -> gather -> fc1 -> grouped: fc2, reduce | decode: fc2_reduce
+// OpenCL 1.2 has no grid-wide synchronization, so each global dependency (all pairs routed
+// before sorting, sorted before gathering, every expert's FC2 done before the top-k sum) is a
+// kernel boundary; everything else is fused.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/moe.hpp"
+#include "fp4cl/opencl.hpp"
+#include "kernels/moe_registry.hpp"
+#include "layers/moe_weights.hpp"
+
+namespace fp4cl {
+
+// Sizes fixed at creation.
+struct MoeShape {
+  std::int64_t hidden = 0, intermediate = 0, local_experts = 0, global_experts = 0;
+  int top_k = 1;
+  std::int64_t block = 16;  // FP4 block size: 16 (NVFP4) or 32 (MXFP4)
+};
+
+struct MoeWorkspace {
+  std::int64_t max_tokens = 0, max_pairs = 0, max_tiles = 0;
+  cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, expert_count, expert_base, chunk_info, status;
+  cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
+};
+
+// The number of tiles `pairs` pairs can need with tiles of `tile_m` over `experts` experts.
+std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m);
+
+// Allocates for `max_tokens` tokens, fewer when a buffer would exceed the device's largest
+// allocation (the layer then runs more chunks).
+MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
+                                    std::int64_t max_tokens);
+
+// The caller's routing inputs: topk ids + weights, or router logits.
+struct MoeRoutingInput {
+  const cl::Buffer* topk_ids = nullptr;
+  const cl::Buffer* topk_weights = nullptr;
+  const cl::Buffer* logits = nullptr;
+  bool renormalize = true;
+};
+
+// The inputs of one chunk of tokens [token_offset, token_offset + tokens).
+struct MoeChunk {
+  std::int64_t token_offset = 0, tokens = 0;
+  const cl::Buffer* x = nullptr;
+  const cl::Buffer* out = nullptr;
+  MoeRoutingInput routing;
+};
+
+// Enqueues `kernel` after `last` (if any), records it, and makes it the new `last`.
+void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
+                const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last);
+
+// Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs.
+class MoeRouter {
+ public:
+  explicit MoeRouter(const Context& ctx);
+  void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+               const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
+
+ private:
+  cl::Kernel topk_, logits_;
+};
+
+// What the programs of a layer are built with besides the tiles.
+struct MoeProgramOptions {
+  BuildOptions numerics;  // moe_numerics(): exact division, E2M1 decode
+  QuantScheme scheme;
+  MoeOutput output = MoeOutput::bf16;
+};
+
+class MoeStrategyKernels {
+ public:
+  MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeLayout& layout,
+                     const MoeProgramOptions& options);
+  MoeStrategy id() const { return id_; }
+  // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
+  void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+               const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
+
+ private:
+  MoeStrategy id_;
+  MoeTiles tiles_;
+  MoeLayout layout_;
+  cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_
+  std::size_t sort_local_limit_ = 1;
+};
+
+}  // namespace fp4cl

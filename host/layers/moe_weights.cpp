@@ -1,0 +1,161 @@
+#include "layers/moe_weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/formats.cl"
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+template <typename T>
+cl::Buffer upload(const Context& ctx, const char* what, const std::vector<T>& data) {
+  const std::size_t bytes = data.size() * sizeof(T);
+  if (bytes > ctx.info().max_alloc_bytes)
+    fail("MoE: {} needs a buffer of {} bytes; {} allows at most {} per buffer", what, bytes, ctx.info().name,
+         ctx.info().max_alloc_bytes);
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, std::max<std::size_t>(bytes, sizeof(T)),
+               const_cast<T*>(data.data()), &err);
+  check_cl(err, "MoE: allocating {} ({} bytes)", what, bytes);
+  return b;
+}
+
+// The exponent of 2 applied to MXFP4 block scales: as close to undoing the E2M1 decode's
+// 2^e2m1_exp as the layer's biased scale exponents [lo, hi] allow. Hard limits: every decoded
+// scale is a normal fp32 number and no weight × scale product overflows. (Products of blocks
+// scaled near 2^-127 may become subnormal: contributions below 2^-126, far under fp32 resolution.)
+int mxfp4_scale_exp(const Fp4Experts& ex, int e2m1_exp) {
+  unsigned lo = 255, hi = 0;
+  for (const auto* v : {&ex.w13_scales, &ex.w2_scales}) {
+    for (std::uint8_t b : *v) {
+      lo = std::min<unsigned>(lo, b);
+      hi = std::max<unsigned>(hi, b);
+    }
+  }
+  const int min_e = static_cast<int>(lo), max_e = static_cast<int>(hi);
+  const int s = std::min({-e2m1_exp, 254 - max_e, 252 - e2m1_exp - max_e});
+  if (min_e + s < 1 || std::abs(s + e2m1_exp) > 32)
+    fail("MoE experts: MXFP4 block scales span 2^{} .. 2^{}, too wide for the kernels' fp32 arithmetic", min_e - 127,
+         max_e - 127);
+  return s;
+}
+
+// The fp16 bits of an E4M3 value (exact: 4 significant bits, exponents 2^-9 .. 2^8).
+std::uint16_t e4m3_as_fp16(std::uint8_t byte) {
+  const float v = e4m3_decode(byte);
+  const std::uint16_t sign = (byte & 0x80u) ? 0x8000u : 0u;
+  if (v == 0.0f) return sign;
+  int e = 0;
+  const double m = std::frexp(std::fabs(static_cast<double>(v)), &e);  // |v| = m · 2^e, m in [0.5, 1)
+  const auto mantissa = static_cast<std::uint16_t>((m * 2.0 - 1.0) * 1024.0);
+  return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>((e - 1 + 15) << 10) | mantissa);
+}
+
+// Rows [row0, row0 + rows) of every expert's [N, K] matrix in the interleaved layout: the
+// 4-byte word of elements 8g..8g+7 of row r at ((e·groups + r/group)·K/8 + g)·group + r%group,
+// its block scales alike (converted by `scale`); rows padded to a whole group (zero codes,
+// scale `pad_scale`).
+template <typename Scale>
+struct Interleaved {
+  std::vector<std::uint32_t> words;
+  std::vector<Scale> scales;
+};
+template <typename Scale, typename Convert>
+Interleaved<Scale> interleave_rows(const std::vector<std::uint8_t>& packed,
+                                            const std::vector<std::uint8_t>& scales, std::int64_t E, std::int64_t N,
+                                            std::int64_t row0, std::int64_t rows, std::int64_t K, std::int64_t block,
+                                            std::int64_t group, std::uint8_t pad_scale, Convert scale) {
+  const std::int64_t groups = (rows + group - 1) / group, words_per_row = K / 8, blocks = K / block;
+  Interleaved<Scale> out;
+  out.words.assign(static_cast<std::size_t>(E * groups * group * words_per_row), 0u);
+  out.scales.assign(static_cast<std::size_t>(E * groups * group * blocks), scale(pad_scale));
+  for (std::int64_t e = 0; e < E; ++e) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t src = e * N + row0 + r, g0 = e * groups + r / group, lane = r % group;
+      const std::uint8_t* bytes = &packed[static_cast<std::size_t>(src * K / 2)];
+      for (std::int64_t g = 0; g < words_per_row; ++g) {
+        const std::uint8_t* b = bytes + 4 * g;
+        out.words[static_cast<std::size_t>((g0 * words_per_row + g) * group + lane)] =
+            static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+            static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24;
+      }
+      for (std::int64_t k = 0; k < blocks; ++k)
+        out.scales[static_cast<std::size_t>((g0 * blocks + k) * group + lane)] =
+            scale(scales[static_cast<std::size_t>(src * blocks + k)]);
+    }
+  }
+  return out;
+}
+
+float checked_factor(double v, const char* what, std::int64_t e) {
+  const auto f = static_cast<float>(v);
+  if (!std::isnormal(f)) fail("MoE expert {}: the {} factor {} is not a normal fp32 number", e, what, v);
+  return f;
+}
+
+// One matrix (rows [row0, row0 + rows) of each expert) uploaded in the interleaved layout.
+void upload_matrix(const Context& ctx, const char* what, const std::vector<std::uint8_t>& packed,
+                   const std::vector<std::uint8_t>& scales, WeightFormat format, std::int64_t E, std::int64_t N,
+                   std::int64_t row0, std::int64_t rows, std::int64_t K, std::int64_t group, std::uint8_t pad,
+                   cl::Buffer& words, cl::Buffer& scale_buffer) {
+  const std::int64_t block = block_size(format);
+  if (format == WeightFormat::nvfp4) {
+    const auto m = interleave_rows<std::uint16_t>(packed, scales, E, N, row0, rows, K, block, group, pad, e4m3_as_fp16);
+    words = upload(ctx, what, m.words);
+    scale_buffer = upload(ctx, what, m.scales);
+  } else {
+    const auto m = interleave_rows<std::uint8_t>(packed, scales, E, N, row0, rows, K, block, group, pad,
+                                                 [](std::uint8_t b) { return b; });
+    words = upload(ctx, what, m.words);
+    scale_buffer = upload(ctx, what, m.scales);
+  }
+}
+
+}  // namespace
+
+MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group) {
+  const bool nv = ex.format == WeightFormat::nvfp4, w4a4 = !config.scheme.w4a16();
+  const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
+  MoeDeviceWeights w;
+  // NVFP4: E4M3 scales lie in [2^-9, 448]; 2^119 (with the 2^-126 decode) keeps both ends normal.
+  w.scale_exp = nv ? (e2m1_exp == -126 ? 119 : 0) : mxfp4_scale_exp(ex, e2m1_exp);
+  const double unscale = std::ldexp(1.0, -(w.scale_exp + e2m1_exp));
+  std::vector<float> fc1(static_cast<std::size_t>(2 * E)), fc2(static_cast<std::size_t>(E));
+  std::vector<float> in1(static_cast<std::size_t>(E), 1.0f), in2(static_cast<std::size_t>(E), 1.0f);
+  for (std::int64_t e = 0; e < E; ++e) {
+    const auto i = static_cast<std::size_t>(e);
+    double alpha1 = 1.0, alpha2 = 1.0;
+    if (nv && w4a4) {
+      in1[i] = ex.w13_input_global_scale[i];
+      if (config.fc2_input_scale == MoeFc2InputScale::calibrated) in2[i] = ex.w2_input_global_scale[i];
+      alpha1 = 1.0 / static_cast<double>(in1[i]);
+      alpha2 = 1.0 / static_cast<double>(in2[i]);
+    }
+    const double gate = nv ? ex.w13_global_scale[2 * i] : 1.0, up = nv ? ex.w13_global_scale[2 * i + 1] : 1.0;
+    const double down = nv ? ex.w2_global_scale[i] : 1.0;
+    fc1[2 * i] = checked_factor(gate * alpha1 * unscale, "FC1 gate", e);
+    fc1[2 * i + 1] = checked_factor(up * alpha1 * unscale, "FC1 up", e);
+    fc2[i] = checked_factor(down * alpha2 * unscale, "FC2", e);
+  }
+  // Padding rows decode to zero; their scale byte must still decode to a normal number.
+  const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
+  upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,
+                w.gate_scales);
+  upload_matrix(ctx, "w13 (up rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, I, I, H, group, pad, w.up,
+                w.up_scales);
+  upload_matrix(ctx, "w2", ex.w2_packed, ex.w2_scales, ex.format, E, H, 0, H, I, group, pad, w.down, w.down_scales);
+  w.fc1_factor = upload(ctx, "the FC1 factors", fc1);
+  w.fc2_factor = upload(ctx, "the FC2 factors", fc2);
+  w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);
+  w.fc2_input_scale = upload(ctx, "the FC2 input scales", in2);
+  w.expert_map = upload(ctx, "the expert map", expert_map);
+  const std::uint64_t elements = static_cast<std::uint64_t>(3 * I * H);
+  w.bytes_per_expert = elements / 2 + elements / static_cast<std::uint64_t>(block_size(ex.format)) * (nv ? 2u : 1u);
+  return w;
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,38 @@
+// The MoE layer's weights on the device, prepared once at creation: FP4 codes and block scales
+// repacked into the kernels' row-interleaved layout (kernels/moe_fp4_vec.cl) — gate, up and
+// down as three matrices — and per expert the fp32 factors that turn a row's dot product into
+// the real value: gate and up keep their own global scales, W4A4 folds in the inverse of the
+// activation global scale.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/moe.hpp"
+#include "fp4cl/opencl.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl {
+
+struct MoeDeviceWeights {
+  // uint words [E, groups(rows), K/8, group] and block scales [E, groups(rows), K/block, group]:
+  // fp16 (the exact value of each E4M3 scale) for NVFP4, the E8M0 bytes for MXFP4.
+  cl::Buffer gate, gate_scales, up, up_scales, down, down_scales;
+  cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
+  cl::Buffer fc2_factor;       // float [E]
+  cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
+  cl::Buffer fc2_input_scale;  // float [E] W4A4 NVFP4: 1.0, or the calibrated FC2 input scale
+  cl::Buffer expert_map;       // int [E_global]
+  // Block scales are decoded as s × 2^scale_exp: with the E2M1 decode's 2^e2m1_exp every
+  // weight × scale product is a normal fp32 number; the factors carry 2^-(scale_exp + e2m1_exp).
+  int scale_exp = 0;
+  std::uint64_t bytes_per_expert = 0;  // FP4 codes + block scales of FC1 and FC2, as stored here
+};
+
+// `experts` must have passed check_moe_experts; `expert_map` is the resolved map; `group` the
+// layout's interleave (MOE_GROUP).
+MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config,
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group);
+
+}  // namespace fp4cl

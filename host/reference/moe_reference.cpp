@@ -1,0 +1,462 @@
+#include "reference/moe_reference.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <numeric>
+
+#include "common/formats.cl"
+#include "common/quant_recipe.cl"
+#include "layers/moe_experts_check.hpp"
+#include "layers/moe_expert_map.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl::reference {
+
+namespace {
+
+constexpr double kU = 0x1p-24;        // fp32 unit roundoff
+constexpr double kSlack = 0x1p-44;    // the reference's own fp64 rounding, relative to Σ|terms|
+constexpr int kMaxVariants = 4096;    // W4A4 blocks: variants enumerated before the coarse bound
+
+double gamma(double n) { return n * kU / (1.0 - n * kU); }
+
+// The rounding error of an inexact fp32 dot product of n terms: γ(n+4) relative to Σ|terms|
+// (any order, with or without FMA, plus the factor's rounding and the final product), and an
+// absolute 2^-149 per term for products that fall below the normal range after the kernels'
+// power-of-two rescaling (at most 2^32 away from the real value).
+double dot_rounding(std::int64_t n, double abs_sum) {
+  const auto dn = static_cast<double>(n);
+  return gamma(dn + 4) * abs_sum + abs_sum * kSlack + dn * 0x1p-117;
+}
+
+// v = odd × 2^result for a nonzero finite v.
+int lowest_bit_exponent(double v) {
+  int e = 0;
+  const double m = std::frexp(std::fabs(v), &e);  // m in [0.5, 1)
+  const auto i = static_cast<std::uint64_t>(std::ldexp(m, 53));
+  return e - 53 + __builtin_ctzll(i);
+}
+
+bool is_power_of_two(double v) { return v > 0 && std::isfinite(v) && lowest_bit_exponent(v) == std::ilogb(v); }
+bool is_float(double v) { return static_cast<double>(static_cast<float>(v)) == v; }
+
+// A dot product's exact value, Σ|terms| and what decides whether fp32 evaluates it exactly.
+// Terms are products of two numbers of at most 8 and 6 significant bits (always fp32
+// significands), so exactness depends only on their range and alignment.
+struct Dot {
+  double sum = 0, abs_sum = 0;
+  int min_q = INT_MAX;
+  std::int64_t n = 0;
+
+  void add(double a, int qa, double b, int qb) {
+    ++n;
+    const double t = a * b;
+    if (t == 0) return;
+    sum += t;
+    abs_sum += std::fabs(t);
+    min_q = std::min(min_q, qa + qb);
+  }
+  // Every term is a normal fp32 number with room for the kernels' power-of-two rescaling
+  // (within 2^±32), a multiple of 2^min_q, and Σ|terms| < 2^(24+min_q): every partial sum in
+  // every order is an fp32 number.
+  bool exact() const {
+    if (abs_sum == 0) return true;
+    return min_q >= -90 && abs_sum <= 0x1p90 && abs_sum < std::ldexp(1.0, 24 + min_q);
+  }
+};
+
+// Lowest-bit exponent of a value used in a product; zero values (whose terms are skipped) get
+// a sentinel that keeps sums of two exponents in range.
+constexpr int kZeroQ = 16000;
+int q_of(double v) { return v == 0 ? kZeroQ : lowest_bit_exponent(v); }
+
+// result = dot × factor evaluated in fp32 (the factor itself rounded to fp32 once).
+struct Scaled {
+  double value, bound;
+};
+Scaled scale_dot(const Dot& d, double factor, bool factor_exact) {
+  const double value = d.sum * factor;
+  const double f = std::fabs(factor);
+  if (d.exact()) {
+    // The fp64 sum is exact too, and so is its product with a float factor when it fits.
+    if (factor_exact && is_float(factor) && is_float(value)) return {value, 0.0};
+    // Else only the factor's rounding to fp32 (and its fp64 computation) and the final product.
+    return {value, (gamma(2) + kSlack) * std::fabs(value)};
+  }
+  return {value, dot_rounding(d.n, d.abs_sum) * f};
+}
+
+// The dequantized weights of one expert without global scales (e2m1 × block scale, exact in
+// fp32), with the lowest-bit exponent of each, built on first use.
+struct ExpertWeights {
+  std::vector<float> w13, w2;         // [2I, H], [H, I]
+  std::vector<std::int16_t> q13, q2;  // lowest-bit exponents (zero: a large sentinel)
+};
+
+void dequantize(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, WeightFormat format,
+                std::int64_t e, std::int64_t rows, std::int64_t cols, std::vector<float>& w,
+                std::vector<std::int16_t>& q) {
+  const std::int64_t block = block_size(format);
+  w.resize(static_cast<std::size_t>(rows * cols));
+  q.resize(w.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::size_t row = static_cast<std::size_t>(e * rows + r);
+      const unsigned byte = packed[row * static_cast<std::size_t>(cols / 2) + static_cast<std::size_t>(c / 2)];
+      const unsigned code = (c % 2 == 0) ? (byte & 15u) : (byte >> 4);
+      const unsigned sb = scales[row * static_cast<std::size_t>(cols / block) + static_cast<std::size_t>(c / block)];
+      const float s = format == WeightFormat::nvfp4 ? e4m3_decode(sb) : e8m0_decode(sb);
+      const float v = e2m1_decode(code) * s;  // exact: 2 × 4 significant bits (E8M0: a power of two)
+      const std::size_t i = static_cast<std::size_t>(r * cols + c);
+      w[i] = v;
+      q[i] = static_cast<std::int16_t>(v == 0 ? kZeroQ : lowest_bit_exponent(v));
+    }
+  }
+}
+
+// Quantizes one block of BF16 values with the shared recipe; returns the dequantized values
+// without the global scale (e2m1 × block scale), as the kernels store them.
+void quantize_block(const double* v, int n, WeightFormat format, float gs, double* deq) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = fp4cl_amax_step(amax, static_cast<float>(v[i]));
+  if (format == WeightFormat::nvfp4) {
+    const FP4CL_U32 sb = nvfp4_scale_byte(amax, gs);
+    const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
+    for (int i = 0; i < n; ++i) deq[i] = static_cast<double>(e2m1_decode(fp4_encode_scaled(static_cast<float>(v[i]), mult)) * s);
+  } else {
+    const FP4CL_U32 sb = mxfp4_scale_byte(amax);
+    const float mult = mxfp4_multiplier(sb);
+    const double s = static_cast<double>(e8m0_decode(sb));
+    for (int i = 0; i < n; ++i) deq[i] = e2m1_decode(fp4_encode_scaled(static_cast<float>(v[i]), mult)) * s;
+  }
+}
+
+// The BF16 values a device may produce for a = value ± bound.
+std::vector<double> bf16_candidates(double value, double bound, std::size_t limit) {
+  const double lo = round_to_bf16(value - bound), hi = round_to_bf16(value + bound);
+  std::vector<double> c{lo};
+  while (c.back() < hi && c.size() <= limit) {
+    const std::uint32_t bits = float_to_bf16(static_cast<float>(c.back()));
+    // next BF16 value upwards (bits of a negative value count down)
+    const std::uint32_t next = (bits & 0x8000u) ? ((bits & 0x7FFFu) == 0 ? 0x0001u : bits - 1u) : bits + 1u;
+    c.push_back(static_cast<double>(bf16_to_float(next)));
+  }
+  return c;
+}
+
+// FC2 inputs of one (token, expert) pair: values A and the largest deviation d of the device's.
+struct Fc2Input {
+  std::vector<double> a, dev;
+  std::vector<int> q;
+};
+
+struct State {
+  const Fp4Experts& ex;
+  const MoeReferenceOptions& opt;
+  MoeReferenceResult& res;
+  std::vector<ExpertWeights> cache;
+  std::vector<bool> ready;
+
+  const ExpertWeights& weights(std::int64_t e) {
+    const auto i = static_cast<std::size_t>(e);
+    if (!ready[i]) {
+      dequantize(ex.w13_packed, ex.w13_scales, ex.format, e, 2 * ex.intermediate, ex.hidden, cache[i].w13, cache[i].q13);
+      dequantize(ex.w2_packed, ex.w2_scales, ex.format, e, ex.hidden, ex.intermediate, cache[i].w2, cache[i].q2);
+      ready[i] = true;
+    }
+    return cache[i];
+  }
+};
+
+// The multiplier of a block whose amax is `amax` (it only grows as amax shrinks).
+float block_multiplier(float amax, WeightFormat format, float gs) {
+  return format == WeightFormat::nvfp4 ? nvfp4_multiplier(nvfp4_scale_byte(amax, gs), gs)
+                                       : mxfp4_multiplier(mxfp4_scale_byte(amax));
+}
+
+// W4A4 FC2 input: quantize every block of the BF16 SwiGLU output, enumerating the roundings
+// the device may have made.
+void quantize_fc2_input(State& c, const std::vector<double>& a, std::vector<std::vector<double>>& cand, float gs,
+                        Fc2Input& in) {
+  const int block = block_size(c.ex.format);
+  const auto I = static_cast<int>(a.size());
+  in.a.assign(a.size(), 0.0);
+  in.dev.assign(a.size(), 0.0);
+  std::vector<double> v(static_cast<std::size_t>(block)), deq(static_cast<std::size_t>(block));
+  for (int b0 = 0; b0 < I; b0 += block) {
+    quantize_block(&a[static_cast<std::size_t>(b0)], block, c.ex.format, gs, &in.a[static_cast<std::size_t>(b0)]);
+    // An element that can neither set the amax (its every candidate lies below the smallest
+    // possible amax) nor quantize to anything but ±0 (even with the largest possible multiplier)
+    // has no effect on the block: one candidate stands for all of its values.
+    double amax_lo = 0;
+    for (int i = 0; i < block; ++i) {
+      const auto& ci = cand[static_cast<std::size_t>(b0 + i)];
+      amax_lo = std::max(amax_lo, ci.front() <= 0 && ci.back() >= 0 ? 0.0 : std::min(std::fabs(ci.front()), std::fabs(ci.back())));
+    }
+    const double mult_max = block_multiplier(static_cast<float>(amax_lo), c.ex.format, gs);
+    long long variants = 1;
+    for (int i = 0; i < block; ++i) {
+      auto& ci = cand[static_cast<std::size_t>(b0 + i)];
+      const double largest = std::max(std::fabs(ci.front()), std::fabs(ci.back()));
+      if (ci.size() > 1 && largest <= amax_lo && largest * mult_max <= 0.25) ci.assign(1, a[static_cast<std::size_t>(b0 + i)]);
+      if (variants <= kMaxVariants) variants *= static_cast<long long>(ci.size());
+    }
+    if (variants == 1) continue;
+    if (variants <= kMaxVariants) {
+      for (long long k = 0; k < variants; ++k) {
+        long long rest = k;
+        for (int i = 0; i < block; ++i) {
+          const auto& ci = cand[static_cast<std::size_t>(b0 + i)];
+          v[static_cast<std::size_t>(i)] = ci[static_cast<std::size_t>(rest % static_cast<long long>(ci.size()))];
+          rest /= static_cast<long long>(ci.size());
+        }
+        quantize_block(v.data(), block, c.ex.format, gs, deq.data());
+        for (int i = 0; i < block; ++i) {
+          const auto r = static_cast<std::size_t>(b0 + i);
+          in.dev[r] = std::max(in.dev[r], std::fabs(deq[static_cast<std::size_t>(i)] - in.a[r]));
+        }
+      }
+    } else {
+      // Coarse: |deq(v) - v| <= one FP4 step at the block scale <= amax/3 (+ the E4M3 subnormal
+      // step), for every variant v.
+      ++c.res.fc2_blocks_coarse;
+      double amax = 0;
+      for (int i = 0; i < block; ++i) {
+        const auto& ci = cand[static_cast<std::size_t>(b0 + i)];
+        amax = std::max({amax, std::fabs(ci.front()), std::fabs(ci.back())});
+      }
+      const double qerr = amax / 3.0 + 0x1p-9 / static_cast<double>(gs);
+      for (int i = 0; i < block; ++i) {
+        const auto r = static_cast<std::size_t>(b0 + i);
+        const double spread = std::max(std::fabs(cand[r].front() - a[r]), std::fabs(cand[r].back() - a[r]));
+        in.dev[r] = std::fabs(in.a[r] - a[r]) + spread + qerr;
+      }
+    }
+  }
+}
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+double silu_derivative(double g) {
+  const double sigma = 1.0 / (1.0 + std::exp(-g));
+  return sigma * (1.0 + g * (1.0 - sigma));
+}
+
+// One (token, expert) pair: y [H] and its bound.
+void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std::vector<double>& y,
+                    std::vector<double>& y_bound) {
+  const Fp4Experts& ex = c.ex;
+  const QuantScheme& s = c.opt.scheme;
+  const std::int64_t H = ex.hidden, I = ex.intermediate;
+  const int block = block_size(ex.format);
+  const bool nv = ex.format == WeightFormat::nvfp4;
+  const ExpertWeights& w = c.weights(e);
+  const auto ei = static_cast<std::size_t>(e);
+
+  // FC1 input and the factor applied to each shard's dot product.
+  std::vector<double> xin(x);
+  double in_scale = 1.0;  // dequant direction of the FC1 input's global scale
+  bool in_scale_exact = true;
+  if (!s.w4a16()) {
+    const float gs = nv ? ex.w13_input_global_scale[ei] : 1.0f;
+    for (std::int64_t b0 = 0; b0 < H; b0 += block) quantize_block(&x[static_cast<std::size_t>(b0)], block, ex.format, gs, &xin[static_cast<std::size_t>(b0)]);
+    in_scale = 1.0 / static_cast<double>(gs);
+    in_scale_exact = is_power_of_two(static_cast<double>(gs));
+  }
+  std::vector<int> qx(xin.size());
+  for (std::size_t i = 0; i < xin.size(); ++i) qx[i] = q_of(xin[i]);
+
+  // FC1 + SwiGLU, then the BF16 rounding of a.
+  std::vector<double> a(static_cast<std::size_t>(I));
+  std::vector<std::vector<double>> cand(static_cast<std::size_t>(I));
+  for (std::int64_t r = 0; r < I; ++r) {
+    Scaled h[2];
+    for (int shard = 0; shard < 2; ++shard) {
+      Dot d;
+      const std::size_t row = static_cast<std::size_t>((shard * I + r) * H);
+      for (std::int64_t i = 0; i < H; ++i) d.add(xin[static_cast<std::size_t>(i)], qx[static_cast<std::size_t>(i)], w.w13[row + static_cast<std::size_t>(i)], w.q13[row + static_cast<std::size_t>(i)]);
+      const double gsd = nv ? static_cast<double>(ex.w13_global_scale[2 * ei + static_cast<std::size_t>(shard)]) : 1.0;
+      h[shard] = scale_dot(d, gsd * in_scale, in_scale_exact);
+      ++c.res.fc1_rows;
+      if (d.exact()) ++c.res.fc1_rows_exact;
+    }
+    const double g = h[0].value, u = h[1].value;
+    const double sg = silu(g);
+    // Taylor: |silu(g + d) - silu(g)| <= |silu'(g)|·|d| + max|silu''|/2 · d², max|silu''| = 1/2
+    // (the local slope, not the global 1.1: far below zero silu is ~e^g and its error as small).
+    const double e_g = h[0].bound;
+    const double e_s = (std::fabs(silu_derivative(g)) + 0.25 * e_g) * e_g + 16 * kU * std::fabs(sg) + 0x1p-120;
+    const double av = sg * u;
+    const double e_u = h[1].bound;
+    const double e_prod = std::fabs(sg) * e_u + std::fabs(u) * e_s + e_s * e_u;
+    const double e_a = e_prod + kU * (std::fabs(av) + e_prod);
+    a[static_cast<std::size_t>(r)] = round_to_bf16(av);
+    cand[static_cast<std::size_t>(r)] = bf16_candidates(av, e_a, static_cast<std::size_t>(kMaxVariants));
+    ++c.res.swiglu_values;
+    if (cand[static_cast<std::size_t>(r)].size() > 1) ++c.res.swiglu_ambiguous;
+  }
+
+  // FC2 input.
+  Fc2Input in;
+  double fc2_in_scale = 1.0;
+  bool fc2_in_scale_exact = true;
+  if (s.w4a16()) {
+    in.a = a;
+    in.dev.resize(a.size());
+    for (std::size_t r = 0; r < a.size(); ++r)
+      in.dev[r] = std::max(std::fabs(cand[r].front() - a[r]), std::fabs(cand[r].back() - a[r]));
+  } else {
+    const float gs = (nv && c.opt.calibrated_fc2_input_scale) ? ex.w2_input_global_scale[ei] : 1.0f;
+    quantize_fc2_input(c, a, cand, gs, in);
+    fc2_in_scale = 1.0 / static_cast<double>(gs);
+    fc2_in_scale_exact = is_power_of_two(static_cast<double>(gs));
+  }
+  in.q.resize(in.a.size());
+  for (std::size_t r = 0; r < in.a.size(); ++r) in.q[r] = q_of(in.a[r]);
+
+  // FC2.
+  const double factor = (nv ? static_cast<double>(ex.w2_global_scale[ei]) : 1.0) * fc2_in_scale;
+  y.assign(static_cast<std::size_t>(H), 0.0);
+  y_bound.assign(static_cast<std::size_t>(H), 0.0);
+  for (std::int64_t n = 0; n < H; ++n) {
+    Dot d;
+    double dev = 0;  // Σ |deviation of the device's input| × |w|
+    const std::size_t row = static_cast<std::size_t>(n * I);
+    for (std::int64_t r = 0; r < I; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      d.add(in.a[ri], in.q[ri], w.w2[row + ri], w.q2[row + ri]);
+      dev += in.dev[ri] * std::fabs(static_cast<double>(w.w2[row + ri]));
+    }
+    Scaled out = scale_dot(d, factor, fc2_in_scale_exact);
+    if (dev > 0) {
+      // The device's inputs differ by up to in.dev: their exact dot differs by up to dev, and
+      // its rounding error is bounded over the larger Σ|terms|.
+      out.bound = (dev + dot_rounding(d.n, d.abs_sum + dev)) * std::fabs(factor);
+    }
+    y[static_cast<std::size_t>(n)] = out.value;
+    y_bound[static_cast<std::size_t>(n)] = out.bound;
+  }
+}
+
+}  // namespace
+
+double round_to_bf16(double v) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int e = 0;
+  std::frexp(v, &e);          // |v| = m × 2^e, m in [0.5, 1)
+  const int q = std::max(e - 8, -133);  // 8 significant bits; BF16 subnormals step 2^-133
+  const double r = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);
+  return std::fabs(r) > 0x1.FEp127 ? std::copysign(INFINITY, v) : r;
+}
+
+MoeRouting routing_from_topk(const std::vector<std::int32_t>& ids, const std::vector<float>& weights,
+                             std::int64_t tokens, int top_k) {
+  const auto n = static_cast<std::size_t>(tokens * top_k);
+  if (ids.size() != n || weights.size() != n)
+    fail("reference routing: {} ids and {} weights for {} tokens × k = {}", ids.size(), weights.size(), tokens, top_k);
+  MoeRouting r;
+  r.tokens = tokens;
+  r.top_k = top_k;
+  r.ids = ids;
+  r.weights.assign(weights.begin(), weights.end());
+  return r;
+}
+
+MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
+                               int top_k, bool renormalize) {
+  if (logits.size() != static_cast<std::size_t>(tokens * num_experts))
+    fail("reference routing: {} logits for {} tokens × {} experts", logits.size(), tokens, num_experts);
+  if (top_k < 1 || top_k > num_experts) fail("reference routing: top_k = {} with {} experts", top_k, num_experts);
+  MoeRouting r;
+  r.tokens = tokens;
+  r.top_k = top_k;
+  double max_delta = 0;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(num_experts));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* l = &logits[static_cast<std::size_t>(t * num_experts)];
+    float m = -INFINITY;
+    for (std::int64_t e = 0; e < num_experts; ++e) m = std::fmax(m, l[e]);
+    double sum = 0;
+    for (std::int64_t e = 0; e < num_experts; ++e) {
+      sum += std::exp(static_cast<double>(l[e]) - m);
+      if (std::isfinite(l[e])) max_delta = std::max(max_delta, static_cast<double>(m) - l[e]);
+    }
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](std::int32_t e) { return std::isnan(l[e]) ? -INFINITY : l[e]; };
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return key(a) > key(b); });
+    double psum = 0;
+    std::vector<double> p(static_cast<std::size_t>(top_k));
+    for (int s = 0; s < top_k; ++s) {
+      const std::int32_t e = order[static_cast<std::size_t>(s)];
+      r.ids.push_back(e);
+      p[static_cast<std::size_t>(s)] = std::exp(static_cast<double>(l[e]) - m) / sum;
+      psum += p[static_cast<std::size_t>(s)];
+    }
+    for (int s = 0; s < top_k; ++s) r.weights.push_back(renormalize ? p[static_cast<std::size_t>(s)] / psum : p[static_cast<std::size_t>(s)]);
+  }
+  // fp32 softmax: each exp(l - max) carries the subtraction's rounding (u·Δ) and 4 ulp; the sum
+  // γ(E); the division 2.5 ulp; renormalization: γ(k) and another division.
+  const double e_exp = kU * max_delta + 8 * kU;
+  const double e_p = 2 * e_exp + gamma(static_cast<double>(num_experts)) + 5 * kU;
+  const double e_w = renormalize ? 2 * e_p + gamma(top_k) + 5 * kU : e_p;
+  r.weight_rel_error = e_w * 1.01;
+  return r;
+}
+
+MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOptions& options,
+                                 const std::vector<std::uint16_t>& x_bf16, const MoeRouting& routing) {
+  check_moe_experts(experts, options.scheme, options.calibrated_fc2_input_scale);
+  const std::vector<std::int32_t> map = resolve_expert_map(options.expert_map, experts.num_experts);
+  const std::int64_t T = routing.tokens, H = experts.hidden, k = routing.top_k;
+  if (x_bf16.size() != static_cast<std::size_t>(T * H)) fail("reference MoE: x has {} values, expected {} × {}", x_bf16.size(), T, H);
+  const auto E_global = static_cast<std::int64_t>(map.size());
+
+  MoeReferenceResult res;
+  res.tokens = T;
+  res.hidden = H;
+  res.value.assign(static_cast<std::size_t>(T * H), 0.0);
+  res.bound.assign(res.value.size(), 0.0);
+  State c{experts, options, res, std::vector<ExpertWeights>(static_cast<std::size_t>(experts.num_experts)),
+            std::vector<bool>(static_cast<std::size_t>(experts.num_experts), false)};
+
+  std::vector<double> x(static_cast<std::size_t>(H)), y, yb;
+  std::vector<double> abs_terms(static_cast<std::size_t>(H));
+  const double ew = routing.weight_rel_error;
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (std::int64_t i = 0; i < H; ++i) x[static_cast<std::size_t>(i)] = bf16_to_float(x_bf16[static_cast<std::size_t>(t * H + i)]);
+    double* out = &res.value[static_cast<std::size_t>(t * H)];
+    double* bound = &res.bound[static_cast<std::size_t>(t * H)];
+    std::fill(abs_terms.begin(), abs_terms.end(), 0.0);
+    for (std::int64_t s = 0; s < k; ++s) {
+      const std::int32_t id = routing.ids[static_cast<std::size_t>(t * k + s)];
+      if (id < 0 || id >= E_global) fail("topk_ids[{}, {}] = {} is outside [0, {})", t, s, id, E_global);
+      const std::int32_t local = map[static_cast<std::size_t>(id)];
+      if (local < 0) continue;
+      const double wt = routing.weights[static_cast<std::size_t>(t * k + s)];
+      expert_forward(c, local, x, y, yb);
+      for (std::int64_t n = 0; n < H; ++n) {
+        const auto ni = static_cast<std::size_t>(n);
+        out[n] += wt * y[ni];
+        bound[n] += std::fabs(wt) * (1 + ew) * yb[ni] + ew * std::fabs(wt * y[ni]);
+        abs_terms[ni] += std::fabs(wt) * (1 + ew) * (std::fabs(y[ni]) + yb[ni]);
+      }
+    }
+    // The top-k sum in fp32: k products and k additions.
+    for (std::int64_t n = 0; n < H; ++n) bound[n] += (gamma(2.0 * static_cast<double>(k) + 2) + kSlack) * abs_terms[static_cast<std::size_t>(n)];
+  }
+  return res;
+}
+
+bool accepts_bf16(const MoeReferenceResult& ref, std::size_t i, std::uint16_t bits) {
+  const double v = bf16_to_float(bits), value = ref.value[i], b = ref.bound[i];
+  if (std::isnan(value)) return std::isnan(v);
+  return round_to_bf16(value - b) <= v && v <= round_to_bf16(value + b);
+}
+
+bool accepts_fp32(const MoeReferenceResult& ref, std::size_t i, float device) {
+  const double value = ref.value[i];
+  if (std::isnan(value)) return std::isnan(device);
+  return std::fabs(static_cast<double>(device) - value) <= ref.bound[i];
+}
+
+}  // namespace fp4cl::reference

@@ -1,0 +1,142 @@
+// The fused FP4 Mixture-of-Experts layer (FP4.md §6): routing, dispatch of tokens to experts,
+// FC1 with SwiGLU, FC2 and the top-k weighted sum, for NVFP4 and MXFP4 experts with BF16
+// activations (W4A16) or activations quantized to FP4 inside the layer (W4A4).
+//
+//   out[t] = Σ_s topk_weights[t,s] × Expert_{topk_ids[t,s]}(x[t])           (s = 0 .. k-1, in order)
+//   Expert_e(x) = FC2_e(bf16(silu(x·gateᵀ) × x·upᵀ))                        silu(g) = g / (1 + e^-g)
+//
+// Rounding points (the scalar reference, host/reference/moe_reference.hpp, follows them):
+//   - W4A16: x is used as given (BF16); the SwiGLU output is rounded to BF16 before FC2.
+//   - W4A4: x is quantized per block with the expert's FC1 input global scale (NVFP4) or the
+//     MXFP4 "ceil" rule; the SwiGLU output is rounded to BF16, then quantized per block for FC2
+//     with dynamic block scales and global scale 1.0 (or the checkpoint's calibrated FC2 input
+//     scale, MoeConfig::fc2_input_scale), as FlashInfer's b12x does.
+//   - Dot products, SwiGLU and the top-k sum are fp32; the output is rounded once (BF16 or fp32).
+//   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
+//
+// Routing: either router logits [T, E_global] fp32 (softmax over all experts, top-k chosen by
+// logit value with ties to the lower expert index, optional renormalization, computed on the
+// device), or precomputed topk_ids [T, k] int32 with topk_weights [T, k] fp32.
+// A row may name the same expert twice: each slot contributes its own weighted term (the
+// expert's output is then added twice, with each slot's weight), exactly as the formula reads.
+//
+// Expert parallelism: MoeConfig::expert_map maps every global expert id to this rank's local
+// expert (an index into Fp4Experts) or -1; experts mapped to -1 contribute nothing here.
+//
+// Invalid ids: a topk_id < 0 or >= E_global never indexes memory. The device skips that slot
+// and records the first invalid (token, slot); finish() (and forward_*()) throws fp4cl::Error
+// naming it. The output of a call that reported an invalid id must not be used.
+//
+// Buffers are the caller's: x [T, H] BF16 (uint16 bits), router logits [T, E_global] fp32,
+// topk_ids [T, k] int32, topk_weights [T, k] fp32, out [T, H] BF16 or fp32 — row-major from
+// offset 0 and at least that large (checked against CL_MEM_SIZE). Commands go to the context's
+// queue, chained with events (an out-of-order queue works too).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/opencl.hpp"
+#include "fp4cl/scheme.hpp"
+#include "fp4cl/weights.hpp"
+
+namespace fp4cl {
+
+enum class MoeOutput { bf16, fp32 };
+
+// NVFP4 W4A4 only: the global scale the FC2 input is quantized with.
+enum class MoeFc2InputScale {
+  dynamic,     // 1.0: dynamic per-block scales only (b12x)
+  calibrated,  // Fp4Experts::w2_input_global_scale, per expert (quant direction)
+};
+
+struct MoeConfig {
+  QuantScheme scheme;   // its weight format must be the experts' format
+  int top_k = 1;        // k, 1 <= k <= E_global
+  bool renormalize = true;  // router-logit path: divide the k weights by their sum
+  // Workspace capacity in tokens, allocated once at creation. A larger batch is processed in
+  // chunks of this many tokens (never refused).
+  std::int64_t max_tokens = 256;
+  // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
+  std::vector<std::int32_t> expert_map;
+  MoeFc2InputScale fc2_input_scale = MoeFc2InputScale::dynamic;
+  MoeOutput output = MoeOutput::bf16;
+  // Kernel strategy: "" = automatic (or the environment variable FP4CL_MOE_KERNEL when set),
+  // else one of moe_kernel_strategies(). An unknown name is an error listing the valid ones.
+  std::string kernel;
+};
+
+// The names of the kernel strategies ("grouped", "decode"), in the order automatic selection
+// tries them.
+std::vector<std::string> moe_kernel_strategies();
+
+// One kernel launch of a call, in enqueue order (profiling times come from `event` when the
+// queue records them).
+struct MoeLaunch {
+  std::string kernel;
+  cl::Event event;
+};
+
+// What one enqueue_*() put on the queue.
+struct MoeCall {
+  std::int64_t tokens = 0;
+  std::vector<std::string> chunk_strategies;  // the strategy that ran each chunk
+  std::vector<MoeLaunch> launches;
+  cl::Event done;  // the last command (null when tokens == 0)
+  cl::Buffer topk_ids;  // the caller's ids (to name an invalid one), null on the logit path
+};
+
+// Read back from the device by finish().
+struct MoeStats {
+  std::int64_t tokens = 0;
+  std::int64_t local_pairs = 0;     // (token, slot) pairs whose expert is on this rank
+  std::int64_t expert_passes = 0;   // times one expert's weights were streamed (one per tile)
+  std::uint64_t weight_bytes = 0;   // FP4 codes + block scales streamed: expert_passes × per expert
+};
+
+class MoeLayer {
+ public:
+  // Validates the experts and the configuration (clear errors naming the tensor or field),
+  // uploads the weights, builds the kernels and allocates the workspace.
+  static MoeLayer create(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config);
+
+  // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on.
+  MoeCall enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
+                       const cl::Buffer& out, std::int64_t tokens, const std::vector<cl::Event>& wait = {});
+  MoeCall enqueue_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,
+                         std::int64_t tokens, const std::vector<cl::Event>& wait = {});
+
+  // Waits for `call` (the layer's latest enqueue: the workspace holds one call's status),
+  // throws fp4cl::Error on an invalid expert id, and returns what the call streamed.
+  MoeStats finish(const MoeCall& call);
+
+  // enqueue + finish.
+  MoeStats forward_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
+                        const cl::Buffer& out, std::int64_t tokens);
+  MoeStats forward_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,
+                          std::int64_t tokens);
+
+  std::int64_t num_local_experts() const;
+  std::int64_t num_global_experts() const;
+  std::int64_t hidden() const;
+  std::int64_t intermediate() const;
+  int top_k() const;
+  std::int64_t max_tokens() const;
+  const QuantScheme& scheme() const;
+  // FP4 codes + block scales of one expert (FC1 and FC2).
+  std::uint64_t expert_weight_bytes() const;
+  // The strategy a chunk of `tokens` tokens runs with, and its tile: how many pairs of one
+  // expert share each pass over the expert's weights.
+  std::string strategy_for(std::int64_t tokens) const;
+  int tile_pairs_for(std::int64_t tokens) const;
+
+ private:
+  struct Impl;
+  explicit MoeLayer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace fp4cl

@@ -1,0 +1,129 @@
+// MoE FC2 and the top-k reduction. Each work-item owns MOE_VEC consecutive output rows n.
+//
+//   moe_fc2         (grouped) one tile per work-group row: streams the rows of the tile's
+//                   expert once for its up to MOE_TILE_M pairs and writes y[pair, n] (fp32).
+//   moe_reduce      out[t, n] = Σ_s w[t,s] · y[t·k+s, n], s = 0..k-1 in order, local pairs only.
+//   moe_fc2_reduce  (decode) both at once: one (rows, token) per work-item, slot by slot in order.
+// The sum always runs in slot order from 0.0f, with no atomics: bit-identical run to run.
+//
+// Build-time parameters: MOE_TILE_M, MOE_LOCAL (work-group size), MOE_OUT_BF16, and those of
+// moe_fp4_vec.cl. (W4A4 and W4A16 differ only in what x2 holds.)
+//   w2 [E, groups(H), I/8, MOE_GROUP] words, w2_s [E, groups(H), I/block, MOE_GROUP] block scales
+//   x2 [slots, I]  FC2 inputs (moe_fc1)
+//   fc2_factor [E] dequant global scale × FC2 input global scale⁻¹ × 2^-(scale_exp + MOE_E2M1_EXP)
+#include "moe_fp4_vec.cl"
+
+// Independent accumulator chains per token: with few tokens, elements alternate between
+// MOE_CHAINS(n) partial sums so that about four FMA chains hide the FMA latency.
+#define MOE_CHAINS(n) ((n) >= 4 ? 1 : 4 / (n))
+
+// Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
+// constant n at each call site; rows past `count` repeat the last one).
+__attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
+                                                       int scale_exp, const __global float* x2, int start, int count,
+                                                       const int n, floatV* h) {
+  const int chains = MOE_CHAINS(n);
+  const __global float* xr[MOE_TILE_M];
+  floatV acc[4 * MOE_TILE_M];
+  #pragma unroll
+  for (int m = 0; m < n; ++m) xr[m] = x2 + (long)(start + min(m, count - 1)) * inter;
+  #pragma unroll
+  for (int i = 0; i < n * chains; ++i) acc[i] = (floatV)(0.0f);
+  for (int b = 0; b < inter / MOE_BLOCK; ++b) {
+    const floatV sv = moe_block_scales(s + b * MOE_GROUP, scale_exp);
+    for (int q = 0; q < MOE_BLOCK / 8; ++q) {
+      const int g = b * (MOE_BLOCK / 8) + q;
+      const uintV word = moe_loadV(w + (long)g * MOE_GROUP);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const floatV d = moe_e2m1(word, j) * sv;
+        #pragma unroll
+        for (int m = 0; m < n; ++m) {
+          const int c = m * chains + j % chains;
+          acc[c] = fma(d, (floatV)(xr[m][8 * g + j]), acc[c]);
+        }
+      }
+    }
+  }
+  #pragma unroll
+  for (int m = 0; m < n; ++m) {
+    h[m] = acc[m * chains];
+    #pragma unroll
+    for (int c = 1; c < chains; ++c) h[m] += acc[m * chains + c];
+  }
+}
+
+// The layout offsets of row n of expert e (in words and in block scales).
+inline long moe_fc2_words(int e, int n, int hidden, int inter) {
+  return ((long)e * ((hidden + MOE_GROUP - 1) / MOE_GROUP) + n / MOE_GROUP) * (inter / 8) * MOE_GROUP + n % MOE_GROUP;
+}
+inline long moe_fc2_scales(int e, int n, int hidden, int inter) {
+  return ((long)e * ((hidden + MOE_GROUP - 1) / MOE_GROUP) + n / MOE_GROUP) * (inter / MOE_BLOCK) * MOE_GROUP +
+         n % MOE_GROUP;
+}
+
+inline void moe_store_out(floatV o, __global void* out, long i) {
+#if MOE_OUT_BF16
+  const intV u = as_intV(o);
+  const intV bits = select((u + 0x7FFF + ((u >> 16) & 1)) >> 16, (u >> 16) | 0x40, isnan(o));
+#if MOE_VEC == 1
+  ((__global ushort*)out)[i] = (ushort)bits;
+#else
+  moe_storeV(MOE_CAT(convert_ushort, MOE_VEC)(bits & 0xFFFF), (__global ushort*)out + i);
+#endif
+#else
+  moe_storeV(o, (__global float*)out + i);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
+    __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
+    __global const int* slot_pair, __global float* y) {
+  const int n0 = get_global_id(0) * MOE_VEC, tile = get_group_id(1);
+  if (n0 >= hidden || tile >= chunk_info[0]) return;
+  const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
+  const __global uint* w = w2 + moe_fc2_words(e, n0, hidden, inter);
+  const __global moe_scale_t* s = w2_s + moe_fc2_scales(e, n0, hidden, inter);
+  floatV h[MOE_TILE_M];
+  if (count == 1) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 1, h);
+#if MOE_TILE_M >= 4
+  else if (count <= 2) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 2, h);
+#endif
+#if MOE_TILE_M >= 8
+  else if (count <= 4) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 4, h);
+#endif
+  else moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, MOE_TILE_M, h);
+  const float f = fc2_factor[e];
+  for (int m = 0; m < MOE_TILE_M && m < count; ++m) moe_storeV(h[m] * f, y + (long)slot_pair[start + m] * hidden + n0);
+}
+
+__kernel void moe_reduce(__global const float* y, __global const int* pair_expert, __global const float* pair_weight,
+                         int top_k, int hidden, int num_tokens, int token_offset, __global void* out) {
+  const int n0 = get_global_id(0) * MOE_VEC, t = get_global_id(1);
+  if (n0 >= hidden || t >= num_tokens) return;
+  floatV o = (floatV)(0.0f);
+  for (int s = 0; s < top_k; ++s) {
+    const int p = t * top_k + s;
+    if (pair_expert[p] >= 0) o += pair_weight[p] * moe_loadV(y + (long)p * hidden + n0);
+  }
+  moe_store_out(o, out, ((long)token_offset + t) * hidden + n0);
+}
+
+__kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_reduce(
+    __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    int scale_exp, __global const float* x2, __global const int* pair_expert, __global const int* pair_slot,
+    __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out) {
+  const int n0 = get_global_id(0) * MOE_VEC, t = get_global_id(1);
+  if (n0 >= hidden || t >= num_tokens) return;
+  floatV o = (floatV)(0.0f);
+  for (int s = 0; s < top_k; ++s) {
+    const int p = t * top_k + s, e = pair_expert[p];
+    if (e < 0) continue;
+    floatV h[MOE_TILE_M];
+    moe_fc2_dot(w2 + moe_fc2_words(e, n0, hidden, inter), w2_s + moe_fc2_scales(e, n0, hidden, inter), inter,
+                scale_exp, x2, pair_slot[p], 1, 1, h);
+    o += pair_weight[p] * (h[0] * fc2_factor[e]);
+  }
+  moe_store_out(o, out, ((long)token_offset + t) * hidden + n0);
+}

@@ -1,0 +1,102 @@
+// Vector pieces of the MoE expert GEMMs (included by moe_fc1.cl and moe_fc2.cl).
+//
+// Weight layout (prepared once by the host, host/layers/moe_weights.cpp): the rows of each
+// expert's matrix are taken in groups of MOE_GROUP. Within a group, the 4-byte words holding
+// elements 8g..8g+7 of every row sit side by side (row r at word g·MOE_GROUP + r % MOE_GROUP),
+// and so do the block-scale bytes of block b. A work-item owns MOE_VEC consecutive rows of a
+// group as the lanes of one vector: one load brings 8 elements of each of its rows, and the
+// activation x[k] is a broadcast scalar. On a CPU the lanes are SIMD lanes (MOE_VEC = the
+// device's preferred float width); on a GPU MOE_VEC = 1 and neighbouring work-items read
+// neighbouring words (coalesced), while the activation is the same address for all of them.
+//
+// E2M1 decode, FP4.md §1: as_float(sign << 31 | code << 22) = e2m1 × 2^-126. For nibble j of a
+// word, an arithmetic shift moves the nibble's sign across bits 31..25 and its magnitude to bits
+// 24..22; one mask keeps bits 31 and 24..22. (Codes ±0.5 are fp32 subnormals: devices without
+// fp32 denormals build with MOE_E2M1_NO_DENORM, which decodes the exact values instead.)
+// Block scales: NVFP4's E4M3 scales are stored as fp16 (every E4M3 value is an fp16 number), so
+// one vload_half converts a vector of them; MXFP4's E8M0 bytes become exponents. Each is scaled
+// by 2^scale_exp and applied to the decoded weights before they meet the activations, so every
+// product is a normal fp32 number; the host folds 2^-(scale_exp + MOE_E2M1_EXP) into each
+// row's factor.
+//
+// Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_VEC (1, 2, 4, 8 or 16), MOE_GROUP (a
+// multiple of MOE_VEC), MOE_E2M1_NO_DENORM.
+#ifndef FP4CL_MOE_FP4_VEC_CL
+#define FP4CL_MOE_FP4_VEC_CL
+
+#include "common/formats.cl"
+
+#ifdef MOE_NVFP4
+#define MOE_BLOCK 16
+#else
+#define MOE_BLOCK 32
+#endif
+
+#define MOE_CAT_(a, b) a##b
+#define MOE_CAT(a, b) MOE_CAT_(a, b)
+#if MOE_VEC == 1
+#define floatV float
+#define intV int
+#define uintV uint
+#define convert_intV convert_int
+#define convert_floatV convert_float
+#define as_floatV as_float
+#define as_intV as_int
+#define moe_loadV(p) (*(p))
+#define moe_storeV(v, p) (*(p) = (v))
+#else
+#define floatV MOE_CAT(float, MOE_VEC)
+#define intV MOE_CAT(int, MOE_VEC)
+#define uintV MOE_CAT(uint, MOE_VEC)
+#define convert_intV MOE_CAT(convert_int, MOE_VEC)
+#define convert_floatV MOE_CAT(convert_float, MOE_VEC)
+#define as_floatV MOE_CAT(as_float, MOE_VEC)
+#define as_intV MOE_CAT(as_int, MOE_VEC)
+#define moe_loadV(p) MOE_CAT(vload, MOE_VEC)(0, p)
+#define moe_storeV(v, p) MOE_CAT(vstore, MOE_VEC)(v, 0, p)
+#endif
+
+// Element 8g + j of each lane's row, from the word of elements 8g..8g+7.
+#ifndef MOE_E2M1_NO_DENORM
+#define MOE_E2M1_EXP (-126)
+inline floatV moe_e2m1(uintV w, int j) {
+  return as_floatV((as_intV(w << (28 - 4 * j)) >> 6) & (int)0x81C00000);
+}
+#else
+#define MOE_E2M1_EXP 0
+// Magnitude codes 2..7 through the exponent (base 126); codes 0 and 1 (0 and 0.5) by a select.
+inline floatV moe_e2m1(uintV w, int j) {
+  const intV v = as_intV(w << (28 - 4 * j)) >> 6;
+  const intV mag = v & 0x01C00000;
+  const intV small = select((intV)(0), (intV)(0x3F000000), mag == 0x00400000);
+  return as_floatV(select(mag + (126 << 23), small, mag < 0x00800000) | (v & (int)0x80000000));
+}
+#endif
+
+// The block scales of the lanes (MOE_VEC consecutive entries at p), as s × 2^scale_exp.
+#ifdef MOE_NVFP4
+typedef half moe_scale_t;
+inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
+#if MOE_VEC == 1
+  return vload_half(0, p) * as_float((scale_exp + 127) << 23);
+#else
+  return MOE_CAT(vload_half, MOE_VEC)(0, p) * as_float((scale_exp + 127) << 23);
+#endif
+}
+#else
+typedef uchar moe_scale_t;
+inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
+  return as_floatV((convert_intV(moe_loadV(p)) + scale_exp) << 23);
+}
+#endif
+
+// BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
+inline floatV moe_round_bf16(floatV v) {
+  const intV u = as_intV(v);
+  const intV rounded = (u + 0x7FFF + ((u >> 16) & 1)) & (int)0xFFFF0000;
+  return as_floatV(select(rounded, u | 0x00400000, isnan(v)));
+}
+
+inline floatV moe_silu(floatV g) { return g / (1.0f + exp(-g)); }
+
+#endif  // FP4CL_MOE_FP4_VEC_CL

@@ -1,0 +1,34 @@
+// The MoE layer's activation quantization (W4A4): one FP4 block with the shared recipe
+// (common/quant_recipe.cl, FP4.md §3 NVFP4 and §4 MXFP4), written as e2m1 × block scale — exact
+// in fp32; the global scale's inverse is part of the next GEMM's row factor. Used for the FC1
+// input (moe_gather) and the FC2 input (moe_fc1).
+//
+// Build-time parameters: MOE_NVFP4 (else MXFP4). Kernels that include this file need exact
+// fp32 division (host/kernels/moe_build_options.hpp).
+#ifndef FP4CL_MOE_QUANT_CL
+#define FP4CL_MOE_QUANT_CL
+
+#include "common/quant_recipe.cl"
+
+#ifdef MOE_NVFP4
+#define MOE_QUANT_BLOCK 16
+#else
+#define MOE_QUANT_BLOCK 32
+#endif
+
+// v: the block's values (BF16 numbers); gs: the NVFP4 quant-direction global scale (ignored by MXFP4).
+inline void moe_quantize_block(const float* v, float gs, __global float* out) {
+  float amax = 0.0f;
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) amax = fp4cl_amax_step(amax, v[i]);
+#ifdef MOE_NVFP4
+  const uint sb = nvfp4_scale_byte(amax, gs);
+  const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
+#else
+  const uint sb = mxfp4_scale_byte(amax);
+  const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
+  (void)gs;
+#endif
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
+}
+
+#endif  // FP4CL_MOE_QUANT_CL

@@ -1,0 +1,83 @@
+// MoE routing: one work-item per token of the chunk. Writes, for each (token, slot) pair
+// p = t·k + s of the chunk, the local expert (or -1: not on this rank, or an invalid id) and the
+// routing weight.
+//
+// Invalid ids never index memory: the pair is dropped and the smallest global pair index with
+// an invalid id is recorded with atomic_min (status[0]; status[1] for an expert_map entry out of
+// range, which the host already rules out). atomic_min of integers gives the same result in any
+// order, so the status is deterministic too.
+//
+// Arguments shared by both kernels:
+//   num_tokens    tokens in this chunk; token_offset its first token in the caller's tensors
+//   num_global    E_global; expert_map [E_global] -> local id or -1; num_local = E_local
+//   pair_expert   [chunk pairs] local expert or -1;  pair_weight [chunk pairs]
+
+inline int moe_map_expert(int id, int num_global, __global const int* expert_map, int num_local, long global_pair,
+                          __global int* status) {
+  if (id < 0 || id >= num_global) {
+    atomic_min(&status[0], (int)global_pair);
+    return -1;
+  }
+  const int mapped = expert_map[id];
+  if (mapped < -1 || mapped >= num_local) {
+    atomic_min(&status[1], (int)global_pair);
+    return -1;
+  }
+  return mapped;
+}
+
+__kernel void moe_route_topk(__global const int* topk_ids, __global const float* topk_weights, int num_tokens,
+                             int token_offset, int top_k, int num_global, __global const int* expert_map,
+                             int num_local, __global int* pair_expert, __global float* pair_weight,
+                             __global int* status) {
+  const int t = get_global_id(0);
+  if (t >= num_tokens) return;
+  for (int s = 0; s < top_k; ++s) {
+    const int p = t * top_k + s;
+    const long g = ((long)token_offset + t) * top_k + s;
+    pair_expert[p] = moe_map_expert(topk_ids[g], num_global, expert_map, num_local, g, status);
+    pair_weight[p] = topk_weights[g];
+  }
+}
+
+// Softmax over the token's E_global logits (max-subtracted, summed in expert order), top-k by
+// logit value with ties to the lower expert index (NaN ranks below every number), weights
+// exp(l - max) / sum, optionally divided by their sum in slot order.
+__kernel void moe_route_logits(__global const float* logits, int num_tokens, int token_offset, int top_k,
+                               int renormalize, int num_global, __global const int* expert_map, int num_local,
+                               __global int* pair_expert, __global float* pair_weight, __global int* status) {
+  const int t = get_global_id(0);
+  if (t >= num_tokens) return;
+  const __global float* l = logits + ((long)token_offset + t) * num_global;
+  float m = -INFINITY;
+  for (int e = 0; e < num_global; ++e) m = fmax(m, l[e]);
+  float sum = 0.0f;
+  for (int e = 0; e < num_global; ++e) sum += exp(l[e] - m);
+  // Slot s takes the best expert below the previous pick in the order (key desc, index asc).
+  float prev_key = INFINITY;
+  int prev = -1;
+  float psum = 0.0f;
+  for (int s = 0; s < top_k; ++s) {
+    int best = -1;
+    float best_key = -INFINITY;
+    for (int e = 0; e < num_global; ++e) {
+      const float key = isnan(l[e]) ? -INFINITY : l[e];
+      const bool after_prev = prev < 0 || key < prev_key || (key == prev_key && e > prev);
+      if (after_prev && (best < 0 || key > best_key)) {
+        best = e;
+        best_key = key;
+      }
+    }
+    prev = best;
+    prev_key = best_key;
+    const int p = t * top_k + s;
+    const long g = ((long)token_offset + t) * top_k + s;
+    const float w = exp(l[best] - m) / sum;
+    psum += w;
+    pair_expert[p] = moe_map_expert(best, num_global, expert_map, num_local, g, status);
+    pair_weight[p] = w;
+  }
+  if (renormalize) {
+    for (int s = 0; s < top_k; ++s) pair_weight[t * top_k + s] /= psum;
+  }
+}

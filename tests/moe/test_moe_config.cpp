@@ -1,0 +1,286 @@
+// Layer creation: validation of experts and configuration, strategy selection, output types,
+// the calibrated FC2 input scale, buffer checks and gate/up scale sensitivity.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "moe_test_support.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl::test {
+namespace {
+
+const QuantScheme kNvW4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
+const QuantScheme kNvW4A16{WeightFormat::nvfp4, Activations::bf16};
+
+MoeConfig config(const QuantScheme& scheme, int top_k) {
+  MoeConfig c;
+  c.scheme = scheme;
+  c.top_k = top_k;
+  return c;
+}
+
+// Creating the layer throws fp4cl::Error whose message contains `expected`.
+void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::string& expected) {
+  try {
+    MoeLayer::create(test_context(), ex, cfg);
+    ADD_FAILURE() << "no error; expected one mentioning: " << expected;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(MoeConfig, RejectsInvalidExperts) {
+  const Fp4Experts good = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 1});
+  const MoeConfig cfg = config(kNvW4A4, 2);
+  const std::vector<std::pair<std::function<void(Fp4Experts&)>, std::string>> cases = {
+      {[](Fp4Experts& e) { e.format = WeightFormat::mxfp4; }, "the experts are MXFP4 but the scheme is NVFP4 W4A4"},
+      {[](Fp4Experts& e) { e.hidden = 72; }, "hidden = 72 must be a positive multiple of the NVFP4 block size 16"},
+      {[](Fp4Experts& e) { e.w13_packed.pop_back(); }, "w13_packed has"},
+      {[](Fp4Experts& e) { e.w2_scales.push_back(0x38); }, "w2_scales has"},
+      {[](Fp4Experts& e) { e.w13_scales[(64 / 16) * 5 + 3] = 0x7F; }, "w13_scales[0, 5, 3] = 0x7F is a NaN E4M3 block scale"},
+      {[](Fp4Experts& e) { e.w13_global_scale[3] = 0.0f; }, "w13_global_scale[3] = 0: a global scale must be finite and > 0"},
+      {[](Fp4Experts& e) { e.w2_global_scale[1] = NAN; }, "w2_global_scale[1] = nan"},
+      {[](Fp4Experts& e) { e.w13_input_global_scale.clear(); }, "w13_input_global_scale has 0 elements, expected 4"},
+  };
+  for (const auto& [mutate, message] : cases) {
+    Fp4Experts ex = good;
+    mutate(ex);
+    expect_create_error(ex, cfg, message);
+  }
+  Fp4Experts mx = make_experts({WeightFormat::mxfp4, 4, 64, 32, Data::exact, 2});
+  mx.w2_global_scale[0] = 0.5f;
+  expect_create_error(mx, config({WeightFormat::mxfp4, Activations::bf16}, 2), "MXFP4 has no global scale");
+}
+
+TEST(MoeConfig, RejectsInvalidConfiguration) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 3});
+  MoeConfig cfg = config(kNvW4A16, 0);
+  expect_create_error(ex, cfg, "top_k = 0 must be in [1, 4]");
+  cfg.top_k = 5;
+  expect_create_error(ex, cfg, "top_k = 5 must be in [1, 4]");
+  cfg.top_k = 2;
+  cfg.max_tokens = 0;
+  expect_create_error(ex, cfg, "max_tokens = 0 must be at least 1");
+  cfg.max_tokens = 16;
+  cfg.expert_map = {0, 1, -1, 4, 2};
+  expect_create_error(ex, cfg, "expert_map[3] = 4: expected -1 or a local expert id in [0, 4)");
+  cfg.expert_map = {0, 1, -1, 1, 2};
+  expect_create_error(ex, cfg, "expert_map[1] and expert_map[3] both name local expert 1");
+  cfg.expert_map.clear();
+  cfg.fc2_input_scale = MoeFc2InputScale::calibrated;
+  expect_create_error(ex, cfg, "a calibrated FC2 input scale applies to NVFP4 W4A4 only");
+}
+
+// W4A16 never reads activation scales, even where a mixed checkpoint carries broken ones.
+TEST(MoeConfig, W4A16IgnoresActivationScales) {
+  Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 4});
+  ex.w13_input_global_scale.assign(4, NAN);
+  ex.w2_input_global_scale.clear();
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "decode";
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const auto x = make_activations(3, 64, Data::exact, 5);
+  const auto ids = make_ids(3, 2, 4, 6);
+  const auto w = make_weights(3, 2, 7);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, 3, 2));
+  EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, 3), cfg.output));
+}
+
+TEST(MoeConfig, UnknownStrategyListsTheValidOnes) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 8});
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "fastest";
+  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'fastest' (MoeConfig::kernel); valid: grouped, decode");
+  cfg.kernel.clear();
+  ScopedEnv env("FP4CL_MOE_KERNEL", "marlin");
+  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'marlin' (FP4CL_MOE_KERNEL); valid: grouped, decode");
+}
+
+TEST(MoeConfig, EnvironmentForcesAStrategy) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 9});
+  ScopedEnv env("FP4CL_MOE_KERNEL", "decode");
+  MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 2));
+  EXPECT_EQ(layer.strategy_for(1), "decode");
+  EXPECT_EQ(layer.strategy_for(200), "decode");
+}
+
+TEST(MoeConfig, AutomaticSelectionByBatchSize) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 16, 64, 32, Data::exact, 10});
+  MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 8));
+  EXPECT_EQ(layer.strategy_for(1), "decode");
+  EXPECT_EQ(layer.strategy_for(256), "grouped");
+  EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode"}));
+}
+
+// The E2M1 decode for devices that flush denormals, forced here on any device.
+TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
+  ScopedEnv env("FP4CL_MOE_E2M1_DECODE", "exact");
+  const std::int64_t T = 5;
+  for (const WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const Fp4Experts ex = make_experts({f, 8, 80 + (f == WeightFormat::mxfp4 ? 16 : 0), 64, Data::exact, 29});
+    MoeConfig cfg = config({f, Activations::bf16}, 2);
+    cfg.kernel = "decode";  // both strategies share the E2M1 decode: the smaller build suffices
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const auto x = make_activations(T, ex.hidden, Data::exact, 30);
+    const auto ids = make_ids(T, 2, 8, 31);
+    const auto w = make_weights(T, 2, 32);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output)) << to_string(f);
+  }
+  ScopedEnv bad("FP4CL_MOE_E2M1_DECODE", "lut");
+  expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                      "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
+}
+
+// The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
+// work-groups — run on whatever device the tests use (tiles of 4 rather than 8: a shorter build).
+TEST(MoeConfig, GpuLayoutMatchesReference) {
+  ScopedEnv env("FP4CL_MOE_TILES",
+                "vec=1,group=64,grouped.tile_m=4,grouped.local_i=64,grouped.local_h=64,decode.local_i=64,"
+                "decode.local_h=64");
+  const std::int64_t T = 37;
+  for (const QuantScheme& scheme : {kNvW4A4, QuantScheme{WeightFormat::mxfp4, Activations::bf16}}) {
+    const std::int64_t H = 96, I = scheme.weight == WeightFormat::nvfp4 ? 80 : 96;  // 80: a partial row group
+    const Fp4Experts ex = make_experts({scheme.weight, 8, H, I, Data::exact, 34});
+    const auto x = make_activations(T, H, Data::exact, 35);
+    const auto ids = make_ids(T, 2, 8, 36);
+    const auto w = make_weights(T, 2, 37);
+    for (const char* strategy : {"grouped", "decode"}) {
+      if (scheme.w4a16() && std::string(strategy) == "decode") continue;  // one MXFP4 build is enough
+      MoeConfig cfg = config(scheme, 2);
+      cfg.kernel = strategy;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+      EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output))
+          << scheme.name() << " " << strategy;
+    }
+  }
+}
+
+TEST(MoeConfig, TileOverridesAreValidated) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 38});
+  const std::pair<const char*, const char*> cases[] = {
+      {"grouped.tile_m=3", "grouped.tile_m = 3 must be 1, 2, 4 or 8"},
+      {"tiles=2", "unknown key 'tiles'"},
+      {"grouped.tile_m", "'grouped.tile_m' is not key=positive integer"},
+      {"decode.local_h=0", "'decode.local_h=0' is not key=positive integer"},
+      {"vec=3,group=3", "vec = 3 must be 1, 2, 4, 8 or 16 and divide group = 3"},
+  };
+  for (const auto& [value, message] : cases) {
+    ScopedEnv env("FP4CL_MOE_TILES", value);
+    expect_create_error(ex, config(kNvW4A4, 2), message);
+  }
+  // A forced strategy whose tiles the problem refuses names the reason.
+  ScopedEnv env("FP4CL_MOE_TILES", "vec=8,group=8,decode.local_i=1");
+  MoeConfig cfg = config(kNvW4A4, 2);
+  cfg.kernel = "decode";
+  expect_create_error(ex, cfg, "an FC1 work-group covers 8 rows, not a multiple of the NVFP4 block size 16");
+}
+
+TEST(MoeConfig, Fp32OutputMatchesReference) {
+  const std::int64_t T = 11;
+  const Fp4Experts ex = make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 12});
+  MoeConfig cfg = config({WeightFormat::mxfp4, Activations::fp4_dynamic}, 2);
+  cfg.output = MoeOutput::fp32;
+  cfg.kernel = "decode";  // the grouped strategy's fp32 store runs in MoeDispatch.ExpertMap*
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const auto x = make_activations(T, 64, Data::exact, 13);
+  const auto ids = make_ids(T, 2, 8, 14);
+  const auto w = make_weights(T, 2, 15);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+  EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output));
+}
+
+TEST(MoeConfig, CalibratedFc2InputScale) {
+  const std::int64_t T = 9;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 8, 64, 64, Data::exact, 16});
+  const auto x = make_activations(T, 64, Data::exact, 17);
+  const auto ids = make_ids(T, 2, 8, 18);
+  const auto w = make_weights(T, 2, 19);
+  MoeConfig cfg = config(kNvW4A4, 2);
+  cfg.output = MoeOutput::fp32;
+  cfg.kernel = "grouped";  // the FC2 input scale is applied by FC1, the same in both strategies
+  MoeLayer dynamic = MoeLayer::create(test_context(), ex, cfg);
+  cfg.fc2_input_scale = MoeFc2InputScale::calibrated;
+  MoeLayer calibrated = MoeLayer::create(test_context(), ex, cfg);
+  const DeviceResult dev = run_topk(calibrated, cfg.output, x, ids, w, T);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+  EXPECT_TRUE(matches_reference(ref, dev, cfg.output));
+  // The FC2 input scale changes the quantization grid, hence the result.
+  EXPECT_NE(dev.fp32, run_topk(dynamic, cfg.output, x, ids, w, T).fp32);
+}
+
+// Generic data (Gaussian activations, any block scale, arbitrary global scales): the bound is
+// looser there but still rigorous.
+TEST(MoeConfig, GenericDataMatchesReference) {
+  const std::int64_t T = 13;
+  for (const QuantScheme& scheme : {kNvW4A4, kNvW4A16}) {
+    const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 8, 96, 64, Data::generic, 20});
+    MoeConfig cfg = config(scheme, 2);
+    cfg.kernel = "grouped";
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const auto x = make_activations(T, 96, Data::generic, 21);
+    const auto ids = make_ids(T, 2, 8, 22);
+    const auto w = make_weights(T, 2, 23);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output)) << scheme.name();
+  }
+}
+
+// Gate and up carry different global scales in every expert: a reference that swapped them
+// must reject the layer's output (the tolerance can tell them apart).
+TEST(MoeConfig, GateAndUpScalesAreKeptApart) {
+  const std::int64_t T = 8;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 24});
+  const MoeConfig cfg = config(kNvW4A16, 2);
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const auto x = make_activations(T, 64, Data::exact, 25);
+  const auto ids = make_ids(T, 2, 4, 26);
+  const auto w = make_weights(T, 2, 27);
+  const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+  const auto routing = reference::routing_from_topk(ids, w, T, 2);
+  EXPECT_TRUE(matches_reference(reference::moe_reference(ex, reference_options(cfg), x, routing), dev, cfg.output));
+  Fp4Experts swapped = ex;
+  for (std::size_t e = 0; e < 4; ++e) std::swap(swapped.w13_global_scale[2 * e], swapped.w13_global_scale[2 * e + 1]);
+  EXPECT_FALSE(matches_reference(reference::moe_reference(swapped, reference_options(cfg), x, routing), dev, cfg.output));
+}
+
+TEST(MoeConfig, BuffersTooSmallAreErrors) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 28});
+  MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 2));
+  const cl::Context& c = test_context().opencl_context();
+  const cl::Buffer small(c, CL_MEM_READ_WRITE, 16), x(c, CL_MEM_READ_WRITE, 4 * 64 * 2),
+      ids(c, CL_MEM_READ_WRITE, 4 * 2 * 4), out(c, CL_MEM_READ_WRITE, 4 * 64 * 2);
+  const auto message = [&](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message([&] { layer.enqueue_topk(small, ids, ids, out, 4); }).find("the x buffer has 16 bytes; [T, H] BF16 needs 512"), std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_topk(x, small, ids, out, 4); }).find("the topk_ids buffer has 16 bytes; [T, k] int32 needs 32"), std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_logits(x, small, out, 4); }).find("the router_logits buffer has 16 bytes; [T, E_global] fp32 needs 64"), std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_topk(x, ids, ids, small, 4); }).find("the out buffer has 16 bytes"), std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_topk(x, ids, ids, out, -1); }).find("tokens = -1 is negative"), std::string::npos);
+  // T = 0 enqueues nothing.
+  const MoeCall call = layer.enqueue_topk(small, small, small, small, 0);
+  EXPECT_TRUE(call.launches.empty());
+  EXPECT_EQ(layer.finish(call).local_pairs, 0);
+}
+
+}  // namespace
+}  // namespace fp4cl::test
