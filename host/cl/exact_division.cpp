@@ -4,6 +4,8 @@
 
 namespace fp4cl {
 
+bool has_exact_division(const DeviceInfo& info) { return info.correctly_rounded_divide || info.has_fp64; }
+
 BuildOptions& add_exact_division(BuildOptions& options, const DeviceInfo& info, std::string_view kernel_file) {
   if (info.correctly_rounded_divide) return options.flag("-cl-fp32-correctly-rounded-divide-sqrt");
   if (info.has_fp64) return options.define("FP4CL_DIV_VIA_FP64");

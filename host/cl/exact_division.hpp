@@ -18,4 +18,7 @@ namespace fp4cl {
 // and throws fp4cl::Error naming `kernel_file` and the device when it has neither.
 BuildOptions& add_exact_division(BuildOptions& options, const DeviceInfo& info, std::string_view kernel_file);
 
+// Whether add_exact_division succeeds on the device.
+bool has_exact_division(const DeviceInfo& info);
+
 }  // namespace fp4cl

@@ -1,5 +1,6 @@
 #include "kernels/linear_activation_pass.hpp"
 
+#include "cl/exact_division.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "prepare/fp4_row_layout.hpp"
@@ -15,7 +16,7 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
   if (scheme.w4a16()) {
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_split_bf16", options);
   } else {
-    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx);
+    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
   }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cl/exact_division.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -22,15 +23,8 @@ bool has_fp32_denormals(const Context& ctx) {
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   MoeNumerics n;
   const DeviceInfo& info = ctx.info();
-  if (info.correctly_rounded_divide) {
-    n.options.flag("-cl-fp32-correctly-rounded-divide-sqrt");
-  } else if (info.has_fp64) {
-    n.options.define("FP4CL_DIV_VIA_FP64");
-  } else if (exact_division_needed) {
-    fail("{} offers neither correctly rounded fp32 division nor fp64: the NVFP4 activation quantization of W4A4 "
-         "needs an exact division (FP4.md §3); use a W4A16 scheme on this device",
-         info.describe());
-  }
+  // Without exact division only W4A4 NVFP4 fails (add_exact_division throws, naming the device).
+  if (exact_division_needed || has_exact_division(info)) add_exact_division(n.options, info, "the MoE kernels");
   const char* decode = std::getenv("FP4CL_MOE_E2M1_DECODE");
   const std::string choice = decode ? decode : "";
   if (!choice.empty() && choice != "exact" && choice != "subnormal")

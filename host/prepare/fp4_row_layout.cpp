@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/quant_recipe.cl"
+#include "fp4cl/formats.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -39,17 +40,6 @@ std::uint8_t kernel_code(unsigned code) {
 }
 
 }  // namespace
-
-std::vector<std::uint8_t> swizzle_scales_128x4(const std::vector<std::uint8_t>& scales, std::int64_t rows,
-                                               std::int64_t cols) {
-  const std::int64_t mp = round_up(rows, 128), kp = round_up(cols, 4);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(mp * kp), 0);
-  for (std::int64_t m = 0; m < rows; ++m)
-    for (std::int64_t k = 0; k < cols; ++k)
-      out[swizzled_scale_offset(static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(k),
-                                static_cast<std::uint32_t>(kp))] = scales[static_cast<std::size_t>(m * cols + k)];
-  return out;
-}
 
 Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
   const std::int64_t block = block_size(w.format);
@@ -96,7 +86,7 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
       }
     }
   }
-  layout.scales = swizzle_scales_128x4(scales, w.n, w.k / block);
+  layout.scales = swizzle_scales(scales, w.n, w.k / block);
   return layout;
 }
 

@@ -17,11 +17,6 @@ namespace fp4cl {
 // Elements per step of the kernels' inner loops (FP4CL_STEP in fp4_dot.cl).
 constexpr std::int64_t kFp4RowStep = 64;
 
-// The 128×4 swizzle of a [rows, cols] scale matrix (row-major bytes): rows padded to 128 and
-// columns to 4 with zeros; byte (m, k) moves to swizzled_scale_offset(m, k, roundup(cols, 4)).
-std::vector<std::uint8_t> swizzle_scales_128x4(const std::vector<std::uint8_t>& scales, std::int64_t rows,
-                                               std::int64_t cols);
-
 struct Fp4RowLayoutInfo {
   WeightFormat format = WeightFormat::nvfp4;
   std::int64_t n = 0, k = 0;

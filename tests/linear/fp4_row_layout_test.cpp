@@ -1,6 +1,6 @@
-// The "rows" weight layout made at load (host/prepare/fp4_row_layout.cpp): the 128×4 scale
-// swizzle (FP4.md §7 worked example and inverse), the code remap and row padding, negative NVFP4
-// scales folded into codes, and MXFP4's exponent offset.
+// The "rows" weight layout made at load (host/prepare/fp4_row_layout.cpp): the code remap and row
+// padding, negative NVFP4 scales folded into codes, and MXFP4's exponent offset. (The 128×4 scale
+// swizzle it uses is formats.hpp's swizzle_scales, tested in tests/formats.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,32 +16,6 @@
 
 namespace fp4cl {
 namespace {
-
-TEST(Fp4RowLayout, SwizzleWorkedExample) {
-  // FP4.md §7: Kp = 8, (m = 33, k = 5) → byte 533.
-  std::vector<std::uint8_t> s(static_cast<std::size_t>(40 * 8), 0);
-  s[33 * 8 + 5] = 0xAB;
-  const std::vector<std::uint8_t> out = swizzle_scales_128x4(s, 40, 8);
-  ASSERT_EQ(out.size(), 128u * 8u);
-  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], i == 533 ? 0xAB : 0) << i;
-}
-
-TEST(Fp4RowLayout, SwizzleInverseAndPadding) {
-  const std::int64_t rows = 200, cols = 13, mp = 256, kp = 16;
-  std::mt19937 rng(3);
-  std::vector<std::uint8_t> s(static_cast<std::size_t>(rows * cols));
-  for (auto& b : s) b = static_cast<std::uint8_t>(1 + rng() % 255);
-  const std::vector<std::uint8_t> out = swizzle_scales_128x4(s, rows, cols);
-  ASSERT_EQ(out.size(), static_cast<std::size_t>(mp * kp));
-  for (std::int64_t b = 0; b < mp * kp; ++b) {
-    // FP4.md §7 inverse.
-    const std::int64_t tile = b / 512, r = b % 512;
-    const std::int64_t m = (tile / (kp / 4)) * 128 + ((r % 16) / 4) * 32 + r / 16;
-    const std::int64_t k = (tile % (kp / 4)) * 4 + r % 4;
-    const std::uint8_t expected = (m < rows && k < cols) ? s[static_cast<std::size_t>(m * cols + k)] : 0;
-    ASSERT_EQ(out[static_cast<std::size_t>(b)], expected) << "byte " << b << " (m " << m << ", k " << k << ")";
-  }
-}
 
 // The value the kernels decode for element j of row r of a layout (fp4_dot.cl's decode: stored
 // magnitudes 0 and 1 swapped, scales magnitudes, MXFP4 relative to E_max), times 2^scale_shift.
