@@ -91,7 +91,7 @@ LinearReference::LinearReference(const QuantScheme& scheme, const Fp4Weight& w, 
     const QuantizedActivations q = quantize_activations(w.format, x_bf16, m, k, w.input_global_scale);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < k; ++j) a_[static_cast<std::size_t>(i * k + j)] = q.value(i, j);
-    alpha_ = nv ? static_cast<double>(w.global_scale) / static_cast<double>(w.input_global_scale) : 1.0;
+    alpha_ = nv ? static_cast<double>(w.input_scale * w.global_scale) : 1.0;  // the fp32 product, as the layer
   }
 }
 

@@ -37,8 +37,9 @@ struct LinearOutput {
 
 // The layer's exact outputs, all of them or any sample (large shapes: tests check a sample).
 //   W4A16: a = the BF16 activations; alpha = gs_d(weight).
-//   W4A4:  a = the recipe's quantized activations (QuantizedActivations::value);
-//          alpha = gs_d(weight) / gs_q(input) = gs_d(weight) · gs_d(input).
+//   W4A4:  a = the recipe's quantized activations (QuantizedActivations::value) with the
+//          quant-direction input_global_scale; alpha = gs_d(input) · gs_d(weight) =
+//          input_scale × global_scale rounded to fp32 once (vLLM's alpha; the layer's factor).
 // `x_bf16` holds m·k values; `bias` is empty or holds n values. The weight must outlive this.
 class LinearReference {
  public:
