@@ -62,7 +62,7 @@ Fp4Weight make_weight(WeightFormat format, std::int64_t n, std::int64_t k, std::
   for (auto& s : w.scales) s = static_cast<std::uint8_t>(format == WeightFormat::nvfp4 ? nv(rng) : mx(rng));
   if (format == WeightFormat::nvfp4) {
     w.global_scale = 1.0f / 2688.0f;
-    w.input_global_scale = 2688.0f / 8.0f;
+    w.set_input_scales_from_quant(2688.0f / 8.0f);
   }
   return w;
 }

@@ -11,8 +11,8 @@
 //   x1 [slots, H]   FC1 inputs (moe_gather)
 //   x2 [slots, I]   FC2 inputs, written here: BF16 values (W4A16) or e2m1 × block scale of their
 //                   quantization (W4A4)
-//   fc1_factor [E, 2]  per expert {gate, up}: dequant global scale × input global scale⁻¹ ×
-//                   2^-(scale_exp + MOE_E2M1_EXP), so gate and up keep their own scales
+//   fc1_factor [E, 2]  per expert {gate, up}: alpha = input scale (gs_d, W4A4) × dequant global
+//                   scale × 2^-(scale_exp + MOE_E2M1_EXP), so gate and up keep their own scales
 //   fc2_input_scale [E]  W4A4 NVFP4: quant-direction global scale of the FC2 input
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"

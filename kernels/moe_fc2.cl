@@ -10,7 +10,7 @@
 // moe_fp4_vec.cl. (W4A4 and W4A16 differ only in what x2 holds.)
 //   w2 [E, groups(H), I/8, MOE_GROUP] words, w2_s [E, groups(H), I/block, MOE_GROUP] block scales
 //   x2 [slots, I]  FC2 inputs (moe_fc1)
-//   fc2_factor [E] dequant global scale × FC2 input global scale⁻¹ × 2^-(scale_exp + MOE_E2M1_EXP)
+//   fc2_factor [E] alpha = FC2 input scale (gs_d) × dequant global scale × 2^-(scale_exp + MOE_E2M1_EXP)
 #include "moe_fp4_vec.cl"
 
 // Independent accumulator chains per token: with few tokens, elements alternate between

@@ -64,16 +64,27 @@ LoadedLinear Checkpoint::load_linear(std::string_view module) const {
        index_->directory.string(), module, index_->modules.size(), tensors, index_->config.explain(module));
 }
 
-LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
-  const detail::MoeLayerIndex* m = index_->find_moe(layer);
+namespace {
+const detail::MoeLayerIndex& find_moe_or_fail(const detail::CheckpointIndex& index, std::string_view layer) {
+  const detail::MoeLayerIndex* m = index.find_moe(layer);
   if (!m) {
     fail(
         "checkpoint '{}' has no MoE layer '{}' (expected an MoE layer name such as '{}', or its decoder layer's "
         "prefix; {} MoE layers)",
-        index_->directory.string(), layer, index_->moe.empty() ? std::string("<none>") : index_->moe.front().name,
-        index_->moe.size());
+        index.directory.string(), layer, index.moe.empty() ? std::string("<none>") : index.moe.front().name,
+        index.moe.size());
   }
-  return {detail::stack_experts(m->experts, options.input_scales), m->experts.front().gate->scheme};
+  return *m;
+}
+}  // namespace
+
+const CheckpointLayer& Checkpoint::moe_layer(std::string_view layer) const {
+  return this->layer(find_moe_or_fail(*index_, layer).name);
+}
+
+LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
+  const detail::MoeLayerIndex& m = find_moe_or_fail(*index_, layer);
+  return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
 }
 
 LoadedExperts Checkpoint::load_moe(std::size_t index, const MoeLoadOptions& options) const {

@@ -8,22 +8,17 @@
 namespace fp4cl {
 
 float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const Fp4RowLayoutInfo& layout) {
-  // alpha in the exact direction: gs_d(input) = 1 / gs_q(input), and alpha = gs_d(weight) ·
-  // gs_d(input) = gs_d(weight) / gs_q(input), computed as one double division of the two floats
-  // and rounded once to float. That is the correctly rounded fp32 value of the exact quotient (a
-  // double quotient of floats is rounded twice, 53 then 24 bits, which is innocuous for division
-  // since 53 ≥ 2·24 + 2), instead of rounding 1/gs_q first and the product again.
-  double alpha = 1.0;
-  if (w.format == WeightFormat::nvfp4) {
-    alpha = static_cast<double>(w.global_scale);
-    if (!scheme.w4a16()) alpha /= static_cast<double>(w.input_global_scale);
-  }
+  // alpha = gs_d(input) · gs_d(weight) = input_scale × global_scale as one fp32 product (vLLM's
+  // alpha = input_scale * weight_scale_2): the checkpoint's stored dequant-direction scales, not
+  // the reciprocal of the quant-direction input_global_scale that quantizes the activations.
+  float alpha = 1.0f;
+  if (w.format == WeightFormat::nvfp4) alpha = scheme.w4a16() ? w.global_scale : w.input_scale * w.global_scale;
   // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
-  const float factor = std::ldexp(static_cast<float>(alpha), layout.scale_shift);
+  const float factor = std::ldexp(alpha, layout.scale_shift);
   if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
-    fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scales "
-         "{} and {})",
-         scheme.name(), layout.scale_shift, alpha, layout.scale_shift, w.global_scale, w.input_global_scale);
+    fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scale {}, "
+         "input scale {})",
+         scheme.name(), layout.scale_shift, alpha, layout.scale_shift, w.global_scale, w.input_scale);
   return factor;
 }
 

@@ -1,9 +1,12 @@
 #include "layers/moe_experts_check.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "prepare/fp4_weight_checks.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -37,6 +40,14 @@ void check_scale_bytes(const char* tensor, const std::vector<std::uint8_t>& s, W
   }
 }
 
+// Each expert's activation scale in both directions: reciprocals up to rounding.
+void check_scale_pairs(const char* matrix, const std::vector<float>& input_scale,
+                       const std::vector<float>& input_global_scale) {
+  for (std::size_t e = 0; e < input_scale.size(); ++e)
+    check_activation_scale_pair(input_scale[e], input_global_scale[e],
+                                fmt::format("MoE experts: expert {}'s {}", e, matrix));
+}
+
 }  // namespace
 
 void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool calibrated_fc2_input_scale) {
@@ -61,8 +72,13 @@ void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool cal
     check_positive_scales("w2_global_scale", ex.w2_global_scale, E, "[E]");
     if (!scheme.w4a16()) {
       check_positive_scales("w13_input_global_scale", ex.w13_input_global_scale, E, "[E]");
-      if (calibrated_fc2_input_scale)
+      check_positive_scales("w13_input_scale", ex.w13_input_scale, E, "[E]");
+      check_scale_pairs("w13", ex.w13_input_scale, ex.w13_input_global_scale);
+      if (calibrated_fc2_input_scale) {
         check_positive_scales("w2_input_global_scale", ex.w2_input_global_scale, E, "[E]");
+        check_positive_scales("w2_input_scale", ex.w2_input_scale, E, "[E]");
+        check_scale_pairs("w2", ex.w2_input_scale, ex.w2_input_global_scale);
+      }
     }
   } else {
     for (const auto* v : {&ex.w13_global_scale, &ex.w2_global_scale}) {

@@ -11,8 +11,9 @@ namespace fp4cl {
 //   - the weight format must be the scheme's; E >= 1; H and I multiples of the block size;
 //   - w13 [E, 2I, H/2] + scales [E, 2I, H/block], w2 [E, H, I/2] + scales [E, H, I/block];
 //   - NVFP4: w13_global_scale [E, 2] and w2_global_scale [E], finite and > 0; MXFP4: empty or 1;
-//   - NVFP4 W4A4: w13_input_global_scale [E] (and w2_input_global_scale [E] when
-//     `calibrated_fc2_input_scale`), finite and > 0. W4A16 never reads them;
+//   - NVFP4 W4A4: w13_input_global_scale and w13_input_scale [E] (and the w2_ ones when
+//     `calibrated_fc2_input_scale`), finite, > 0 and each pair reciprocal up to rounding
+//     (check_activation_scale_pair). W4A16 never reads them;
 //   - no NaN block scale (E4M3 0x7F/0xFF, E8M0 0xFF).
 void check_moe_experts(const Fp4Experts& experts, const QuantScheme& scheme, bool calibrated_fc2_input_scale);
 

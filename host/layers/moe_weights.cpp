@@ -96,6 +96,16 @@ float checked_factor(double v, const char* what, std::int64_t e) {
   return f;
 }
 
+// alpha = input scale × global scale, one fp32 product, times `unscale` (a power of two: exact
+// while the result stays normal, which checked_factor verifies).
+float scaled_alpha(float input_scale, float global_scale, double unscale, const char* what, std::int64_t e) {
+  const float alpha = input_scale * global_scale;
+  if (!std::isnormal(alpha))
+    fail("MoE expert {}: the {} alpha = input scale {} × global scale {} is not a normal fp32 number", e, what,
+         input_scale, global_scale);
+  return checked_factor(static_cast<double>(alpha) * unscale, what, e);
+}
+
 // One matrix (rows [row0, row0 + rows) of each expert) uploaded in the interleaved layout.
 void upload_matrix(const Context& ctx, const char* what, const std::vector<std::uint8_t>& packed,
                    const std::vector<std::uint8_t>& scales, WeightFormat format, std::int64_t E, std::int64_t N,
@@ -128,18 +138,23 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   std::vector<float> in1(static_cast<std::size_t>(E), 1.0f), in2(static_cast<std::size_t>(E), 1.0f);
   for (std::int64_t e = 0; e < E; ++e) {
     const auto i = static_cast<std::size_t>(e);
-    double alpha1 = 1.0, alpha2 = 1.0;
+    // W4A4 NVFP4: alpha = gs_d(input) × gs_d(weight) as one fp32 product (vLLM's input_scale *
+    // weight_scale_2), from the stored dequant-direction input scale; the quant-direction one
+    // (in1, in2) quantizes the activations. The dynamic FC2 input has gs = 1 both ways.
+    float in_d1 = 1.0f, in_d2 = 1.0f;
     if (nv && w4a4) {
       in1[i] = ex.w13_input_global_scale[i];
-      if (config.fc2_input_scale == MoeFc2InputScale::calibrated) in2[i] = ex.w2_input_global_scale[i];
-      alpha1 = 1.0 / static_cast<double>(in1[i]);
-      alpha2 = 1.0 / static_cast<double>(in2[i]);
+      in_d1 = ex.w13_input_scale[i];
+      if (config.fc2_input_scale == MoeFc2InputScale::calibrated) {
+        in2[i] = ex.w2_input_global_scale[i];
+        in_d2 = ex.w2_input_scale[i];
+      }
     }
-    const double gate = nv ? ex.w13_global_scale[2 * i] : 1.0, up = nv ? ex.w13_global_scale[2 * i + 1] : 1.0;
-    const double down = nv ? ex.w2_global_scale[i] : 1.0;
-    fc1[2 * i] = checked_factor(gate * alpha1 * unscale, "FC1 gate", e);
-    fc1[2 * i + 1] = checked_factor(up * alpha1 * unscale, "FC1 up", e);
-    fc2[i] = checked_factor(down * alpha2 * unscale, "FC2", e);
+    const float gate = nv ? ex.w13_global_scale[2 * i] : 1.0f, up = nv ? ex.w13_global_scale[2 * i + 1] : 1.0f;
+    const float down = nv ? ex.w2_global_scale[i] : 1.0f;
+    fc1[2 * i] = scaled_alpha(in_d1, gate, unscale, "FC1 gate", e);
+    fc1[2 * i + 1] = scaled_alpha(in_d1, up, unscale, "FC1 up", e);
+    fc2[i] = scaled_alpha(in_d2, down, unscale, "FC2", e);
   }
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());

@@ -1,8 +1,8 @@
 // The MoE layer's weights on the device, prepared once at creation: FP4 codes and block scales
 // repacked into the kernels' row-interleaved layout (kernels/moe_fp4_vec.cl) — gate, up and
 // down as three matrices — and per expert the fp32 factors that turn a row's dot product into
-// the real value: gate and up keep their own global scales, W4A4 folds in the inverse of the
-// activation global scale.
+// the real value: gate and up keep their own global scales, W4A4 folds in the activations'
+// dequant-direction scale (alpha = input_scale × global_scale, an fp32 product).
 #pragma once
 
 #include <cstdint>

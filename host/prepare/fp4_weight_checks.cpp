@@ -16,6 +16,17 @@ void check_global_scale(float v, const char* field, const char* direction) {
 
 }  // namespace
 
+void check_activation_scale_pair(float input_scale, float input_global_scale, const std::string& what) {
+  // A correctly rounded reciprocal is within half an ulp (2^-24 relative); 2^-20 leaves room for
+  // a scale that was itself computed (1/(1/x)) while catching any scale set without its partner.
+  const double product = static_cast<double>(input_scale) * static_cast<double>(input_global_scale);
+  if (!(std::fabs(product - 1.0) <= 0x1p-20))
+    fail("{}: input_scale = {} (dequant direction) and input_global_scale = {} (quant direction) are not "
+         "reciprocals (product {}): the two directions of one activation scale must be set together, e.g. with "
+         "set_input_scales_from_quant()",
+         what, input_scale, input_global_scale, product);
+}
+
 void check_linear_weight(const Fp4Weight& w, const QuantScheme& scheme) {
   if (w.format != scheme.weight)
     fail("the weight is {} but the scheme is {}: the scheme's weight format must match the weight's",
@@ -49,13 +60,18 @@ void check_linear_weight(const Fp4Weight& w, const QuantScheme& scheme) {
 
   if (w.format == WeightFormat::nvfp4) {
     check_global_scale(w.global_scale, "global_scale", "dequant");
-    if (!scheme.w4a16()) check_global_scale(w.input_global_scale, "input_global_scale", "quant");
+    if (!scheme.w4a16()) {
+      check_global_scale(w.input_global_scale, "input_global_scale", "quant");
+      check_global_scale(w.input_scale, "input_scale", "dequant");
+      check_activation_scale_pair(w.input_scale, w.input_global_scale, "Fp4Weight");
+    }
   } else {
     if (w.global_scale != 1.0f)
       fail("Fp4Weight::global_scale = {}: MXFP4 has no global scale, it must be 1", w.global_scale);
-    if (!scheme.w4a16() && w.input_global_scale != 1.0f)
-      fail("Fp4Weight::input_global_scale = {}: MXFP4 activations have no global scale, it must be 1",
-           w.input_global_scale);
+    if (!scheme.w4a16() && (w.input_global_scale != 1.0f || w.input_scale != 1.0f))
+      fail("Fp4Weight::input_global_scale = {}, input_scale = {}: MXFP4 activations have no global scale, both "
+           "must be 1",
+           w.input_global_scale, w.input_scale);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "reference/linear_reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -28,6 +29,15 @@ double block_scaled_weight(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
   return e2m1 * scale_value(w.format, w.scales[static_cast<std::size_t>(n * (w.k / block) + k / block)]);
 }
 }  // namespace
+
+double output_bound(const LinearOutput& o, std::int64_t k, double bias_magnitude, bool bf16_output) {
+  const double u = 0x1p-24, n = static_cast<double>(k + 2);
+  const double fp32 = n * u / (1.0 - n * u) * (o.abs_terms + bias_magnitude) + 0x1p-149 * n;
+  if (!bf16_output) return fp32;
+  const double magnitude = std::fabs(o.y) + fp32;
+  const double half_ulp = magnitude > 0 ? std::ldexp(1.0, std::ilogb(magnitude) - 8) : 0.0;
+  return fp32 + std::max(half_ulp, 0x1p-134);
+}
 
 double weight_value(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
   const double gs = w.format == WeightFormat::nvfp4 ? static_cast<double>(w.global_scale) : 1.0;
@@ -91,7 +101,7 @@ LinearReference::LinearReference(const QuantScheme& scheme, const Fp4Weight& w, 
     const QuantizedActivations q = quantize_activations(w.format, x_bf16, m, k, w.input_global_scale);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < k; ++j) a_[static_cast<std::size_t>(i * k + j)] = q.value(i, j);
-    alpha_ = nv ? static_cast<double>(w.global_scale) / static_cast<double>(w.input_global_scale) : 1.0;
+    alpha_ = nv ? static_cast<double>(w.input_scale * w.global_scale) : 1.0;  // the fp32 product, as the layer
   }
 }
 

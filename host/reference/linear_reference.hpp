@@ -35,10 +35,19 @@ struct LinearOutput {
   double abs_terms = 0.0;  // |alpha| · Σ_k |a·w|
 };
 
+// The largest |output - o.y| of a conforming fp32 implementation of the layer: the products a·w
+// are exact in fp32 (a decoded weight has at most 6 significant bits, an activation 8), so the
+// only fp32 roundings are the k - 1 additions (in any order), the epilogue's multiply by the fp32
+// alpha and the bias addition: γ(k+2)·(Σ|terms| + |bias|), γ(n) = n·u/(1 - n·u), u = 2^-24,
+// plus 2^-149 per rounding for results below the normal range. A BF16 output adds its own
+// rounding to nearest: half a BF16 ulp of the fp32 value.
+double output_bound(const LinearOutput& o, std::int64_t k, double bias_magnitude, bool bf16_output);
+
 // The layer's exact outputs, all of them or any sample (large shapes: tests check a sample).
 //   W4A16: a = the BF16 activations; alpha = gs_d(weight).
-//   W4A4:  a = the recipe's quantized activations (QuantizedActivations::value);
-//          alpha = gs_d(weight) / gs_q(input) = gs_d(weight) · gs_d(input).
+//   W4A4:  a = the recipe's quantized activations (QuantizedActivations::value) with the
+//          quant-direction input_global_scale; alpha = gs_d(input) · gs_d(weight) =
+//          input_scale × global_scale rounded to fp32 once (vLLM's alpha; the layer's factor).
 // `x_bf16` holds m·k values; `bias` is empty or holds n values. The weight must outlive this.
 class LinearReference {
  public:

@@ -38,7 +38,6 @@ int lowest_bit_exponent(double v) {
   return e - 53 + __builtin_ctzll(i);
 }
 
-bool is_power_of_two(double v) { return v > 0 && std::isfinite(v) && lowest_bit_exponent(v) == std::ilogb(v); }
 bool is_float(double v) { return static_cast<double>(static_cast<float>(v)) == v; }
 
 // A dot product's exact value, Σ|terms| and what decides whether fp32 evaluates it exactly.
@@ -71,20 +70,20 @@ struct Dot {
 constexpr int kZeroQ = 16000;
 int q_of(double v) { return v == 0 ? kZeroQ : lowest_bit_exponent(v); }
 
-// result = dot × factor evaluated in fp32 (the factor itself rounded to fp32 once).
+// result = dot × factor evaluated in fp32, `factor` being the fp32 number the layer applies.
 struct Scaled {
   double value, bound;
 };
-Scaled scale_dot(const Dot& d, double factor, bool factor_exact) {
-  const double value = d.sum * factor;
-  const double f = std::fabs(factor);
+Scaled scale_dot(const Dot& d, float factor) {
+  const double f = static_cast<double>(factor);
+  const double value = d.sum * f;
   if (d.exact()) {
-    // The fp64 sum is exact too, and so is its product with a float factor when it fits.
-    if (factor_exact && is_float(factor) && is_float(value)) return {value, 0.0};
-    // Else only the factor's rounding to fp32 (and its fp64 computation) and the final product.
-    return {value, (gamma(2) + kSlack) * std::fabs(value)};
+    // The fp64 sum is exact too, and so is its product with the factor when that fits a float.
+    if (is_float(value)) return {value, 0.0};
+    // Else only the final product's rounding.
+    return {value, (gamma(1) + kSlack) * std::fabs(value)};
   }
-  return {value, dot_rounding(d.n, d.abs_sum) * f};
+  return {value, dot_rounding(d.n, d.abs_sum) * std::fabs(f)};
 }
 
 // The dequantized weights of one expert without global scales (e2m1 × block scale, exact in
@@ -253,15 +252,14 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
   const ExpertWeights& w = c.weights(e);
   const auto ei = static_cast<std::size_t>(e);
 
-  // FC1 input and the factor applied to each shard's dot product.
+  // FC1 input, quantized with the quant-direction scale; the factor applied to each shard's dot
+  // product is alpha = input_scale × global_scale, the fp32 product the layer uses (W4A4 NVFP4).
   std::vector<double> xin(x);
-  double in_scale = 1.0;  // dequant direction of the FC1 input's global scale
-  bool in_scale_exact = true;
+  float in_scale = 1.0f;  // dequant direction of the FC1 input's global scale
   if (!s.w4a16()) {
     const float gs = nv ? ex.w13_input_global_scale[ei] : 1.0f;
     for (std::int64_t b0 = 0; b0 < H; b0 += block) quantize_block(&x[static_cast<std::size_t>(b0)], block, ex.format, gs, &xin[static_cast<std::size_t>(b0)]);
-    in_scale = 1.0 / static_cast<double>(gs);
-    in_scale_exact = is_power_of_two(static_cast<double>(gs));
+    if (nv) in_scale = ex.w13_input_scale[ei];
   }
   std::vector<int> qx(xin.size());
   for (std::size_t i = 0; i < xin.size(); ++i) qx[i] = q_of(xin[i]);
@@ -275,8 +273,8 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
       Dot d;
       const std::size_t row = static_cast<std::size_t>((shard * I + r) * H);
       for (std::int64_t i = 0; i < H; ++i) d.add(xin[static_cast<std::size_t>(i)], qx[static_cast<std::size_t>(i)], w.w13[row + static_cast<std::size_t>(i)], w.q13[row + static_cast<std::size_t>(i)]);
-      const double gsd = nv ? static_cast<double>(ex.w13_global_scale[2 * ei + static_cast<std::size_t>(shard)]) : 1.0;
-      h[shard] = scale_dot(d, gsd * in_scale, in_scale_exact);
+      const float gsd = nv ? ex.w13_global_scale[2 * ei + static_cast<std::size_t>(shard)] : 1.0f;
+      h[shard] = scale_dot(d, in_scale * gsd);
       ++c.res.fc1_rows;
       if (d.exact()) ++c.res.fc1_rows_exact;
     }
@@ -298,24 +296,23 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
 
   // FC2 input.
   Fc2Input in;
-  double fc2_in_scale = 1.0;
-  bool fc2_in_scale_exact = true;
+  float fc2_in_scale = 1.0f;  // dequant direction; the dynamic FC2 input has gs = 1 both ways
   if (s.w4a16()) {
     in.a = a;
     in.dev.resize(a.size());
     for (std::size_t r = 0; r < a.size(); ++r)
       in.dev[r] = std::max(std::fabs(cand[r].front() - a[r]), std::fabs(cand[r].back() - a[r]));
   } else {
-    const float gs = (nv && c.opt.calibrated_fc2_input_scale) ? ex.w2_input_global_scale[ei] : 1.0f;
+    const bool calibrated = nv && c.opt.calibrated_fc2_input_scale;
+    const float gs = calibrated ? ex.w2_input_global_scale[ei] : 1.0f;
     quantize_fc2_input(c, a, cand, gs, in);
-    fc2_in_scale = 1.0 / static_cast<double>(gs);
-    fc2_in_scale_exact = is_power_of_two(static_cast<double>(gs));
+    if (calibrated) fc2_in_scale = ex.w2_input_scale[ei];
   }
   in.q.resize(in.a.size());
   for (std::size_t r = 0; r < in.a.size(); ++r) in.q[r] = q_of(in.a[r]);
 
   // FC2.
-  const double factor = (nv ? static_cast<double>(ex.w2_global_scale[ei]) : 1.0) * fc2_in_scale;
+  const float factor = fc2_in_scale * (nv ? ex.w2_global_scale[ei] : 1.0f);
   y.assign(static_cast<std::size_t>(H), 0.0);
   y_bound.assign(static_cast<std::size_t>(H), 0.0);
   for (std::int64_t n = 0; n < H; ++n) {
@@ -327,11 +324,11 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
       d.add(in.a[ri], in.q[ri], w.w2[row + ri], w.q2[row + ri]);
       dev += in.dev[ri] * std::fabs(static_cast<double>(w.w2[row + ri]));
     }
-    Scaled out = scale_dot(d, factor, fc2_in_scale_exact);
+    Scaled out = scale_dot(d, factor);
     if (dev > 0) {
       // The device's inputs differ by up to in.dev: their exact dot differs by up to dev, and
       // its rounding error is bounded over the larger Σ|terms|.
-      out.bound = (dev + dot_rounding(d.n, d.abs_sum + dev)) * std::fabs(factor);
+      out.bound = (dev + dot_rounding(d.n, d.abs_sum + dev)) * std::fabs(static_cast<double>(factor));
     }
     y[static_cast<std::size_t>(n)] = out.value;
     y_bound[static_cast<std::size_t>(n)] = out.bound;

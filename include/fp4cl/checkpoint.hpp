@@ -128,6 +128,9 @@ class Checkpoint {
   std::vector<CheckpointLayer> moe_layers() const;
   // The layer named `name` (a linear module or an MoE layer name); throws when there is none.
   const CheckpointLayer& layer(std::string_view name) const;
+  // The MoE layer named `layer` ("model.layers.3.mlp.experts") or whose decoder layer's prefix is
+  // `layer` ("model.layers.3"), as load_moe() resolves it; throws when there is none.
+  const CheckpointLayer& moe_layer(std::string_view layer) const;
   // Every quantized linear module, expert projections included, in model order.
   std::vector<std::string> quantized_modules() const;
   const std::vector<UnsupportedModule>& unsupported_modules() const;

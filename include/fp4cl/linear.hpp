@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp4cl/context.hpp"
@@ -23,6 +24,8 @@
 #include "fp4cl/weights.hpp"
 
 namespace fp4cl {
+
+class Checkpoint;  // fp4cl/checkpoint.hpp
 
 enum class OutputType { bf16, fp32 };
 const char* to_string(OutputType t);
@@ -51,6 +54,12 @@ class Linear {
   // global scale and must be positive and finite. MXFP4 carries no global scale (both must be 1).
   static Linear create(const Context& ctx, const Fp4Weight& weight, const QuantScheme& scheme,
                        const LinearOptions& options = {});
+
+  // The quantized linear module `module` of a checkpoint ("model.layers.0.self_attn.q_proj"):
+  // its weight and scheme as Checkpoint::load_linear() gives them, then create(). Throws
+  // fp4cl::Error naming the module when the checkpoint has no such quantized module.
+  static Linear from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view module,
+                                const LinearOptions& options = {});
 
   // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
   // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp4cl/context.hpp"
@@ -44,6 +45,9 @@
 #include "fp4cl/weights.hpp"
 
 namespace fp4cl {
+
+class Checkpoint;       // fp4cl/checkpoint.hpp
+struct MoeLoadOptions;  // fp4cl/checkpoint.hpp
 
 enum class MoeOutput { bf16, fp32 };
 
@@ -67,6 +71,13 @@ struct MoeConfig {
   // Kernel strategy: "" = automatic (or the environment variable FP4CL_MOE_KERNEL when set),
   // else one of moe_kernel_strategies(). An unknown name is an error listing the valid ones.
   std::string kernel;
+
+  // The configuration MoE layer `layer` of a checkpoint runs with (its name or its decoder
+  // layer's prefix, as Checkpoint::load_moe() takes it): the layer's scheme, top_k = config.json's
+  // num_experts_per_tok, renormalize = ModelConfig::renormalize() (fp4cl/model_config.hpp), every
+  // other field its default. Throws fp4cl::Error when config.json does not say what top_k or
+  // renormalize is: set those by hand then.
+  static MoeConfig from_checkpoint(const Checkpoint& checkpoint, std::string_view layer);
 };
 
 // The names of the kernel strategies ("grouped", "decode"), in the order automatic selection
@@ -102,6 +113,16 @@ class MoeLayer {
   // Validates the experts and the configuration (clear errors naming the tensor or field),
   // uploads the weights, builds the kernels and allocates the workspace.
   static MoeLayer create(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config);
+
+  // MoE layer `layer` of a checkpoint (its name or its decoder layer's prefix): the stacked
+  // experts as Checkpoint::load_moe() gives them (with `load`'s choice of activation scales),
+  // then create(). config.scheme must be the layer's (MoeConfig::from_checkpoint() gives a config
+  // that fits); without a config, MoeConfig::from_checkpoint(checkpoint, layer) is used.
+  static MoeLayer from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view layer);
+  static MoeLayer from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view layer,
+                                  const MoeConfig& config);
+  static MoeLayer from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view layer,
+                                  const MoeConfig& config, const MoeLoadOptions& load);
 
   // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on.
   MoeCall enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,

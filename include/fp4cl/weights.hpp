@@ -10,9 +10,14 @@
 // bit-exact and the other is its IEEE fp32 reciprocal. So for ModelOpt input_scale is exactly the
 // stored value (1/(1/input_scale) may differ from it by an ulp), and alpha = input_scale ×
 // global_scale is what vLLM computes. W4A16 and MXFP4 layers leave both at 1 (Fp4Experts: E ones).
+// The layers use each one for what it is: input_global_scale quantizes the activations,
+// input_scale (an fp32 product with the weight's global scale) scales the output. Both must be
+// set, as reciprocals up to rounding (the layers refuse a pair that is not): code that builds
+// weights by hand sets them together with set_input_scales_from_quant().
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/scheme.hpp"
@@ -29,6 +34,13 @@ struct Fp4Weight {
   float global_scale = 1.0f;          // gs_d, dequant direction (NVFP4); 1 for MXFP4
   float input_global_scale = 1.0f;    // activations' gs_q, quant direction (NVFP4 W4A4 only)
   float input_scale = 1.0f;           // activations' gs_d, dequant direction (NVFP4 W4A4 only)
+
+  // Sets both activation global scales from the quant-direction gs_q, as the loader does for a
+  // checkpoint that stores gs_q: input_global_scale = gs_q, input_scale = its fp32 reciprocal.
+  void set_input_scales_from_quant(float gs_q) {
+    input_global_scale = gs_q;
+    input_scale = 1.0f / gs_q;
+  }
 };
 
 // The routed experts of one MoE layer, stacked (vLLM's layout, FP4.md §6):
@@ -49,6 +61,18 @@ struct Fp4Experts {
   // The same in the dequant direction (gs_d, for the epilogue's alpha), per expert:
   std::vector<float> w13_input_scale;  // [E] FC1 input
   std::vector<float> w2_input_scale;   // [E] FC2 input
+
+  // Sets all four from the quant-direction scales per expert ([E] each), as the loader does for
+  // a checkpoint that stores gs_q: the *_input_global_scale are `fc1` and `fc2`, the
+  // *_input_scale their fp32 reciprocals.
+  void set_input_scales_from_quant(std::vector<float> fc1, std::vector<float> fc2) {
+    w13_input_scale.clear();
+    w2_input_scale.clear();
+    for (float gs_q : fc1) w13_input_scale.push_back(1.0f / gs_q);
+    for (float gs_q : fc2) w2_input_scale.push_back(1.0f / gs_q);
+    w13_input_global_scale = std::move(fc1);
+    w2_input_global_scale = std::move(fc2);
+  }
 };
 
 }  // namespace fp4cl

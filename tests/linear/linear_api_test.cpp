@@ -83,7 +83,9 @@ TEST(LinearApi, W4A16IgnoresTheInputGlobalScale) {
   const std::vector<std::uint16_t> x = test::random_activations(2, 256, 4);
   std::vector<float> a, b;
   Linear::create(context(), w, kNvW4A16, options_for("", OutputType::fp32, 2)).run(x, 2, a);
-  w.input_global_scale = std::numeric_limits<float>::quiet_NaN();  // a calibrated value W4A16 must not use
+  // Calibrated values (here broken ones) W4A16 must not use.
+  w.input_global_scale = std::numeric_limits<float>::quiet_NaN();
+  w.input_scale = 0.0f;
   Linear::create(context(), w, kNvW4A16, options_for("", OutputType::fp32, 2)).run(x, 2, b);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
@@ -236,10 +238,13 @@ TEST(LinearApi, InvalidWeightsAreRefusedWithClearErrors) {
       {"Inf global scale", kNvW4A16, [](Fp4Weight& w) { w.global_scale = INFINITY; }, "global_scale = inf"},
       {"zero input scale", kNvW4A4, [](Fp4Weight& w) { w.input_global_scale = 0.0f; }, "input_global_scale = 0"},
       {"Inf input scale", kNvW4A4, [](Fp4Weight& w) { w.input_global_scale = INFINITY; }, "(quant direction)"},
+      {"zero dequant input scale", kNvW4A4, [](Fp4Weight& w) { w.input_scale = 0.0f; }, "input_scale = 0"},
+      {"input scales not reciprocals", kNvW4A4, [](Fp4Weight& w) { w.input_global_scale = 448.0f; },
+       "are not reciprocals"},
       {"overflowing alpha", kNvW4A4,
        [](Fp4Weight& w) {
          w.global_scale = 1e30f;
-         w.input_global_scale = 1e-30f;
+         w.set_input_scales_from_quant(1e-30f);  // alpha = input_scale 1e30 × global_scale 1e30
        },
        "not a normal fp32 number"},
   };

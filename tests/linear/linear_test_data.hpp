@@ -43,7 +43,7 @@ inline Fp4Weight random_weight(WeightFormat format, std::int64_t n, std::int64_t
   }
   if (format == WeightFormat::nvfp4) {
     w.global_scale = std::uniform_real_distribution<float>(1e-4f, 1e-2f)(rng);
-    w.input_global_scale = std::uniform_real_distribution<float>(50.0f, 1000.0f)(rng);
+    w.set_input_scales_from_quant(std::uniform_real_distribution<float>(50.0f, 1000.0f)(rng));
   }
   return w;
 }

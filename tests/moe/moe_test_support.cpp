@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "common/formats.cl"
 
@@ -66,6 +67,7 @@ Fp4Experts make_experts(const ExpertSpec& spec) {
   fill_scales(ex.w2_scales, E * H * I / B, spec.format, spec.data, i_exp, rng);
   if (spec.format == WeightFormat::nvfp4) {
     std::uniform_real_distribution<float> generic(0.3f, 1.0f);
+    std::vector<float> fc1_input, fc2_input;  // quant direction
     for (std::size_t e = 0; e < E; ++e) {
       const int i = static_cast<int>(e);
       if (spec.data == Data::exact) {
@@ -74,16 +76,17 @@ Fp4Experts make_experts(const ExpertSpec& spec) {
         ex.w13_global_scale.push_back(std::ldexp(1.0f, -h_exp + 1 - 2 * (i % 2)));
         ex.w2_global_scale.push_back(std::ldexp(1.0f, -i_exp - (i % 2)));
         // 3·2^k: a block with amax 2 gets the power-of-two block scale 2^(k+1) <= 256.
-        ex.w13_input_global_scale.push_back(3.0f * std::ldexp(1.0f, 6 + i % 3));
-        ex.w2_input_global_scale.push_back(std::ldexp(1.0f, 6 + i % 3));
+        fc1_input.push_back(3.0f * std::ldexp(1.0f, 6 + i % 3));
+        fc2_input.push_back(std::ldexp(1.0f, 6 + i % 3));
       } else {
         ex.w13_global_scale.push_back(generic(rng) * std::ldexp(1.0f, -h_exp));
         ex.w13_global_scale.push_back(generic(rng) * std::ldexp(1.0f, -h_exp));
         ex.w2_global_scale.push_back(generic(rng) * std::ldexp(1.0f, -i_exp));
-        ex.w13_input_global_scale.push_back(generic(rng) * 1000.0f);
-        ex.w2_input_global_scale.push_back(generic(rng) * 200.0f);
+        fc1_input.push_back(generic(rng) * 1000.0f);
+        fc2_input.push_back(generic(rng) * 200.0f);
       }
     }
+    ex.set_input_scales_from_quant(std::move(fc1_input), std::move(fc2_input));
   } else {
     ex.w13_global_scale.assign(2 * E, 1.0f);
     ex.w2_global_scale.assign(E, 1.0f);

@@ -53,6 +53,10 @@ TEST(MoeConfig, RejectsInvalidExperts) {
       {[](Fp4Experts& e) { e.w13_global_scale[3] = 0.0f; }, "w13_global_scale[3] = 0: a global scale must be finite and > 0"},
       {[](Fp4Experts& e) { e.w2_global_scale[1] = NAN; }, "w2_global_scale[1] = nan"},
       {[](Fp4Experts& e) { e.w13_input_global_scale.clear(); }, "w13_input_global_scale has 0 elements, expected 4"},
+      {[](Fp4Experts& e) { e.w13_input_scale.clear(); }, "w13_input_scale has 0 elements, expected 4"},
+      {[](Fp4Experts& e) { e.w13_input_scale[2] = INFINITY; }, "w13_input_scale[2] = inf"},
+      // One direction set without the other: not reciprocals.
+      {[](Fp4Experts& e) { e.w13_input_global_scale[1] *= 2.0f; }, "expert 1's w13: input_scale ="},
   };
   for (const auto& [mutate, message] : cases) {
     Fp4Experts ex = good;
@@ -87,7 +91,9 @@ TEST(MoeConfig, RejectsInvalidConfiguration) {
 TEST(MoeConfig, W4A16IgnoresActivationScales) {
   Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 4});
   ex.w13_input_global_scale.assign(4, NAN);
+  ex.w13_input_scale.assign(4, 0.0f);
   ex.w2_input_global_scale.clear();
+  ex.w2_input_scale.clear();
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "decode";
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);

@@ -159,6 +159,8 @@ TEST_P(MoeDispatch, ExpertMapWithAThirdOfTheExpertsLocal) {
     ex.w2_global_scale = slice_f(all.w2_global_scale, 1);
     ex.w13_input_global_scale = slice_f(all.w13_input_global_scale, 1);
     ex.w2_input_global_scale = slice_f(all.w2_input_global_scale, 1);
+    ex.w13_input_scale = slice_f(all.w13_input_scale, 1);
+    ex.w2_input_scale = slice_f(all.w2_input_scale, 1);
     MoeConfig cfg = full_cfg;
     cfg.expert_map.assign(E_global, -1);
     for (std::int64_t g = rank; g < E_global; g += 3) cfg.expert_map[static_cast<std::size_t>(g)] = static_cast<std::int32_t>(g / 3);
