@@ -18,8 +18,8 @@ const std::string kTiny =
 void expect_layer_sections(const ToolRun& r) {
   for (const std::string s :
        {"OpenCL devices (", "selected (FP4CL_DEVICE=", "MoE layer model.layers.0.mlp.experts:",
-        "router logits = x · model.layers.0.mlp.gate.weightᵀ", "linear model.layers.0.self_attn.q_proj:",
-        "µs per call (median of 1)", "GB/s", "demo: all checks passed"})
+        "router logits = x · model.layers.0.mlp.gate.weightᵀ",
+        "linear model.layers.0.self_attn.q_proj:", "µs per call (median of 1)", "GB/s", "demo: all checks passed"})
     EXPECT_NE(r.out.find(s), std::string::npos) << "'" << s << "'\n" << r.out;
   // Both layers checked against the reference.
   const std::string within = "check against the scalar reference: 192 outputs within bounds";
@@ -39,7 +39,8 @@ TEST(DemoCommand, SyntheticModelEndToEnd) {
 
 TEST(DemoCommand, SchemeAndLayoutAndWorkDirReuse) {
   TempDir scratch("fp4cl-demo-test");
-  const std::string args = "demo" + kTiny + " --scheme mxfp4 --layout compressed-tensors --skip-round-trip --work-dir '" +
+  const std::string args = "demo" + kTiny +
+                           " --scheme mxfp4 --layout compressed-tensors --skip-round-trip --work-dir '" +
                            (scratch.path() / "models").string() + "'";
   ToolRun r = run_tool(args, scratch);
   ASSERT_EQ(r.status, 0) << describe(r);

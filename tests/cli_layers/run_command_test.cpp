@@ -69,7 +69,8 @@ class RunCommand : public testing::Test {
 TEST_F(RunCommand, LinearMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
-  const ToolRun r = run_tool(run_args(model, kQProj, Inputs().bf16("x", kTokens, 64, x).write(scratch), out(), "--check"), scratch);
+  const ToolRun r =
+      run_tool(run_args(model, kQProj, Inputs().bf16("x", kTokens, 64, x).write(scratch), out(), "--check"), scratch);
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("check against the scalar reference: 320 outputs within bounds"), std::string::npos) << r.out;
 
@@ -99,9 +100,9 @@ TEST_F(RunCommand, F32ActivationsAreRoundedToBf16) {
     x32.push_back(v);
     x16.push_back(float_to_bf16(v));
   }
-  const ToolRun r = run_tool(run_args(model, kQProj, Inputs().add("x", kTokens, 64, x32).write(scratch), out(),
-                                      "--output-dtype f32"),
-                             scratch);
+  const ToolRun r =
+      run_tool(run_args(model, kQProj, Inputs().add("x", kTokens, 64, x32).write(scratch), out(), "--output-dtype f32"),
+               scratch);
   ASSERT_EQ(r.status, 0) << describe(r);
   const TensorView y = SafetensorsFile::open(out().string()).tensor("y");
   ASSERT_EQ(y.dtype(), Dtype::f32);
@@ -118,12 +119,15 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 33);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 34);
-  const ToolRun r = run_tool(run_args(model, "model.layers.0", Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
-                                      out(), "--output-dtype f32 --check"),
-                             scratch);
+  const ToolRun r =
+      run_tool(run_args(model, "model.layers.0",
+                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
+                        out(), "--output-dtype f32 --check"),
+               scratch);
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
-  const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
+  const std::vector<float> y =
+      SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
 
   const Checkpoint ckpt = Checkpoint::open(model);
   MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
@@ -145,13 +149,15 @@ TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 36);
-  const ToolRun r = run_tool(run_args(model, "model.layers.0.mlp.experts",
-                                      Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
-                                      out(), "--topk 3 --no-renormalize --check"),
-                             scratch);
+  const ToolRun r =
+      run_tool(run_args(model, "model.layers.0.mlp.experts",
+                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
+                        out(), "--topk 3 --no-renormalize --check"),
+               scratch);
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-3, not renormalized"), std::string::npos) << r.out;
-  const std::vector<std::uint16_t> bits = SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
+  const std::vector<std::uint16_t> bits =
+      SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
   const Checkpoint ckpt = Checkpoint::open(model);
   reference::MoeReferenceOptions ro;
   ro.scheme = kNvfp4;
@@ -171,11 +177,16 @@ TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::vector<std::int64_t> ids = {0, 1, 1, 2, 2, 3, 3, 0, 0, 0};  // the last token names expert 0 twice
   const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 0.125f, 0.75f, 0.5f, 0.3f, 0.7f, 0.5f, 0.5f};
   const ToolRun r = run_tool(run_args(model, "model.layers.0",
-                                      Inputs().bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, ids).add("topk_weights", kTokens, 2, weights).write(scratch),
+                                      Inputs()
+                                          .bf16("x", kTokens, 64, x)
+                                          .add("topk_ids", kTokens, 2, ids)
+                                          .add("topk_weights", kTokens, 2, weights)
+                                          .write(scratch),
                                       out(), "--check"),
                              scratch);
   ASSERT_EQ(r.status, 0) << describe(r);
-  const std::vector<std::uint16_t> bits = SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
+  const std::vector<std::uint16_t> bits =
+      SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
   reference::MoeReferenceOptions ro;
   ro.scheme = kMxfp4A16;
   const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
@@ -201,54 +212,108 @@ TEST_F(RunCommand, ArgumentErrorsAreClear) {
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 38);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 39);
   const std::vector<BadRun> cases = {
-      {"unknown layer", "model.layers.0.self_attn.x_proj", [&](Inputs& in) { in.bf16("x", kTokens, 64, x); }, "",
+      {"unknown layer",
+       "model.layers.0.self_attn.x_proj",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
        {"no quantized layer 'model.layers.0.self_attn.x_proj'", kQProj, "model.layers.0.mlp.experts (MoE)"}},
-      {"unquantized module", "model.layers.0.mlp.gate", [&](Inputs& in) { in.bf16("x", kTokens, 64, x); }, "",
+      {"unquantized module",
+       "model.layers.0.mlp.gate",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
        {"no quantized linear module 'model.layers.0.mlp.gate'", "not quantized"}},
-      {"missing x", kQProj, [&](Inputs& in) { in.add("X", kTokens, 64, std::vector<float>(kTokens * 64)); }, "",
+      {"missing x",
+       kQProj,
+       [&](Inputs& in) { in.add("X", kTokens, 64, std::vector<float>(kTokens * 64)); },
+       "",
        {"no tensor 'x'", "the file holds: X"}},
-      {"wrong dtype", kQProj, [&](Inputs& in) { in.add("x", kTokens, 64, std::vector<std::int32_t>(kTokens * 64)); }, "",
+      {"wrong dtype",
+       kQProj,
+       [&](Inputs& in) { in.add("x", kTokens, 64, std::vector<std::int32_t>(kTokens * 64)); },
+       "",
        {"tensor 'x' is I32", "expected BF16 or F32"}},
-      {"wrong shape", kQProj, [&](Inputs& in) { in.bf16("x", kTokens, 32, std::vector<std::uint16_t>(kTokens * 32)); }, "",
+      {"wrong shape",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 32, std::vector<std::uint16_t>(kTokens * 32)); },
+       "",
        {"tensor 'x' is BF16 [5, 32]; expected BF16 or F32 [T, 64]"}},
-      {"no routing", "model.layers.0", [&](Inputs& in) { in.bf16("x", kTokens, 64, x); }, "",
+      {"no routing",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
        {"no routing for MoE layer 'model.layers.0.mlp.experts'", "router_logits [T, 4]"}},
-      {"both routings", "model.layers.0",
+      {"both routings",
+       "model.layers.0",
        [&](Inputs& in) {
          in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits);
-         in.add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2)).add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+         in.add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2))
+             .add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
        },
-       "", {"either router_logits or topk_ids with topk_weights, not both"}},
-      {"logits of another expert count", "model.layers.0",
-       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 8, gaussian_logits(kTokens, 8, 1)); }, "",
+       "",
+       {"either router_logits or topk_ids with topk_weights, not both"}},
+      {"logits of another expert count",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 8, gaussian_logits(kTokens, 8, 1));
+       },
+       "",
        {"tensor 'router_logits' is F32 [5, 8]; expected F32 or BF16 [5, 4]"}},
-      {"topk weights missing", "model.layers.0",
-       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2)); }, "",
+      {"topk weights missing",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
+       },
+       "",
        {"no tensor 'topk_weights'"}},
-      {"topk rows differ from x", "model.layers.0",
+      {"topk rows differ from x",
+       "model.layers.0",
        [&](Inputs& in) {
          in.bf16("x", kTokens, 64, x).add("topk_ids", 3, 2, std::vector<std::int32_t>(6));
          in.add("topk_weights", 3, 2, std::vector<float>(6, 0.5f));
        },
-       "", {"tensor 'topk_ids' is I32 [3, 2]; expected I32 or I64 [5, 2]"}},
-      {"invalid expert id", "model.layers.0",
+       "",
+       {"tensor 'topk_ids' is I32 [3, 2]; expected I32 or I64 [5, 2]"}},
+      {"invalid expert id",
+       "model.layers.0",
        [&](Inputs& in) {
          std::vector<std::int32_t> ids(kTokens * 2, 1);
          ids[7] = 9;
-         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, ids).add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+         in.bf16("x", kTokens, 64, x)
+             .add("topk_ids", kTokens, 2, ids)
+             .add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
        },
-       "", {"9", "outside"}},
-      {"--topk disagrees with topk_ids", "model.layers.0",
+       "",
+       {"9", "outside"}},
+      {"--topk disagrees with topk_ids",
+       "model.layers.0",
        [&](Inputs& in) {
          in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
          in.add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
        },
-       "--topk 3", {"topk_ids has 2 columns but --topk is 3"}},
-      {"--topk on a linear", kQProj, [&](Inputs& in) { in.bf16("x", kTokens, 64, x); }, "--topk 2",
+       "--topk 3",
+       {"topk_ids has 2 columns but --topk is 3"}},
+      {"--renormalize with topk_weights",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
+         in.add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+       },
+       "--no-renormalize",
+       {"apply to router logits", "used as given"}},
+      {"--topk on a linear",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--topk 2",
        {"--topk / --renormalize apply to MoE layers"}},
-      {"both renormalize flags", "model.layers.0", [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
-       "--renormalize --no-renormalize", {"excludes"}},
-      {"bad output dtype", kQProj, [&](Inputs& in) { in.bf16("x", kTokens, 64, x); }, "--output-dtype fp16",
+      {"both renormalize flags",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--renormalize --no-renormalize",
+       {"excludes"}},
+      {"bad output dtype",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--output-dtype fp16",
        {"--output-dtype"}},
   };
   for (const BadRun& c : cases) {
@@ -256,7 +321,8 @@ TEST_F(RunCommand, ArgumentErrorsAreClear) {
     c.inputs(in);
     const ToolRun r = run_tool(run_args(model, c.layer, in.write(scratch), out(), c.extra), scratch);
     EXPECT_NE(r.status, 0) << c.what << "\n" << describe(r);
-    for (const std::string& e : c.expected) EXPECT_NE(r.err.find(e), std::string::npos) << c.what << ": '" << e << "'\n" << r.err;
+    for (const std::string& e : c.expected)
+      EXPECT_NE(r.err.find(e), std::string::npos) << c.what << ": '" << e << "'\n" << r.err;
     EXPECT_FALSE(std::filesystem::exists(out())) << c.what << ": no output on an error";
   }
   // A missing checkpoint or input file names it.

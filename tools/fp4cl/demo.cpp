@@ -7,6 +7,7 @@
 // section round-trips a random matrix through the device quantizer. --model DIR runs the layer
 // sections on an existing checkpoint instead. Exits non-zero when any check fails.
 #include <fmt/format.h>
+#include <stdlib.h>  // mkdtemp
 
 #include <chrono>
 #include <cstdlib>
@@ -15,8 +16,6 @@
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <stdlib.h>  // mkdtemp
 
 #include "commands.hpp"
 #include "demo_layers.hpp"
@@ -35,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct DemoOptions {
-  std::string model;    // an existing checkpoint, or "" for the synthetic one
+  std::string model;  // an existing checkpoint, or "" for the synthetic one
   std::string scheme = "nvfp4", layout = "modelopt";
   std::string work_dir;  // where the synthetic models are kept (and reused); "" = a temporary directory
   SyntheticModelOptions synthetic;
@@ -85,8 +84,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // returns the checkpoint's directory.
 fs::path synthetic_checkpoint(const DemoOptions& o, const fs::path& dir) {
   const SyntheticModelOptions& m = o.synthetic;
-  const std::string model_name = fmt::format("qwen3-moe-h{}-i{}-e{}-k{}-seed{}", m.hidden, m.intermediate, m.experts,
-                                             m.experts_per_token, m.seed);
+  const std::string model_name =
+      fmt::format("qwen3-moe-h{}-i{}-e{}-k{}-seed{}", m.hidden, m.intermediate, m.experts, m.experts_per_token, m.seed);
   const fs::path source = dir / model_name;
   const fs::path quantized = dir / fmt::format("{}-{}-{}", model_name, o.scheme, o.layout);
   std::error_code ec;
@@ -101,10 +100,11 @@ fs::path synthetic_checkpoint(const DemoOptions& o, const fs::path& dir) {
     out.progress = bar.callback();
     write_synthetic_model(source, m, out);
     bar.finish();
-    fmt::print("model: synthetic Qwen3-MoE in BF16, {} layer(s), H={} I={} E={} k={}, attention {}×{} heads of {} "
-               "({:.1f} s)\n",
-               m.layers, m.hidden, m.intermediate, m.experts, m.experts_per_token, m.heads, m.kv_heads, m.head_dim,
-               seconds_since(start));
+    fmt::print(
+        "model: synthetic Qwen3-MoE in BF16, {} layer(s), H={} I={} E={} k={}, attention {}×{} heads of {} "
+        "({:.1f} s)\n",
+        m.layers, m.hidden, m.intermediate, m.experts, m.experts_per_token, m.heads, m.kv_heads, m.head_dim,
+        seconds_since(start));
   }
   QuantizeOptions q;
   q.scheme = quant_scheme_from_name(o.scheme);
@@ -115,8 +115,8 @@ fs::path synthetic_checkpoint(const DemoOptions& o, const fs::path& dir) {
   out.progress = bar.callback();
   const QuantizeSummary summary = quantize_model(source, quantized, q, out);
   bar.finish();
-  fmt::print("model: quantized to {} in the {} layout, {} modules ({:.1f} s)\n", q.scheme.name(),
-             to_string(q.layout), summary.quantized.size(), seconds_since(start));
+  fmt::print("model: quantized to {} in the {} layout, {} modules ({:.1f} s)\n", q.scheme.name(), to_string(q.layout),
+             summary.quantized.size(), seconds_since(start));
   return quantized;
 }
 

@@ -31,8 +31,9 @@ std::vector<std::uint16_t> hidden_states(std::int64_t tokens, std::int64_t cols,
 
 // Router logits x · Wᵀ from the layer's router weight `<container without .experts>.gate.weight`
 // ([E, H], BF16 or F32) when the checkpoint has it, else N(0, 2) values. Says which in `source`.
-std::vector<float> router_logits(const Checkpoint& ckpt, const CheckpointLayer& moe, const std::vector<std::uint16_t>& x,
-                                 std::int64_t tokens, unsigned seed, std::string& source) {
+std::vector<float> router_logits(const Checkpoint& ckpt, const CheckpointLayer& moe,
+                                 const std::vector<std::uint16_t>& x, std::int64_t tokens, unsigned seed,
+                                 std::string& source) {
   const std::int64_t E = moe.num_experts, H = moe.hidden;
   std::vector<float> logits(static_cast<std::size_t>(tokens * E));
   const std::string container = moe.name.substr(0, moe.name.rfind('.'));  // "model.layers.0.mlp"
@@ -131,10 +132,11 @@ bool demo_moe(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOptions
     for (const MoeLaunch& l : call.launches) events.push_back(l.event);
     return events;
   });
-  fmt::print("  forward: {:.1f} µs per call (median of {}), {} (token, expert) pairs; {} expert passes stream "
-             "{:.2f} MB of FP4 weights: {:.2f} GB/s\n",
-             us, o.runs, stats.local_pairs, stats.expert_passes, static_cast<double>(stats.weight_bytes) / 1e6,
-             gigabytes_per_second(stats.weight_bytes, us));
+  fmt::print(
+      "  forward: {:.1f} µs per call (median of {}), {} (token, expert) pairs; {} expert passes stream "
+      "{:.2f} MB of FP4 weights: {:.2f} GB/s\n",
+      us, o.runs, stats.local_pairs, stats.expert_passes, static_cast<double>(stats.weight_bytes) / 1e6,
+      gigabytes_per_second(stats.weight_bytes, us));
   return check.ok();
 }
 
@@ -162,7 +164,8 @@ bool demo_linear(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOpti
   fmt::print("  check against the scalar reference: {}\n", describe(check));
 
   const cl::Buffer xb = device_copy(ctx, x);
-  const cl::Buffer yb = device_copy(ctx, std::vector<std::uint16_t>(static_cast<std::size_t>(o.tokens * chosen->out_features)));
+  const cl::Buffer yb =
+      device_copy(ctx, std::vector<std::uint16_t>(static_cast<std::size_t>(o.tokens * chosen->out_features)));
   const double us = median_microseconds(ctx, kWarmup, o.runs, [&] {
     layer.enqueue(xb, yb, o.tokens);
     return layer.last_events();

@@ -55,7 +55,8 @@ std::size_t mismatches(const std::vector<std::uint8_t>& device, const std::vecto
   std::size_t count = 0;
   for (std::size_t i = 0; i < host.size(); ++i) {
     if (device[i] == host[i]) continue;
-    if (count++ == 0) fmt::print("  MISMATCH {} byte {}: device 0x{:02x}, host 0x{:02x}\n", what, i, device[i], host[i]);
+    if (count++ == 0)
+      fmt::print("  MISMATCH {} byte {}: device 0x{:02x}, host 0x{:02x}\n", what, i, device[i], host[i]);
   }
   return count;
 }
@@ -104,7 +105,8 @@ bool demo_format(const Context& ctx, Quantizer& quantizer, WeightFormat format, 
     std::memcpy(&b, &ref_w[i], 4);
     if (a != b || w16[i] != float_to_bf16(ref_w[i])) {
       if (bad_values++ == 0)
-        fmt::print("  MISMATCH dequantized element {}: device {} (BF16 0x{:04x}), host {}\n", i, w32[i], w16[i], ref_w[i]);
+        fmt::print("  MISMATCH dequantized element {}: device {} (BF16 0x{:04x}), host {}\n", i, w32[i], w16[i],
+                   ref_w[i]);
     }
   }
   bad += bad_values;
@@ -122,7 +124,8 @@ bool demo_format(const Context& ctx, Quantizer& quantizer, WeightFormat format, 
 
   const double gb_bf16 = static_cast<double>(n) * 2 / 1e9;
   const double q_lin = median_ms(ctx, o.runs, [&] { return quantizer.quantize(linear, input, gs, packed, scales); });
-  const double q_sw = median_ms(ctx, o.runs, [&] { return quantizer.quantize(swizzled, input, gs, packed, sw_scales); });
+  const double q_sw =
+      median_ms(ctx, o.runs, [&] { return quantizer.quantize(swizzled, input, gs, packed, sw_scales); });
   const double dq = median_ms(ctx, o.runs, [&] {
     return quantizer.dequantize(linear, packed, scales, ref.global_scale, DequantizedType::bf16, out_bf16);
   });
@@ -137,8 +140,10 @@ bool demo_format(const Context& ctx, Quantizer& quantizer, WeightFormat format, 
 
 bool demo_roundtrip(const Context& ctx, const RoundTripOptions& o) {
   if (o.rows < 1 || o.cols < 32 || o.cols % 32 != 0 || o.runs < 1)
-    fail("demo: need rows >= 1, cols a positive multiple of 32 (both block sizes) and runs >= 1; got rows {}, "
-         "cols {}, runs {}", o.rows, o.cols, o.runs);
+    fail(
+        "demo: need rows >= 1, cols a positive multiple of 32 (both block sizes) and runs >= 1; got rows {}, "
+        "cols {}, runs {}",
+        o.rows, o.cols, o.runs);
   QuantizerOptions qo;
   if (!o.local_size.empty()) {
     if (o.local_size.size() != 2) fail("demo: --local-size takes two numbers (block columns, rows)");

@@ -21,8 +21,8 @@ std::optional<std::vector<std::int64_t>> LayerInputs::shape(const std::string& n
   return t->shape();
 }
 
-TensorView LayerInputs::matrix(const std::string& name, std::int64_t& rows, std::int64_t cols,
-                               const std::string& what, const std::string& dtypes) {
+TensorView LayerInputs::matrix(const std::string& name, std::int64_t& rows, std::int64_t cols, const std::string& what,
+                               const std::string& dtypes) {
   const std::optional<TensorView> t = file_.find(name);
   if (!t) {
     std::vector<std::string> names;

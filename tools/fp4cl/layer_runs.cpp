@@ -40,8 +40,8 @@ void record(CheckResult& r, std::size_t i, std::size_t cols, double device, doub
   if (!accepted) ++r.outside;
   if (r.checked == 1 || ratio > r.worst_ratio) {
     r.worst_ratio = ratio;
-    r.worst = fmt::format("y[{}, {}] = {:.9g}, reference {:.9g} ± {:.3g}", i / cols, i % cols, device, reference,
-                          allowed);
+    r.worst =
+        fmt::format("y[{}, {}] = {:.9g}, reference {:.9g} ± {:.3g}", i / cols, i % cols, device, reference, allowed);
   }
 }
 
@@ -85,7 +85,8 @@ MoeRun run_moe(const Context& ctx, MoeLayer& layer, MoeOutput output, const std:
     r.output.f32.resize(n);
   }
   if (n > 0) {
-    void* host = r.output.bf16 ? static_cast<void*>(r.output.bf16_bits.data()) : static_cast<void*>(r.output.f32.data());
+    void* host =
+        r.output.bf16 ? static_cast<void*>(r.output.bf16_bits.data()) : static_cast<void*>(r.output.f32.data());
     check_cl(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, n * (r.output.bf16 ? 2 : 4), host),
              "reading the MoE output back");
   }
@@ -93,8 +94,7 @@ MoeRun run_moe(const Context& ctx, MoeLayer& layer, MoeOutput output, const std:
 }
 
 std::string describe(const CheckResult& r) {
-  if (r.ok())
-    return fmt::format("{} outputs within bounds, worst |error|/bound {:.3f}", r.checked, r.worst_ratio);
+  if (r.ok()) return fmt::format("{} outputs within bounds, worst |error|/bound {:.3f}", r.checked, r.worst_ratio);
   return fmt::format("{} of {} outputs OUT OF BOUNDS, worst |error|/bound {:.3g} at {}", r.outside, r.checked,
                      r.worst_ratio, r.worst);
 }
@@ -117,22 +117,23 @@ CheckResult check_moe(const Fp4Experts& experts, const MoeConfig& config, const 
   options.scheme = config.scheme;
   options.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   options.expert_map = config.expert_map;
-  const std::int64_t global = config.expert_map.empty() ? experts.num_experts
-                                                        : static_cast<std::int64_t>(config.expert_map.size());
+  const std::int64_t global =
+      config.expert_map.empty() ? experts.num_experts : static_cast<std::int64_t>(config.expert_map.size());
   const reference::MoeRouting route =
       routing.from_logits
           ? reference::routing_from_logits(routing.router_logits, tokens, global, config.top_k, config.renormalize)
           : reference::routing_from_topk(routing.topk_ids, routing.topk_weights, tokens, config.top_k);
   const reference::MoeReferenceResult ref = reference::moe_reference(experts, options, x, route);
-  if (ref.value.size() != y.size()) fail("check: the layer wrote {} outputs, the reference has {}", y.size(), ref.value.size());
+  if (ref.value.size() != y.size())
+    fail("check: the layer wrote {} outputs, the reference has {}", y.size(), ref.value.size());
   CheckResult r;
   for (std::size_t i = 0; i < ref.value.size(); ++i) {
     const double v = ref.value[i], b = ref.bound[i], d = y.value(i);
     // BF16: the reference accepts the BF16 roundings of v ± b, within about half a BF16 ulp more.
     const double magnitude = std::fabs(v) + b;
     const double half_ulp = magnitude > 0 ? std::ldexp(1.0, std::ilogb(magnitude) - 8) : 0x1p-134;
-    const bool accepted = y.bf16 ? reference::accepts_bf16(ref, i, y.bf16_bits[i])
-                                 : reference::accepts_fp32(ref, i, y.f32[i]);
+    const bool accepted =
+        y.bf16 ? reference::accepts_bf16(ref, i, y.bf16_bits[i]) : reference::accepts_fp32(ref, i, y.f32[i]);
     record(r, i, static_cast<std::size_t>(experts.hidden), d, v, y.bf16 ? b + half_ulp : b, accepted);
   }
   return r;

@@ -43,9 +43,9 @@ MoeRun run_moe(const Context& ctx, MoeLayer& layer, MoeOutput output, const std:
 // How a device output compares with the scalar reference's rigorous bound.
 struct CheckResult {
   std::size_t checked = 0;
-  std::size_t outside = 0;     // outputs beyond the bound
-  double worst_ratio = 0.0;    // max |device - reference| / allowed error (> 1: out of bounds)
-  std::string worst;           // where the worst ratio is, with values
+  std::size_t outside = 0;   // outputs beyond the bound
+  double worst_ratio = 0.0;  // max |device - reference| / allowed error (> 1: out of bounds)
+  std::string worst;         // where the worst ratio is, with values
   bool ok() const { return outside == 0; }
 };
 // "320 outputs within bounds, worst |error|/bound 0.42" or "... 3 of 320 outputs OUT OF BOUNDS ...".

@@ -38,13 +38,19 @@ struct RunArgs {
   bool check = false;
 };
 
-// The MoE layer `name` names (its name "<prefix>.mlp.experts" or its decoder layer's prefix).
+// The decoder layer of an MoE layer "<decoder layer>.<block>.experts" ("model.layers.0.mlp.experts"
+// → "model.layers.0"), or "" for another name.
+std::string decoder_layer_of(const std::string& moe_name) {
+  const std::size_t experts = moe_name.rfind('.');
+  if (experts == std::string::npos || experts == 0) return "";
+  const std::size_t block = moe_name.rfind('.', experts - 1);
+  return block == std::string::npos ? "" : moe_name.substr(0, block);
+}
+
+// The MoE layer `name` names: its own name or its decoder layer's.
 std::optional<CheckpointLayer> moe_layer_named(const Checkpoint& ckpt, const std::string& name) {
   for (const CheckpointLayer& l : ckpt.moe_layers()) {
-    const std::size_t container = l.name.rfind('.', l.name.rfind('.') - 1);  // ".mlp.experts"
-    if (l.name == name || (container != std::string::npos && l.name.compare(0, container, name) == 0 &&
-                           name.size() == container))
-      return ckpt.moe_layer(name);
+    if (l.name == name || decoder_layer_of(l.name) == name) return ckpt.moe_layer(name);
   }
   return std::nullopt;
 }
@@ -77,7 +83,7 @@ void write_output(const RunArgs& a, const std::string& layer, const QuantScheme&
 
 void report_unread(const LayerInputs& in) {
   const std::vector<std::string> unread = in.unread();
-  if (!unread.empty()) fmt::print("note: {} tensors of {} not used: {}\n", unread.size(), in.path(), fmt::join(unread, ", "));
+  if (!unread.empty()) fmt::print("note: not used from {}: {}\n", in.path(), fmt::join(unread, ", "));
 }
 
 // Passes when every output is within the reference's bound, else throws after the report.
@@ -105,6 +111,57 @@ void run_linear_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ck
   if (a.check) report_check(check_linear(loaded.scheme, w, x, tokens, y));
 }
 
+// Routing from router_logits [T, E]: top-k and renormalization from the options, else config.json.
+MoeRoutingInput logits_routing(const RunArgs& a, const ModelConfig& model, const std::string& config_json,
+                               LayerInputs& in, const CheckpointLayer& l, std::int64_t tokens, MoeConfig& config,
+                               std::string& description) {
+  if (in.has("topk_ids") || in.has("topk_weights"))
+    fail("{}: give either router_logits or topk_ids with topk_weights, not both", in.path());
+  if (!model.softmax_routing())
+    fail(
+        "{}: the model routes with scoring_func '{}', but the layer's router computes softmax top-k; pass "
+        "topk_ids and topk_weights instead of router_logits",
+        config_json, *model.scoring_func);
+  MoeRoutingInput routing;
+  routing.router_logits =
+      in.f32_matrix("router_logits", tokens, l.num_experts,
+                    fmt::format("the router logits [T, experts = {}] of {}", l.num_experts, l.name));
+  if (!a.top_k && !model.experts_per_token)
+    fail("{} has no num_experts_per_tok: give the layer's top-k with --topk", config_json);
+  config.top_k = a.top_k ? *a.top_k : *model.experts_per_token;
+  if (!a.renormalize && !a.no_renormalize && !model.renormalize())
+    fail(
+        "{} says neither norm_topk_prob nor a model_type with a known default: give --renormalize or "
+        "--no-renormalize",
+        config_json);
+  config.renormalize = a.renormalize || (!a.no_renormalize && *model.renormalize());
+  description = fmt::format("router logits, top-{}{}{}", config.top_k, a.top_k ? "" : " (config.json)",
+                            config.renormalize ? ", renormalized" : ", not renormalized");
+  return routing;
+}
+
+// Routing from topk_ids and topk_weights [T, k], used as given.
+MoeRoutingInput topk_routing(const RunArgs& a, LayerInputs& in, const CheckpointLayer& l, std::int64_t tokens,
+                             MoeConfig& config, std::string& description) {
+  if (!in.has("topk_ids"))
+    fail("{}: no routing for MoE layer '{}': expected router_logits [T, {}], or topk_ids and topk_weights [T, k]",
+         in.path(), l.name, l.num_experts);
+  if (a.renormalize || a.no_renormalize)
+    fail("--renormalize / --no-renormalize apply to router logits; {} gives topk_weights, which are used as given",
+         in.path());
+  // k is what topk_ids says; a tensor of another rank is refused below, naming its shape.
+  const std::vector<std::int64_t> ids_shape = *in.shape("topk_ids");
+  const std::int64_t k = ids_shape.size() == 2 ? ids_shape[1] : a.top_k.value_or(1);
+  if (a.top_k && *a.top_k != k) fail("{}: topk_ids has {} columns but --topk is {}", in.path(), k, *a.top_k);
+  MoeRoutingInput routing;
+  routing.from_logits = false;
+  routing.topk_ids = in.i32_matrix("topk_ids", tokens, k, fmt::format("the expert ids [T, k] of {}", l.name));
+  routing.topk_weights = in.f32_matrix("topk_weights", tokens, k, fmt::format("the routing weights [T, k = {}]", k));
+  config.top_k = static_cast<int>(k);
+  description = fmt::format("topk_ids and topk_weights, k = {}", k);
+  return routing;
+}
+
 void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt, const CheckpointLayer& l,
                    LayerInputs& in) {
   const ModelConfig model = ModelConfig::load(ckpt.directory());
@@ -116,47 +173,16 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   config.scheme = l.scheme;
   config.max_tokens = std::max<std::int64_t>(tokens, 1);
   config.output = a.output_dtype == "bf16" ? MoeOutput::bf16 : MoeOutput::fp32;
-  MoeRoutingInput routing;
-  routing.from_logits = in.has("router_logits");
   std::string routing_text;
-  if (routing.from_logits) {
-    if (in.has("topk_ids") || in.has("topk_weights"))
-      fail("{}: give either router_logits or topk_ids with topk_weights, not both", in.path());
-    if (!model.softmax_routing())
-      fail("{}: the model routes with scoring_func '{}', but the layer's router computes softmax top-k; pass "
-           "topk_ids and topk_weights instead of router_logits",
-           config_json, *model.scoring_func);
-    routing.router_logits = in.f32_matrix("router_logits", tokens, l.num_experts,
-                                          fmt::format("the router logits [T, experts = {}] of {}", l.num_experts, l.name));
-    if (!a.top_k && !model.experts_per_token)
-      fail("{} has no num_experts_per_tok: give the layer's top-k with --topk", config_json);
-    config.top_k = a.top_k ? *a.top_k : *model.experts_per_token;
-    if (!a.renormalize && !a.no_renormalize && !model.renormalize())
-      fail("{} says neither norm_topk_prob nor a model_type with a known default: give --renormalize or "
-           "--no-renormalize",
-           config_json);
-    config.renormalize = a.renormalize || (!a.no_renormalize && *model.renormalize());
-    routing_text = fmt::format("router logits, top-{}{}{}", config.top_k, a.top_k ? "" : " (config.json)",
-                               config.renormalize ? ", renormalized" : ", not renormalized");
-  } else {
-    if (!in.has("topk_ids"))
-      fail("{}: no routing for MoE layer '{}': expected router_logits [T, {}], or topk_ids and topk_weights [T, k]",
-           in.path(), l.name, l.num_experts);
-    // k is what topk_ids says; a tensor of another rank is refused below, naming its shape.
-    const std::vector<std::int64_t> ids_shape = *in.shape("topk_ids");
-    const std::int64_t k = ids_shape.size() == 2 ? ids_shape[1] : a.top_k.value_or(1);
-    if (a.top_k && *a.top_k != k)
-      fail("{}: topk_ids has {} columns but --topk is {}", in.path(), k, *a.top_k);
-    routing.topk_ids = in.i32_matrix("topk_ids", tokens, k, fmt::format("the expert ids [T, k] of {}", l.name));
-    routing.topk_weights = in.f32_matrix("topk_weights", tokens, k, fmt::format("the routing weights [T, k = {}]", k));
-    config.top_k = static_cast<int>(k);
-    routing_text = fmt::format("topk_ids and topk_weights, k = {}", k);
-  }
+  const MoeRoutingInput routing = in.has("router_logits")
+                                      ? logits_routing(a, model, config_json, in, l, tokens, config, routing_text)
+                                      : topk_routing(a, in, l, tokens, config, routing_text);
   report_unread(in);
   const LoadedExperts loaded = ckpt.load_moe(l.name);
   MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
   fmt::print("layer {}: MoE ({}), {}, E={} H={} I={}; {}; strategy {}\n", l.name, l.expert_naming, l.scheme.name(),
-             l.num_experts, l.hidden, l.intermediate, routing_text, layer.strategy_for(std::max<std::int64_t>(tokens, 1)));
+             l.num_experts, l.hidden, l.intermediate, routing_text,
+             layer.strategy_for(std::max<std::int64_t>(tokens, 1)));
   const MoeRun run = run_moe(ctx, layer, config.output, x, routing, tokens);
   fmt::print("ran {} tokens on {}: {} (token, expert) pairs, {} expert weight passes\n", tokens, ctx.info().name,
              run.stats.local_pairs, run.stats.expert_passes);
@@ -186,7 +212,8 @@ void run_layer(const RunArgs& a) {
 
 void register_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Run one linear or MoE layer of a checkpoint on inputs from a safetensors file");
+  auto* cmd =
+      app.add_subcommand("run", "Run one linear or MoE layer of a checkpoint on inputs from a safetensors file");
   cmd->add_option("DIR", a->dir, "Checkpoint directory")->required();
   cmd->add_option("--layer", a->layer,
                   "Linear module (model.layers.0.self_attn.q_proj) or MoE layer (model.layers.0.mlp.experts, or "
