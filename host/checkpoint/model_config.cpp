@@ -18,7 +18,8 @@ using detail::JsonPath;
 // The object itself, then its "text_config" (where multimodal models keep the language model's).
 std::vector<std::pair<const Json*, JsonPath>> places(const Json& config, const JsonPath& root) {
   std::vector<std::pair<const Json*, JsonPath>> out{{&config, root}};
-  if (const Json* text = detail::object_member(config, "text_config", root)) out.emplace_back(text, root / "text_config");
+  if (const Json* text = detail::object_member(config, "text_config", root))
+    out.emplace_back(text, root / "text_config");
   return out;
 }
 
@@ -37,7 +38,8 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     if (c.model_type.empty()) c.model_type = detail::string_member(*object, "model_type", at).value_or("");
     if (!c.experts_per_token) {
       if (const std::optional<std::int64_t> k = detail::integer_member(*object, "num_experts_per_tok", at)) {
-        if (*k < 1 || *k > std::numeric_limits<int>::max()) (at / "num_experts_per_tok").fail("must be a positive integer, got {}", *k);
+        if (*k < 1 || *k > std::numeric_limits<int>::max())
+          (at / "num_experts_per_tok").fail("must be a positive integer, got {}", *k);
         c.experts_per_token = static_cast<int>(*k);
       }
     }

@@ -16,9 +16,10 @@ MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_v
          moe.name);
   const std::optional<bool> renormalize = model.renormalize();
   if (!renormalize)
-    fail("{}: no norm_topk_prob and no model_type with a known default ('{}'), so whether MoE layer '{}' "
-         "renormalizes its top-k weights is unknown; set MoeConfig::renormalize",
-         source, model.model_type, moe.name);
+    fail(
+        "{}: no norm_topk_prob and no model_type with a known default ('{}'), so whether MoE layer '{}' "
+        "renormalizes its top-k weights is unknown; set MoeConfig::renormalize",
+        source, model.model_type, moe.name);
   MoeConfig config;
   config.scheme = moe.scheme;
   config.top_k = *model.experts_per_token;
@@ -39,9 +40,10 @@ MoeLayer MoeLayer::from_checkpoint(const Context& ctx, const Checkpoint& checkpo
                                    const MoeConfig& config, const MoeLoadOptions& load) {
   const CheckpointLayer& moe = checkpoint.moe_layer(layer);
   if (config.scheme != moe.scheme)
-    fail("MoE layer '{}' of checkpoint '{}' is {}, but MoeConfig::scheme is {} (MoeConfig::from_checkpoint gives "
-         "the layer's)",
-         moe.name, checkpoint.directory().string(), moe.scheme.name(), config.scheme.name());
+    fail(
+        "MoE layer '{}' of checkpoint '{}' is {}, but MoeConfig::scheme is {} (MoeConfig::from_checkpoint gives "
+        "the layer's)",
+        moe.name, checkpoint.directory().string(), moe.scheme.name(), config.scheme.name());
   const LoadedExperts loaded = checkpoint.load_moe(moe.name, load);
   return create(ctx, loaded.experts, config);
 }

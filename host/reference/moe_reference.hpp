@@ -9,8 +9,9 @@
 //     its fp32 scale factor: |error| <= γ(n+4) · Σ|terms| · |factor|, γ(m) = m·u/(1 - m·u),
 //     u = 2^-24. When the reference proves the sum exact — every term is an fp32 number that is
 //     a multiple of 2^q and Σ|terms| < 2^(24+q), so every partial sum in every order is exact —
-//     only the factor's rounding and the final product remain (γ(2)·|value|, or 0 when both are
-//     exact);
+//     only the final product's rounding remains (γ(1)·|value|, or 0 when it is exact). The factor
+//     is the layer's fp32 number: the dequant-direction global scale, times (W4A4 NVFP4) the
+//     stored dequant-direction input scale as one fp32 product, alpha = input_scale × global_scale;
 //   - silu(g) = g / (1 + exp(-g)) in fp32: 16 u relative (exp 4 ulp, division 2.5 ulp, the
 //     addition) plus 1.1 × the error of g (|silu'| <= 1.1); the product with `up`: 1 rounding;
 //   - the BF16 rounding of the SwiGLU output: where the uncertainty interval of `a` contains a

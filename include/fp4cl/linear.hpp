@@ -50,8 +50,10 @@ class Linear {
  public:
   // Validates everything (shapes, scale bytes, global scales, scheme against weight format) and
   // throws fp4cl::Error naming the argument and what was expected. Under W4A16 the weight's
-  // input_global_scale is ignored; under W4A4 (NVFP4) it is the activations' quant-direction
-  // global scale and must be positive and finite. MXFP4 carries no global scale (both must be 1).
+  // input scales are ignored; under W4A4 (NVFP4) input_global_scale (quant direction) quantizes
+  // the activations and input_scale (dequant direction) gives the output factor alpha =
+  // input_scale × global_scale (one fp32 product); both must be positive, finite and reciprocals
+  // up to rounding. MXFP4 carries no global scale (all must be 1).
   static Linear create(const Context& ctx, const Fp4Weight& weight, const QuantScheme& scheme,
                        const LinearOptions& options = {});
 

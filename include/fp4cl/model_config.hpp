@@ -14,8 +14,8 @@ struct ModelConfig {
   std::string source;      // the config.json read, or "" when the directory has none
   std::string model_type;  // "qwen3_moe", "mixtral", ... ("" when absent)
   // Each value is read at the top level, else under "text_config" (multimodal configs).
-  std::optional<int> experts_per_token;    // num_experts_per_tok: the MoE top-k
-  std::optional<bool> norm_topk_prob;      // renormalize the top-k routing weights
+  std::optional<int> experts_per_token;     // num_experts_per_tok: the MoE top-k
+  std::optional<bool> norm_topk_prob;       // renormalize the top-k routing weights
   std::optional<std::string> scoring_func;  // DeepSeek: "softmax" or "sigmoid"
 
   // Reads `<model_dir>/config.json`; a directory without one gives an empty ModelConfig. Throws

@@ -11,6 +11,8 @@
 //     MXFP4 "ceil" rule; the SwiGLU output is rounded to BF16, then quantized per block for FC2
 //     with dynamic block scales and global scale 1.0 (or the checkpoint's calibrated FC2 input
 //     scale, MoeConfig::fc2_input_scale), as FlashInfer's b12x does.
+//     Each FC's dot products are scaled by alpha = input_scale × global_scale, one fp32 product of the
+//     stored dequant-direction scales (vLLM's alpha; Fp4Experts::w13_input_scale, w2_input_scale).
 //   - Dot products, SwiGLU and the top-k sum are fp32; the output is rounded once (BF16 or fp32).
 //   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
 //

@@ -67,7 +67,8 @@ std::vector<std::uint16_t> grid_activations(std::int64_t rows, std::int64_t cols
   std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * cols));
   for (auto& v : x) v = static_cast<std::uint16_t>(float_to_bf16(static_cast<float>(grid(rng)) / 8.0f));
   for (std::size_t b = 0; b < x.size(); b += 16)
-    x[b + static_cast<std::size_t>(position(rng))] = static_cast<std::uint16_t>(float_to_bf16(sign(rng) ? 2.0f : -2.0f));
+    x[b + static_cast<std::size_t>(position(rng))] =
+        static_cast<std::uint16_t>(float_to_bf16(sign(rng) ? 2.0f : -2.0f));
   return x;
 }
 

@@ -25,8 +25,8 @@ template <typename T>
 cl::Buffer device_copy(const std::vector<T>& v) {
   const Context& ctx = shared_context();
   cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, std::max<std::size_t>(4, v.size() * sizeof(T)),
-               const_cast<T*>(v.data()), &err);
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+               std::max<std::size_t>(4, v.size() * sizeof(T)), const_cast<T*>(v.data()), &err);
   EXPECT_EQ(err, CL_SUCCESS);
   return b;
 }
@@ -99,7 +99,8 @@ void copy_with_extra_tensors(const std::filesystem::path& from, const std::files
   SafetensorsWriter writer;
   for (const TensorInfo& t : file.tensors()) writer.add(file.tensor(t.name));
   for (const auto& [name, value] : extra)
-    writer.add(name, scalar_shape ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1}, std::vector<float>{value});
+    writer.add(name, scalar_shape ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1},
+               std::vector<float>{value});
   writer.write((to / "model.safetensors").string());
 }
 
@@ -125,7 +126,8 @@ MoeRun run_moe_logits(MoeLayer& layer, const MoeConfig& config, const std::vecto
   const auto n = static_cast<std::size_t>(tokens * layer.hidden());
   const bool bf16 = config.output == MoeOutput::bf16;
   const cl::Buffer xb = device_copy(x), lb = device_copy(logits);
-  const cl::Buffer out = bf16 ? device_copy(std::vector<std::uint16_t>(n, 0x7FC1)) : device_copy(std::vector<float>(n, NAN));
+  const cl::Buffer out =
+      bf16 ? device_copy(std::vector<std::uint16_t>(n, 0x7FC1)) : device_copy(std::vector<float>(n, NAN));
   layer.forward_logits(xb, lb, out, tokens);
   MoeRun r;
   if (bf16) {

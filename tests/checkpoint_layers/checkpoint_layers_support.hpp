@@ -69,7 +69,8 @@ MoeRun run_moe_logits(MoeLayer& layer, const MoeConfig& config, const std::vecto
 std::size_t moe_outside_bound(const reference::MoeReferenceResult& ref, const MoeRun& run, MoeOutput output,
                               const std::string& what);
 std::size_t linear_outside_bound(const QuantScheme& scheme, const Fp4Weight& w, const std::vector<std::uint16_t>& x,
-                                 std::int64_t m, const std::vector<float>& y, bool bf16_output, const std::string& what);
+                                 std::int64_t m, const std::vector<float>& y, bool bf16_output,
+                                 const std::string& what);
 
 // The Linear layer's output as fp32 values (BF16 widened exactly).
 std::vector<float> run_linear(Linear& layer, const std::vector<std::uint16_t>& x, std::int64_t m);

@@ -43,7 +43,9 @@ std::vector<std::uint32_t> bits(const std::vector<float>& v) {
 }
 
 // |a - b| in ulps of positive floats.
-std::int64_t ulps(float a, float b) { return std::abs(static_cast<std::int64_t>(bits(a)) - static_cast<std::int64_t>(bits(b))); }
+std::int64_t ulps(float a, float b) {
+  return std::abs(static_cast<std::int64_t>(bits(a)) - static_cast<std::int64_t>(bits(b)));
+}
 
 struct Outputs {
   std::vector<std::uint32_t> moe, linear_decode, linear_prefill;
@@ -121,7 +123,8 @@ TEST(CrossLayoutLayers, W4A4CalibratedScalesKeepEachLayoutsStoredDirection) {
     EXPECT_EQ(bits(b.input_scale), bits(1.0f / stored_q)) << module;
     EXPECT_LE(ulps(a.input_global_scale, stored_q), 1) << module;
     EXPECT_LE(ulps(b.input_scale, stored_d), 1) << module;
-    exact_pairs += bits(a.input_scale) == bits(b.input_scale) && bits(a.input_global_scale) == bits(b.input_global_scale);
+    exact_pairs +=
+        bits(a.input_scale) == bits(b.input_scale) && bits(a.input_global_scale) == bits(b.input_global_scale);
     ++modules;
   }
   RecordProperty("modules_with_identical_activation_scales", exact_pairs);

@@ -25,8 +25,8 @@ TEST_P(LayersFromCheckpoint, MoeFromRouterLogitsMatchesTheReference) {
   const Checkpoint ckpt = Checkpoint::open(quantized_model(GetParam()));
   const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
   EXPECT_EQ(config.scheme, GetParam().scheme);
-  EXPECT_EQ(config.top_k, 2);        // config.json num_experts_per_tok
-  EXPECT_TRUE(config.renormalize);   // config.json norm_topk_prob
+  EXPECT_EQ(config.top_k, 2);       // config.json num_experts_per_tok
+  EXPECT_TRUE(config.renormalize);  // config.json norm_topk_prob
   MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0");
   EXPECT_EQ(layer.scheme(), GetParam().scheme);
   EXPECT_EQ(layer.num_local_experts(), 4);

@@ -1,5 +1,7 @@
 // config.json's routing facts (ModelConfig), the MoeConfig a checkpoint's MoE layer gets from
 // them, and the errors of the from_checkpoint calls.
+#include "fp4cl/model_config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +14,6 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
-#include "fp4cl/model_config.hpp"
 #include "fp4cl/moe.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
@@ -101,7 +102,8 @@ TEST(MoeFromCheckpoint, NamesTheLayerByNameOrPrefix) {
 
 TEST(MoeFromCheckpoint, ConfigNeedsWhatConfigJsonDoesNotSay) {
   TempDir a, b;
-  const Checkpoint no_topk = Checkpoint::open(edited_checkpoint(a, [](nlohmann::json& c) { c.erase("num_experts_per_tok"); }));
+  const Checkpoint no_topk =
+      Checkpoint::open(edited_checkpoint(a, [](nlohmann::json& c) { c.erase("num_experts_per_tok"); }));
   std::string e = error_of([&] { MoeConfig::from_checkpoint(no_topk, "model.layers.0"); });
   EXPECT_NE(e.find("no num_experts_per_tok"), std::string::npos) << e;
   EXPECT_NE(e.find("set MoeConfig::top_k"), std::string::npos) << e;

@@ -10,5 +10,6 @@ void register_demo(CLI::App& app);
 void register_make_model(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_inspect(CLI::App& app);
+void register_run(CLI::App& app);
 
 }  // namespace fp4cl::cli

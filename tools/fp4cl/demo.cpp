@@ -1,166 +1,128 @@
-// `fp4cl demo`: the main job on the default OpenCL device. Quantizes a random BF16 matrix to
-// NVFP4 and MXFP4 on the device, dequantizes it back, checks the device bit for bit against the
-// host reference, and reports the round trip's error and the kernels' throughput (from OpenCL
-// event profiling, the median of several runs after a warm-up). Exits non-zero when a check fails.
+// `fp4cl demo`: the main job, end to end on the default OpenCL device. Lists the devices, writes a
+// synthetic Qwen3-MoE model in BF16 (small, real shapes), quantizes it to FP4 (NVFP4 W4A4 in the
+// ModelOpt layout unless --scheme/--layout say otherwise), loads it, and runs the layer-0 MoE
+// (routed on the device from router logits) and the layer-0 q_proj on the device. Each is checked
+// against the scalar reference (worst error / bound) and timed from OpenCL event profiling
+// (median of several calls after a warm-up: µs per call, GB/s of FP4 weights streamed). A last
+// section round-trips a random matrix through the device quantizer. --model DIR runs the layer
+// sections on an existing checkpoint instead. Exits non-zero when any check fails.
 #include <fmt/format.h>
+#include <stdlib.h>  // mkdtemp
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <functional>
-#include <random>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
+#include "demo_layers.hpp"
+#include "demo_roundtrip.hpp"
+#include "fp4cl/checkpoint.hpp"
 #include "fp4cl/context.hpp"
 #include "fp4cl/device.hpp"
-#include "fp4cl/formats.hpp"
-#include "fp4cl/quantize.hpp"
+#include "fp4cl/model_writer.hpp"
+#include "progress.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct DemoOptions {
-  std::int64_t rows = 4096, cols = 4096;
-  int runs = 10;
-  unsigned seed = 1;
-  std::vector<std::size_t> local_size;
-  std::size_t blocks_per_item = 0;
+  std::string model;  // an existing checkpoint, or "" for the synthetic one
+  std::string scheme = "nvfp4", layout = "modelopt";
+  std::string work_dir;  // where the synthetic models are kept (and reused); "" = a temporary directory
+  SyntheticModelOptions synthetic;
+  LayerDemoOptions layers;
+  RoundTripOptions roundtrip;
+  bool skip_roundtrip = false;
+
+  DemoOptions() {
+    synthetic.layers = 1;
+    synthetic.hidden = 1024;
+    synthetic.intermediate = 512;
+    synthetic.experts = 32;
+    synthetic.experts_per_token = 4;
+    synthetic.heads = 8;
+    synthetic.kv_heads = 4;
+    synthetic.head_dim = 128;
+    synthetic.vocab = 1024;
+  }
 };
 
-std::vector<std::uint16_t> gaussian_bf16(std::int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::uint16_t> x(static_cast<std::size_t>(n));
-  for (auto& v : x) v = float_to_bf16(normal(rng));
-  return x;
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/fp4cl-demo.XXXXXX";
+    if (!::mkdtemp(pattern.data())) fail("demo: cannot create a temporary directory from {}", pattern);
+    path_ = pattern;
+  }
+  ~TemporaryDirectory() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-template <typename T>
-cl::Buffer device_buffer(const Context& ctx, std::size_t count, const T* data = nullptr) {
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE | (data ? CL_MEM_COPY_HOST_PTR : 0),
-               std::max<std::size_t>(1, count * sizeof(T)), const_cast<T*>(data), &err);
-  check_cl(err, "allocating a {} MiB buffer", count * sizeof(T) >> 20);
-  return b;
-}
-
-template <typename T>
-std::vector<T> read_back(const Context& ctx, const cl::Buffer& b, std::size_t count) {
-  std::vector<T> v(count);
-  check_cl(ctx.queue().enqueueReadBuffer(b, CL_TRUE, 0, count * sizeof(T), v.data()), "reading a result back");
-  return v;
-}
-
-// Median kernel time in milliseconds over `runs` launches, after two warm-up launches.
-double median_ms(const Context& ctx, int runs, const std::function<cl::Event()>& launch) {
-  for (int i = 0; i < 2; ++i) launch();
-  std::vector<cl::Event> events;
-  for (int i = 0; i < runs; ++i) events.push_back(launch());
-  check_cl(ctx.queue().finish(), "waiting for the timed runs");
-  std::vector<double> ms;
-  for (const auto& e : events) {
-    cl_ulong start = 0, end = 0;
-    check_cl(e.getProfilingInfo(CL_PROFILING_COMMAND_START, &start), "reading a profiling start time");
-    check_cl(e.getProfilingInfo(CL_PROFILING_COMMAND_END, &end), "reading a profiling end time");
-    ms.push_back(static_cast<double>(end - start) * 1e-6);
+// Writes (or, in a work directory, reuses) the synthetic BF16 model and its quantized checkpoint;
+// returns the checkpoint's directory.
+fs::path synthetic_checkpoint(const DemoOptions& o, const fs::path& dir) {
+  const SyntheticModelOptions& m = o.synthetic;
+  const std::string model_name =
+      fmt::format("qwen3-moe-h{}-i{}-e{}-k{}-seed{}", m.hidden, m.intermediate, m.experts, m.experts_per_token, m.seed);
+  const fs::path source = dir / model_name;
+  const fs::path quantized = dir / fmt::format("{}-{}-{}", model_name, o.scheme, o.layout);
+  std::error_code ec;
+  if (fs::exists(quantized / "config.json", ec)) {
+    fmt::print("model: reusing {}\n", quantized.string());
+    return quantized;
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// Counts the positions where two byte vectors differ, printing the first one.
-std::size_t mismatches(const std::vector<std::uint8_t>& device, const std::vector<std::uint8_t>& host,
-                       const char* what) {
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    if (device[i] == host[i]) continue;
-    if (count++ == 0) fmt::print("  MISMATCH {} byte {}: device 0x{:02x}, host 0x{:02x}\n", what, i, device[i], host[i]);
+  if (!fs::exists(source / "config.json", ec)) {
+    const auto start = std::chrono::steady_clock::now();
+    ProgressBar bar;
+    ModelOutputOptions out;
+    out.progress = bar.callback();
+    write_synthetic_model(source, m, out);
+    bar.finish();
+    fmt::print(
+        "model: synthetic Qwen3-MoE in BF16, {} layer(s), H={} I={} E={} k={}, attention {}×{} heads of {} "
+        "({:.1f} s)\n",
+        m.layers, m.hidden, m.intermediate, m.experts, m.experts_per_token, m.heads, m.kv_heads, m.head_dim,
+        seconds_since(start));
   }
-  return count;
-}
-
-// Runs one format; returns false when the device disagrees with the host reference.
-bool demo_format(const Context& ctx, Quantizer& quantizer, WeightFormat format, const DemoOptions& o,
-                 const std::vector<std::uint16_t>& x, const cl::Buffer& input) {
-  const std::int64_t rows = o.rows, cols = o.cols, n = rows * cols;
-  float gs = 1.0f;
-  if (format == WeightFormat::nvfp4) {  // the usual per-tensor calibration: gs_q = 448·6 / amax
-    float amax = 0.0f;
-    for (const std::uint16_t v : x) amax = std::max(amax, std::fabs(bf16_to_float(v)));
-    gs = amax > 0.0f ? 448.0f * 6.0f / amax : 1.0f;
-    fmt::print("{} (block 16, E4M3 scales, gs_q = {:.6g}):\n", to_string(format), gs);
-  } else {
-    fmt::print("{} (block 32, E8M0 scales):\n", to_string(format));
-  }
-  const QuantizedRows ref = quantize(format, x, rows, cols, gs);
-  const std::vector<float> ref_w = dequantize(ref);
-
-  const Fp4MatrixShape linear{format, ScaleLayout::linear, rows, cols};
-  const Fp4MatrixShape swizzled{format, ScaleLayout::swizzled, rows, cols};
-  const auto packed_bytes = static_cast<std::size_t>(linear.packed_bytes());
-  const cl::Buffer packed = device_buffer<std::uint8_t>(ctx, packed_bytes);
-  const cl::Buffer scales = device_buffer<std::uint8_t>(ctx, static_cast<std::size_t>(linear.scale_bytes()));
-  const cl::Buffer sw_scales = device_buffer<std::uint8_t>(ctx, static_cast<std::size_t>(swizzled.scale_bytes()));
-  const cl::Buffer out_f32 = device_buffer<float>(ctx, static_cast<std::size_t>(n));
-  const cl::Buffer out_bf16 = device_buffer<std::uint16_t>(ctx, static_cast<std::size_t>(n));
-
-  // Bit-exactness: both layouts, both dequantized types.
-  std::size_t bad = 0;
-  quantizer.quantize(swizzled, input, gs, packed, sw_scales);
-  bad += mismatches(read_back<std::uint8_t>(ctx, sw_scales, static_cast<std::size_t>(swizzled.scale_bytes())),
-                    swizzle_scales(ref.scales, rows, ref.scale_cols()), "swizzled scales");
-  quantizer.quantize(linear, input, gs, packed, scales);
-  bad += mismatches(read_back<std::uint8_t>(ctx, packed, packed_bytes), ref.packed, "packed codes");
-  bad += mismatches(read_back<std::uint8_t>(ctx, scales, ref.scales.size()), ref.scales, "linear scales");
-  quantizer.dequantize(linear, packed, scales, ref.global_scale, DequantizedType::f32, out_f32);
-  quantizer.dequantize(swizzled, packed, sw_scales, ref.global_scale, DequantizedType::bf16, out_bf16);
-  const auto w32 = read_back<float>(ctx, out_f32, static_cast<std::size_t>(n));
-  const auto w16 = read_back<std::uint16_t>(ctx, out_bf16, static_cast<std::size_t>(n));
-  std::size_t bad_values = 0;
-  for (std::size_t i = 0; i < w32.size(); ++i) {
-    std::uint32_t a, b;
-    std::memcpy(&a, &w32[i], 4);
-    std::memcpy(&b, &ref_w[i], 4);
-    if (a != b || w16[i] != float_to_bf16(ref_w[i])) {
-      if (bad_values++ == 0)
-        fmt::print("  MISMATCH dequantized element {}: device {} (BF16 0x{:04x}), host {}\n", i, w32[i], w16[i], ref_w[i]);
-    }
-  }
-  bad += bad_values;
-  fmt::print("  device vs host reference (packed codes, linear and swizzled scales, FP32 and BF16 dequant): {}\n",
-             bad == 0 ? "bit-exact" : fmt::format("FAILED, {} differences", bad));
-
-  double err2 = 0, ref2 = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double xi = bf16_to_float(x[i]), d = xi - static_cast<double>(w32[i]);
-    err2 += d * d;
-    ref2 += xi * xi;
-  }
-  fmt::print("  round trip BF16 → {} → FP32: relative RMS error {:.4f}\n", to_string(format),
-             ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0);
-
-  const double gb_bf16 = static_cast<double>(n) * 2 / 1e9;
-  const double q_lin = median_ms(ctx, o.runs, [&] { return quantizer.quantize(linear, input, gs, packed, scales); });
-  const double q_sw = median_ms(ctx, o.runs, [&] { return quantizer.quantize(swizzled, input, gs, packed, sw_scales); });
-  const double dq = median_ms(ctx, o.runs, [&] {
-    return quantizer.dequantize(linear, packed, scales, ref.global_scale, DequantizedType::bf16, out_bf16);
-  });
-  fmt::print("  quantize, linear scales:   {:8.3f} ms  {:7.2f} GB/s of BF16 input   (median of {})\n", q_lin,
-             gb_bf16 / (q_lin * 1e-3), o.runs);
-  fmt::print("  quantize, swizzled scales: {:8.3f} ms  {:7.2f} GB/s of BF16 input\n", q_sw, gb_bf16 / (q_sw * 1e-3));
-  fmt::print("  dequantize to BF16:        {:8.3f} ms  {:7.2f} GB/s of BF16 output\n", dq, gb_bf16 / (dq * 1e-3));
-  return bad == 0;
+  QuantizeOptions q;
+  q.scheme = quant_scheme_from_name(o.scheme);
+  q.layout = quant_producer_from_name(o.layout);
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar;
+  ModelOutputOptions out;
+  out.progress = bar.callback();
+  const QuantizeSummary summary = quantize_model(source, quantized, q, out);
+  bar.finish();
+  fmt::print("model: quantized to {} in the {} layout, {} modules ({:.1f} s)\n", q.scheme.name(), to_string(q.layout),
+             summary.quantized.size(), seconds_since(start));
+  return quantized;
 }
 
 void run_demo(const DemoOptions& o) {
-  if (o.rows < 1 || o.cols < 32 || o.cols % 32 != 0 || o.runs < 1)
-    fail("demo: need rows >= 1, cols a positive multiple of 32 (both block sizes) and runs >= 1; got rows {}, "
-         "cols {}, runs {}", o.rows, o.cols, o.runs);
+  if (o.layers.tokens < 1 || o.layers.runs < 1)
+    fail("demo: --tokens and --runs must be at least 1 (got {} and {})", o.layers.tokens, o.layers.runs);
   const auto devices = list_devices();
   fmt::print("OpenCL devices ({}):\n", devices.size());
   for (const auto& d : devices) fmt::print("  {}\n", d.describe());
@@ -169,46 +131,83 @@ void run_demo(const DemoOptions& o) {
   fmt::print("selected (FP4CL_DEVICE=\"{}\"): {}\n", selector, ctx.info().describe());
   if (!ctx.profiling_enabled()) fail("the command queue has no profiling; the demo times kernels with events");
 
-  QuantizerOptions qo;
-  if (!o.local_size.empty()) {
-    if (o.local_size.size() != 2) fail("demo: --local-size takes two numbers (block columns, rows)");
-    qo.local_size = {o.local_size[0], o.local_size[1]};
+  std::unique_ptr<TemporaryDirectory> temporary;
+  fs::path checkpoint_dir;
+  if (!o.model.empty()) {
+    checkpoint_dir = o.model;
+  } else {
+    fs::path dir = o.work_dir;
+    if (dir.empty()) {
+      temporary = std::make_unique<TemporaryDirectory>();
+      dir = temporary->path();
+    }
+    checkpoint_dir = synthetic_checkpoint(o, dir);
   }
-  qo.blocks_per_item = o.blocks_per_item;
-  Quantizer quantizer(ctx, qo);
-  const auto local = quantizer.options().local_size;
-  const std::int64_t n = o.rows * o.cols;
-  fmt::print("input: BF16 [{}, {}] ({:.1f} MiB), N(0, 1) values, seed {}\n", o.rows, o.cols,
-             static_cast<double>(n) * 2 / (1 << 20), o.seed);
-  fmt::print("kernels: {} blocks per work-item, work-groups of {} × {}\n", quantizer.options().blocks_per_item,
-             local[0], local[1]);
-  const std::vector<std::uint16_t> x = gaussian_bf16(n, o.seed);
-  const cl::Buffer input = device_buffer(ctx, x.size(), x.data());
+  const Checkpoint ckpt = Checkpoint::open(checkpoint_dir);
+  fmt::print("checkpoint: {} ({}), {} quantized layers\n\n", checkpoint_dir.string(),
+             to_string(ckpt.config().producer()), ckpt.layers().size());
 
-  bool ok = true;
-  for (const WeightFormat format : {WeightFormat::nvfp4, WeightFormat::mxfp4})
-    ok = demo_format(ctx, quantizer, format, o, x, input) && ok;
+  bool ok = demo_moe(ctx, ckpt, o.layers);
+  fmt::print("\n");
+  ok = demo_linear(ctx, ckpt, o.layers) && ok;
+  if (!o.skip_roundtrip) {
+    fmt::print("\nquantize / dequantize round trip on the device:\n");
+    ok = demo_roundtrip(ctx, o.roundtrip) && ok;
+  }
   if (!ok) {
-    fmt::print("demo: FAILED: the device's results differ from the host reference\n");
+    fmt::print("\ndemo: FAILED: the device's results are outside the scalar reference's bounds\n");
     throw CLI::RuntimeError(1);
   }
-  fmt::print("demo: all checks passed\n");
+  fmt::print("\ndemo: all checks passed\n");
 }
 
 }  // namespace
 
 void register_demo(CLI::App& app) {
-  auto opts = std::make_shared<DemoOptions>();
-  auto* cmd = app.add_subcommand("demo", "Quantize a random BF16 matrix to NVFP4 and MXFP4 on the device, check it "
-                                         "against the host reference, and time the kernels");
-  cmd->add_option("--rows", opts->rows, "rows (M) of the matrix")->capture_default_str();
-  cmd->add_option("--cols", opts->cols, "columns (K), a multiple of 32")->capture_default_str();
-  cmd->add_option("--runs", opts->runs, "timed runs per kernel (after 2 warm-up runs)")->capture_default_str();
-  cmd->add_option("--seed", opts->seed, "random seed of the input")->capture_default_str();
-  cmd->add_option("--local-size", opts->local_size, "work-group size: block columns and rows (default: per device kind)")
+  auto o = std::make_shared<DemoOptions>();
+  auto* cmd = app.add_subcommand(
+      "demo",
+      "The main job: quantize a synthetic Qwen3-MoE model to FP4, run its MoE and q_proj layers on the device, "
+      "check them against the scalar reference and time them");
+  auto* model = cmd->add_option("--model", o->model, "Run on this checkpoint instead of the synthetic model");
+  cmd->add_option("--scheme", o->scheme, "Synthetic model: nvfp4 (W4A4), nvfp4a16, mxfp4 or mxfp4a16")
+      ->capture_default_str()
+      ->excludes(model);
+  cmd->add_option("--layout", o->layout, "Synthetic model: modelopt (NVFP4 only) or compressed-tensors")
+      ->capture_default_str()
+      ->excludes(model);
+  cmd->add_option("--work-dir", o->work_dir,
+                  "Keep the synthetic models in this directory and reuse them (default: a temporary directory)")
+      ->excludes(model);
+  cmd->add_option("--hidden", o->synthetic.hidden, "Synthetic model: hidden size H")->capture_default_str();
+  cmd->add_option("--inter", o->synthetic.intermediate, "Synthetic model: expert intermediate size I")
+      ->capture_default_str();
+  cmd->add_option("--experts", o->synthetic.experts, "Synthetic model: experts E")->capture_default_str();
+  cmd->add_option("--topk", o->synthetic.experts_per_token, "Synthetic model: experts per token k")
+      ->capture_default_str();
+  cmd->add_option("--heads", o->synthetic.heads, "Synthetic model: attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", o->synthetic.kv_heads, "Synthetic model: key/value heads")->capture_default_str();
+  cmd->add_option("--head-dim", o->synthetic.head_dim, "Synthetic model: head dimension")->capture_default_str();
+  cmd->add_option("--vocab", o->synthetic.vocab, "Synthetic model: vocabulary size")->capture_default_str();
+  cmd->add_option("--model-seed", o->synthetic.seed, "Synthetic model: seed of its weights")->capture_default_str();
+  cmd->add_option("--tokens", o->layers.tokens, "Tokens per layer call")->capture_default_str();
+  cmd->add_option("--runs", o->layers.runs, "Timed calls per measurement (after 2 warm-up calls)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->layers.seed, "Seed of the activations")->capture_default_str();
+  cmd->add_option("--rows", o->roundtrip.rows, "Round trip: rows (M) of the matrix")->capture_default_str();
+  cmd->add_option("--cols", o->roundtrip.cols, "Round trip: columns (K), a multiple of 32")->capture_default_str();
+  cmd->add_option("--local-size", o->roundtrip.local_size,
+                  "Round trip: work-group size, block columns and rows (default: per device kind)")
       ->expected(2);
-  cmd->add_option("--blocks-per-item", opts->blocks_per_item, "blocks one work-item quantizes (default: per device kind)");
-  cmd->callback([opts] { run_demo(*opts); });
+  cmd->add_option("--blocks-per-item", o->roundtrip.blocks_per_item,
+                  "Round trip: blocks one work-item quantizes (default: per device kind)");
+  cmd->add_flag("--skip-round-trip", o->skip_roundtrip, "Leave out the quantize / dequantize round trip");
+  cmd->callback([o] {
+    DemoOptions options = *o;
+    options.roundtrip.runs = options.layers.runs;
+    options.roundtrip.seed = options.layers.seed;
+    run_demo(options);
+  });
 }
 
 }  // namespace fp4cl::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   fp4cl::cli::register_make_model(app);
   fp4cl::cli::register_quantize(app);
   fp4cl::cli::register_inspect(app);
+  fp4cl::cli::register_run(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,338 @@
+// `fp4cl run` end to end: inputs written with SafetensorsWriter, the built tool run on a checkpoint
+// the quantizer wrote, its output read back and compared with the scalar reference and with the
+// same layer run in this process (bit for bit: same device, deterministic layers); and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "checkpoint_layers/checkpoint_layers_support.hpp"
+#include "cli_layers/cli_tool.hpp"
+#include "fp4cl/checkpoint.hpp"
+#include "fp4cl/formats.hpp"
+#include "fp4cl/safetensors.hpp"
+#include "reference/linear_reference.hpp"
+#include "reference/moe_reference.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_context.hpp"
+
+namespace fp4cl::test {
+namespace {
+
+constexpr QuantScheme kNvfp4{WeightFormat::nvfp4, Activations::fp4_dynamic};
+constexpr QuantScheme kMxfp4A16{WeightFormat::mxfp4, Activations::bf16};
+constexpr std::int64_t kTokens = 5;
+const std::string kQProj = "model.layers.0.self_attn.q_proj";
+
+std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+// Tensors for an input file.
+struct Inputs {
+  SafetensorsWriter writer;
+  Inputs& bf16(const std::string& name, std::int64_t rows, std::int64_t cols, const std::vector<std::uint16_t>& v) {
+    writer.add(name, Dtype::bf16, {rows, cols}, v.data(), v.size() * 2);
+    return *this;
+  }
+  template <typename T>
+  Inputs& add(const std::string& name, std::int64_t rows, std::int64_t cols, const std::vector<T>& v) {
+    writer.add(name, {rows, cols}, v);
+    return *this;
+  }
+  std::filesystem::path write(const TempDir& dir, const std::string& name = "in.safetensors") const {
+    const std::filesystem::path p = dir.path() / name;
+    writer.write(p.string());
+    return p;
+  }
+};
+
+std::string run_args(const std::filesystem::path& model, const std::string& layer, const std::filesystem::path& in,
+                     const std::filesystem::path& out, const std::string& extra = "") {
+  return "run " + quoted(model) + " --layer " + layer + " --input " + quoted(in) + " --output " + quoted(out) + " " +
+         extra;
+}
+
+std::vector<std::uint32_t> as_bits(const std::vector<float>& v) {
+  std::vector<std::uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+
+class RunCommand : public testing::Test {
+ protected:
+  TempDir scratch{"fp4cl-run-test"};
+  std::filesystem::path out() const { return scratch.path() / "out.safetensors"; }
+};
+
+TEST_F(RunCommand, LinearMatchesTheReferenceAndTheLibrary) {
+  const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
+  const ToolRun r =
+      run_tool(run_args(model, kQProj, Inputs().bf16("x", kTokens, 64, x).write(scratch), out(), "--check"), scratch);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("check against the scalar reference: 320 outputs within bounds"), std::string::npos) << r.out;
+
+  const TensorView y = SafetensorsFile::open(out().string()).tensor("y");
+  ASSERT_EQ(y.dtype(), Dtype::bf16);
+  ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{kTokens, 64}));
+  const std::vector<std::uint16_t> bits = y.to_vector<std::uint16_t>(Dtype::bf16);
+  std::vector<float> values;
+  for (std::uint16_t b : bits) values.push_back(bf16_to_float(b));
+  const Checkpoint ckpt = Checkpoint::open(model);
+  const LoadedLinear loaded = ckpt.load_linear(kQProj);
+  EXPECT_EQ(linear_outside_bound(loaded.scheme, loaded.weight, x, kTokens, values, true, "fp4cl run"), 0u);
+  LinearOptions o;
+  o.max_tokens = kTokens;
+  Linear layer = Linear::from_checkpoint(shared_context(), ckpt, kQProj, o);
+  std::vector<std::uint16_t> in_process;
+  layer.run(x, kTokens, in_process);
+  EXPECT_EQ(bits, in_process);
+}
+
+TEST_F(RunCommand, F32ActivationsAreRoundedToBf16) {
+  const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kMxfp4A16, {}});
+  std::vector<float> x32;
+  std::vector<std::uint16_t> x16;
+  for (std::uint16_t b : gaussian_bf16(kTokens, 64, 32)) {
+    const float v = bf16_to_float(b) * (1.0f + 0x1p-12f);  // not a BF16 value
+    x32.push_back(v);
+    x16.push_back(float_to_bf16(v));
+  }
+  const ToolRun r =
+      run_tool(run_args(model, kQProj, Inputs().add("x", kTokens, 64, x32).write(scratch), out(), "--output-dtype f32"),
+               scratch);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const TensorView y = SafetensorsFile::open(out().string()).tensor("y");
+  ASSERT_EQ(y.dtype(), Dtype::f32);
+  LinearOptions o;
+  o.max_tokens = kTokens;
+  o.output = OutputType::fp32;
+  Linear layer = Linear::from_checkpoint(shared_context(), Checkpoint::open(model), kQProj, o);
+  std::vector<float> in_process;
+  layer.run(x16, kTokens, in_process);
+  EXPECT_EQ(as_bits(y.to_vector<float>()), as_bits(in_process));
+}
+
+TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
+  const std::filesystem::path model = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 33);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 34);
+  const ToolRun r =
+      run_tool(run_args(model, "model.layers.0",
+                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
+                        out(), "--output-dtype f32 --check"),
+               scratch);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
+  const std::vector<float> y =
+      SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
+
+  const Checkpoint ckpt = Checkpoint::open(model);
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  config.output = MoeOutput::fp32;
+  config.max_tokens = kTokens;
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = kNvfp4;
+  const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
+                                            reference::routing_from_logits(logits, kTokens, 4, 2, true));
+  MoeRun run;
+  run.values = y;
+  run.bits = as_bits(y);
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::fp32, "fp4cl run"), 0u);
+}
+
+TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
+  const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 36);
+  const ToolRun r =
+      run_tool(run_args(model, "model.layers.0.mlp.experts",
+                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
+                        out(), "--topk 3 --no-renormalize --check"),
+               scratch);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("top-3, not renormalized"), std::string::npos) << r.out;
+  const std::vector<std::uint16_t> bits =
+      SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
+  const Checkpoint ckpt = Checkpoint::open(model);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = kNvfp4;
+  const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
+                                            reference::routing_from_logits(logits, kTokens, 4, 3, false));
+  MoeRun run;
+  for (std::uint16_t b : bits) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, "fp4cl run --topk 3 --no-renormalize"), 0u);
+}
+
+TEST_F(RunCommand, MoeFromPrecomputedTopk) {
+  const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kMxfp4A16, {}});
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
+  const std::vector<std::int64_t> ids = {0, 1, 1, 2, 2, 3, 3, 0, 0, 0};  // the last token names expert 0 twice
+  const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 0.125f, 0.75f, 0.5f, 0.3f, 0.7f, 0.5f, 0.5f};
+  const ToolRun r = run_tool(run_args(model, "model.layers.0",
+                                      Inputs()
+                                          .bf16("x", kTokens, 64, x)
+                                          .add("topk_ids", kTokens, 2, ids)
+                                          .add("topk_weights", kTokens, 2, weights)
+                                          .write(scratch),
+                                      out(), "--check"),
+                             scratch);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::vector<std::uint16_t> bits =
+      SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = kMxfp4A16;
+  const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
+  const auto ref = reference::moe_reference(Checkpoint::open(model).load_moe("model.layers.0").experts, ro, x,
+                                            reference::routing_from_topk(ids32, weights, kTokens, 2));
+  MoeRun run;
+  for (std::uint16_t b : bits) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, "fp4cl run with topk_ids"), 0u);
+}
+
+struct BadRun {
+  std::string what, layer;
+  std::function<void(Inputs&)> inputs;
+  std::string extra;
+  std::vector<std::string> expected;  // substrings of stderr
+};
+
+TEST_F(RunCommand, ArgumentErrorsAreClear) {
+  const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 38);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 39);
+  const std::vector<BadRun> cases = {
+      {"unknown layer",
+       "model.layers.0.self_attn.x_proj",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
+       {"no quantized layer 'model.layers.0.self_attn.x_proj'", kQProj, "model.layers.0.mlp.experts (MoE)"}},
+      {"unquantized module",
+       "model.layers.0.mlp.gate",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
+       {"no quantized linear module 'model.layers.0.mlp.gate'", "not quantized"}},
+      {"missing x",
+       kQProj,
+       [&](Inputs& in) { in.add("X", kTokens, 64, std::vector<float>(kTokens * 64)); },
+       "",
+       {"no tensor 'x'", "the file holds: X"}},
+      {"wrong dtype",
+       kQProj,
+       [&](Inputs& in) { in.add("x", kTokens, 64, std::vector<std::int32_t>(kTokens * 64)); },
+       "",
+       {"tensor 'x' is I32", "expected BF16 or F32"}},
+      {"wrong shape",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 32, std::vector<std::uint16_t>(kTokens * 32)); },
+       "",
+       {"tensor 'x' is BF16 [5, 32]; expected BF16 or F32 [T, 64]"}},
+      {"no routing",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "",
+       {"no routing for MoE layer 'model.layers.0.mlp.experts'", "router_logits [T, 4]"}},
+      {"both routings",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits);
+         in.add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2))
+             .add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+       },
+       "",
+       {"either router_logits or topk_ids with topk_weights, not both"}},
+      {"logits of another expert count",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 8, gaussian_logits(kTokens, 8, 1));
+       },
+       "",
+       {"tensor 'router_logits' is F32 [5, 8]; expected F32 or BF16 [5, 4]"}},
+      {"topk weights missing",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
+       },
+       "",
+       {"no tensor 'topk_weights'"}},
+      {"topk rows differ from x",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", 3, 2, std::vector<std::int32_t>(6));
+         in.add("topk_weights", 3, 2, std::vector<float>(6, 0.5f));
+       },
+       "",
+       {"tensor 'topk_ids' is I32 [3, 2]; expected I32 or I64 [5, 2]"}},
+      {"invalid expert id",
+       "model.layers.0",
+       [&](Inputs& in) {
+         std::vector<std::int32_t> ids(kTokens * 2, 1);
+         ids[7] = 9;
+         in.bf16("x", kTokens, 64, x)
+             .add("topk_ids", kTokens, 2, ids)
+             .add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+       },
+       "",
+       {"9", "outside"}},
+      {"--topk disagrees with topk_ids",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
+         in.add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+       },
+       "--topk 3",
+       {"topk_ids has 2 columns but --topk is 3"}},
+      {"--renormalize with topk_weights",
+       "model.layers.0",
+       [&](Inputs& in) {
+         in.bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, std::vector<std::int32_t>(kTokens * 2));
+         in.add("topk_weights", kTokens, 2, std::vector<float>(kTokens * 2, 0.5f));
+       },
+       "--no-renormalize",
+       {"apply to router logits", "used as given"}},
+      {"--topk on a linear",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--topk 2",
+       {"--topk / --renormalize apply to MoE layers"}},
+      {"both renormalize flags",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--renormalize --no-renormalize",
+       {"excludes"}},
+      {"bad output dtype",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--output-dtype fp16",
+       {"--output-dtype"}},
+  };
+  for (const BadRun& c : cases) {
+    Inputs in;
+    c.inputs(in);
+    const ToolRun r = run_tool(run_args(model, c.layer, in.write(scratch), out(), c.extra), scratch);
+    EXPECT_NE(r.status, 0) << c.what << "\n" << describe(r);
+    for (const std::string& e : c.expected)
+      EXPECT_NE(r.err.find(e), std::string::npos) << c.what << ": '" << e << "'\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out())) << c.what << ": no output on an error";
+  }
+  // A missing checkpoint or input file names it.
+  ToolRun r = run_tool(run_args(scratch.path() / "nowhere", kQProj, scratch.path() / "in.safetensors", out()), scratch);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("nowhere"), std::string::npos) << r.err;
+  r = run_tool(run_args(model, kQProj, scratch.path() / "missing.safetensors", out()), scratch);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("missing.safetensors"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fp4cl::test
