@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "support/check.hpp"
+#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
@@ -27,9 +28,11 @@ float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const 
   return factor;
 }
 
-long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name, long long fallback) {
-  const auto it = config.tuning.find(name);
-  return it == config.tuning.end() ? fallback : it->second;
+long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name) const {
+  if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
+  const tuning::Params defaults = tuning::linear_default_params(config.device, strategy_name());
+  if (const auto it = defaults.find(name); it != defaults.end()) return it->second;
+  fail("linear kernel '{}' has no tuning parameter '{}'", strategy_name(), name);
 }
 
 Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
