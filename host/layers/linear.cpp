@@ -210,6 +210,11 @@ std::uint64_t Linear::weight_bytes() const { return state_->steps.front().kernel
 
 std::string Linear::kernel_name(std::int64_t m) const { return state_->step_for(m).name; }
 
+std::string Linear::kernel_description(std::int64_t m) const {
+  const State::Step& step = state_->step_for(m);
+  return fmt::format("{} [{}]", step.kernel->describe(), step.origin);
+}
+
 std::string Linear::describe() const {
   const State& s = *state_;
   if (s.steps.size() == 1)

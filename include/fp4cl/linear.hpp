@@ -76,8 +76,11 @@ class Linear {
   // order, and the bytes of prepared weights (codes and block scales) that one call streams.
   const std::vector<cl::Event>& last_events() const;
   std::uint64_t weight_bytes() const;
-  // The kernel strategy that serves a call of m tokens, and a one-line description of the layer.
+  // The kernel strategy that serves a call of m tokens; that kernel with its tuning parameters
+  // and where they come from ("gemv_rows(GEMV_TOKENS=4, ...) [tuned bucket 1 (file)]"); and a
+  // one-line description of the layer (every token range with its kernel).
   std::string kernel_name(std::int64_t m) const;
+  std::string kernel_description(std::int64_t m) const;
   std::string describe() const;
 
   Linear(Linear&&) noexcept;
