@@ -79,7 +79,7 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     double best_us = 0.0, default_us = 0.0;
     int tried = 0;
     for (const std::string& kernel : linear_kernels().names()) {
-      if (decode_only && !linear_kernels().instantiate(kernel)->designed_for(LinearRegime::decode)) continue;
+      if (decode_only && !linear_kernels().instantiate(kernel)->designed_for(LinearRegime::decode, kind)) continue;
       const Evaluate evaluate = [&](const tuning::Params& params) {
         Trial t;
         std::vector<Linear> layers;

@@ -36,7 +36,8 @@ class GemmTiledKernel final : public RowsLinearKernel {
     return Verdict::yes();
   }
 
-  Verdict designed_for(LinearRegime regime) const override {
+  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
+    (void)device;
     if (regime == LinearRegime::decode)
       return Verdict::no("a tiled GEMM is for prefill: with few tokens most of each tile is idle and a GEMV "
                          "streams the weights faster");

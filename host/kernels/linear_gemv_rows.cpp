@@ -28,8 +28,9 @@ class GemvRowsKernel final : public RowsLinearKernel {
     return Verdict::yes();
   }
 
-  Verdict designed_for(LinearRegime regime) const override {
-    (void)regime;  // any token count: it reads the weights once per GEMV_TOKENS tokens
+  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
+    (void)regime;  // any token count and device: it reads the weights once per GEMV_TOKENS tokens
+    (void)device;
     return Verdict::yes();
   }
 

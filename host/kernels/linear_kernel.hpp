@@ -57,9 +57,9 @@ class LinearKernel {
 
   virtual Verdict is_supported(const Context& ctx) const = 0;
   virtual Verdict can_implement(const LinearConfig& config) const = 0;
-  // Whether the strategy was designed for the regime (automatic selection only; a forced strategy
-  // serves every call).
-  virtual Verdict designed_for(LinearRegime regime) const = 0;
+  // Whether the strategy was designed for the regime on devices of this kind (automatic selection
+  // only; a forced strategy serves every call).
+  virtual Verdict designed_for(LinearRegime regime, DeviceKind device) const = 0;
 
   // Once, at load: builds the kernels and takes (or makes and uploads) the weight layout it reads.
   virtual void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,

@@ -18,6 +18,7 @@ const LinearKernelRegistry& linear_kernels() {
     LinearKernelRegistry r("linear", "FP4CL_LINEAR_KERNEL");
     r.add("gemm_tiled", make_gemm_tiled_kernel);  // prefill (refuses decode by design)
     r.add("gemv_rows", make_gemv_rows_kernel);    // decode, and any call when nothing else serves
+    r.add("gemv_lanes", make_gemv_lanes_kernel);  // decode on CPUs (chosen by the tuning database)
     return r;
   }();
   return registry;

@@ -9,6 +9,10 @@
 namespace fp4cl {
 
 float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const Fp4RowLayoutInfo& layout) {
+  return linear_epilogue_factor(scheme, w, layout.scale_shift);
+}
+
+float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, int scale_shift) {
   // alpha in the exact direction: gs_d(input) = 1 / gs_q(input), and alpha = gs_d(weight) ·
   // gs_d(input) = gs_d(weight) / gs_q(input), computed as one double division of the two floats
   // and rounded once to float. That is the correctly rounded fp32 value of the exact quotient (a
@@ -20,11 +24,11 @@ float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const 
     if (!scheme.w4a16()) alpha /= static_cast<double>(w.input_global_scale);
   }
   // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
-  const float factor = std::ldexp(static_cast<float>(alpha), layout.scale_shift);
+  const float factor = std::ldexp(static_cast<float>(alpha), scale_shift);
   if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
     fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scales "
          "{} and {})",
-         scheme.name(), layout.scale_shift, alpha, layout.scale_shift, w.global_scale, w.input_global_scale);
+         scheme.name(), scale_shift, alpha, scale_shift, w.global_scale, w.input_global_scale);
   return factor;
 }
 

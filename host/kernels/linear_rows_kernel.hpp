@@ -54,8 +54,11 @@ class RowsLinearKernel : public LinearKernel {
 // The factor of the rows kernels' epilogue: alpha (gs_d(weight), times gs_d(input) = 1/gs_q(input)
 // under NVFP4 W4A4) times 2^scale_shift. Throws when it is not a finite nonzero float.
 float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight, const Fp4RowLayoutInfo& layout);
+// The same for any layout, given its MXFP4 scale shift (0 for NVFP4).
+float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight, int scale_shift);
 
 std::unique_ptr<LinearKernel> make_gemv_rows_kernel();
 std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
+std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cpp
 
 }  // namespace fp4cl

@@ -85,8 +85,8 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
   const std::int64_t decode_max =
       options.decode_max_tokens > 0 ? options.decode_max_tokens : tuning::linear_default_decode_max_tokens(kind);
   const LinearConfig caller = with_params(base, options.tuning);
-  auto designed_for = [](LinearRegime regime) {
-    return [regime](const LinearKernel& k) { return k.designed_for(regime); };
+  auto designed_for = [kind](LinearRegime regime) {
+    return [regime, kind](const LinearKernel& k) { return k.designed_for(regime, kind); };
   };
   const std::string decode =
       registry.select(ctx, caller, description + " (decode)", designed_for(LinearRegime::decode)).name;
