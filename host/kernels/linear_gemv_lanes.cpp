@@ -45,12 +45,12 @@ class GemvLanesKernel final : public LinearKernel {
   void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
                WeightLayouts& layouts) override {
     weights_ = layouts.get_or_make<DeviceFp4LanesLayout>(
-        "fp4_lanes8", [&] { return upload_fp4_lanes_layout(ctx, make_fp4_lanes_layout(weight)); });
+        "fp4_lanes8", [&] { return upload_fp4_lanes_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_element)); });
     max_tokens_ = config.max_tokens;
     tokens_ = value(config, "LANES_TOKENS");
     local_ = value(config, "LANES_LOCAL");
     kpad_ = (config.k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
-    activations_.prepare(ctx, config.scheme, config.k, kpad_, weight.input_global_scale);
+    activations_.prepare(ctx, config.scheme, config.k, kpad_, weight.input_global_scale, config.max_tokens);
     BuildOptions options = linear_format_options(config.scheme.weight);
     options.define("LANES_TOKENS", tokens_);
     kernels_ = {ctx.programs().kernel("linear_gemv_lanes.cl", "linear_gemv_lanes_single", options),
@@ -68,7 +68,7 @@ class GemvLanesKernel final : public LinearKernel {
     set_arg(12, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
   }
 
-  std::size_t workspace_bytes() const override { return activations_.workspace_bytes(max_tokens_); }
+  std::size_t workspace_bytes() const override { return activations_.workspace_bytes(); }
 
   void apply(const Context& ctx, const LinearCall& call) override {
     std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};

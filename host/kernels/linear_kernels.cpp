@@ -19,6 +19,7 @@ const LinearKernelRegistry& linear_kernels() {
     r.add("gemm_tiled", make_gemm_tiled_kernel);  // prefill (refuses decode by design)
     r.add("gemv_rows", make_gemv_rows_kernel);    // decode, and any call when nothing else serves
     r.add("gemv_lanes", make_gemv_lanes_kernel);  // decode on CPUs (chosen by the tuning database)
+    r.add("gemv_int", make_gemv_int_kernel);      // W4A4 decode on CPUs, integer block sums
     return r;
   }();
   return registry;

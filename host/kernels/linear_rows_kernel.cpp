@@ -53,7 +53,8 @@ void RowsLinearKernel::prepare(const Context& ctx, const LinearConfig& config, c
       "fp4_rows", [&] { return upload_fp4_row_layout(ctx, make_fp4_row_layout(weight)); });
   max_tokens_ = config.max_tokens;
   epilogue_ = rows_epilogue_factor(config.scheme, weight, weights_->info);
-  activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale);
+  activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale,
+                       config.max_tokens);
 
   kernels_ = build(ctx, config);
   const Fp4RowLayoutInfo& info = weights_->info;
@@ -73,7 +74,7 @@ void RowsLinearKernel::set_arg(cl_uint index, const T& value, const char* what) 
   for (cl::Kernel& k : kernels_) check_cl(k.setArg(index, value), "setting {} (argument {}) of a linear kernel", what, index);
 }
 
-std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.workspace_bytes(max_tokens_); }
+std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.workspace_bytes(); }
 
 std::uint64_t RowsLinearKernel::weight_bytes() const { return weights_ ? weights_->bytes : 0; }
 

@@ -6,7 +6,7 @@
 
 namespace fp4cl {
 
-Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& w) {
+Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& w, Fp4LanesOrder order) {
   const std::int64_t block = block_size(w.format);
   if (w.k % kFp4LaneChunk != 0) fail("lanes layout: k = {} is not a multiple of {}", w.k, kFp4LaneChunk);
   Fp4LanesLayout layout;
@@ -34,11 +34,18 @@ Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& w) {
         flip = 0x88;
       }
       layout.scales[static_cast<std::size_t>((g * blocks + b) * kFp4LaneRows + r)] = scale;
-      for (std::int64_t e = b * block; e < (b + 1) * block; e += 2) {
-        const std::uint8_t pair = static_cast<std::uint8_t>(src[e / 2] ^ flip);  // elements e (low), e + 1 (high)
-        const std::int64_t c = e / kFp4LaneChunk, in_chunk = e % kFp4LaneChunk;
-        const std::int64_t q = in_chunk / 4, p = (in_chunk % 4) / 2;
-        layout.codes[static_cast<std::size_t>((g * chunks + c) * 64 + q * 16 + p * 8 + r)] = pair;
+      for (std::int64_t e = b * block; e < (b + 1) * block; e += 4) {  // 4 elements: one byte pair per row
+        const std::uint8_t b01 = static_cast<std::uint8_t>(src[e / 2] ^ flip);      // elements e, e + 1
+        const std::uint8_t b23 = static_cast<std::uint8_t>(src[e / 2 + 1] ^ flip);  // elements e + 2, e + 3
+        const std::int64_t c = e / kFp4LaneChunk, q = (e % kFp4LaneChunk) / 4;
+        std::uint8_t* load = layout.codes.data() + (g * chunks + c) * 64 + q * 16;
+        if (order == Fp4LanesOrder::by_element) {
+          load[r] = b01;
+          load[8 + r] = b23;
+        } else {
+          load[2 * r] = static_cast<std::uint8_t>((b01 & 0x0F) | (b23 << 4));     // elements e, e + 2
+          load[2 * r + 1] = static_cast<std::uint8_t>((b01 >> 4) | (b23 & 0xF0));  // elements e + 1, e + 3
+        }
       }
     }
   }
