@@ -1,213 +1,197 @@
-// fp4cl-bench linear: times one FP4 linear layer with OpenCL event profiling after checking it
-// against the scalar reference.
+// fp4cl-bench linear: times FP4 linear layers, each kernel first checked against the scalar
+// reference, over a sweep of token counts.
 //
-//   fp4cl-bench linear -m 1 -n 4096 -k 4096 --scheme nvfp4-w4a16 [--kernel gemv_rows] [--iters 50]
+//   fp4cl-bench linear -n 4096 -k 4096 --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4
+//   fp4cl-bench linear --preset qwen3-30b-a3b --kernel all          (the expert's FC1 and FC2)
+//   fp4cl-bench linear -m 1 -n 2048 -k 768 --tune GEMV_TOKENS=8      (-m: one token count)
 //
-// Decode shapes are reported in GB/s of weights streamed (codes + block scales), prefill shapes
-// in GFLOP/s (2·m·n·k). Layers whose weights fit in the last-level cache would be timed from the
-// cache, so the benchmark cycles through enough copies of the layer (different weights) to stream
-// at least --stream-mib MiB per round.
+// Bytes per call are the prepared weights (codes and block scales), read once per call; flops are
+// 2·m·n·k. Layers that fit in the last-level cache would be timed from the cache, so each row
+// cycles through enough copies of the layer (different weights) to stream --rotate-mib between
+// two uses of one copy.
 #include <CLI/CLI.hpp>
-#include <sys/resource.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <exception>
-#include <random>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench_commands.hpp"
+#include "bench_context.hpp"
+#include "bench_options.hpp"
+#include "bench_run.hpp"
 #include "common/formats.cl"
-#include "fp4cl/context.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
-#include "reference/linear_reference.hpp"
-#include "bench_commands.hpp"
+#include "kernels/linear_kernel.hpp"
+#include "presets.hpp"
+#include "reference_checks.hpp"
+#include "synthetic_data.hpp"
+#include "tuning/tuning_database.hpp"
 
 namespace fp4cl::bench {
 
 namespace {
 
-struct Args {
-  std::int64_t m = 1, n = 4096, k = 4096;
-  std::string scheme = "nvfp4-w4a16", kernel, output = "bf16";
-  int iters = 30, warmup = 3;
-  double stream_mib = 96;
-  int check_samples = 512;
+struct LinearArgs {
+  RunOptions run;
+  std::string preset;
+  std::int64_t m = 0, n = 0, k = 0;
+  std::string output = "bf16";
   std::vector<std::string> tune;  // NAME=VALUE
+  int check_samples = 256;
 };
 
-QuantScheme parse_scheme(const std::string& s) {
-  if (s == "nvfp4-w4a16") return {WeightFormat::nvfp4, Activations::bf16};
-  if (s == "nvfp4-w4a4") return {WeightFormat::nvfp4, Activations::fp4_dynamic};
-  if (s == "mxfp4-w4a16") return {WeightFormat::mxfp4, Activations::bf16};
-  if (s == "mxfp4-w4a4") return {WeightFormat::mxfp4, Activations::fp4_dynamic};
-  throw Error("unknown --scheme '" + s + "' (nvfp4-w4a16, nvfp4-w4a4, mxfp4-w4a16, mxfp4-w4a4)");
-}
+struct LinearShape {
+  std::string label;
+  std::int64_t n, k;
+};
 
-Fp4Weight make_weight(WeightFormat format, std::int64_t n, std::int64_t k, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  Fp4Weight w;
-  w.format = format;
-  w.n = n;
-  w.k = k;
-  const std::int64_t block = block_size(format);
-  w.packed.resize(static_cast<std::size_t>(n * k / 2));
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w.packed) b = static_cast<std::uint8_t>(byte(rng));
-  w.scales.resize(static_cast<std::size_t>(n * (k / block)));
-  std::uniform_int_distribution<int> nv(0x20, 0x48), mx(118, 126);
-  for (auto& s : w.scales) s = static_cast<std::uint8_t>(format == WeightFormat::nvfp4 ? nv(rng) : mx(rng));
-  if (format == WeightFormat::nvfp4) {
-    w.global_scale = 1.0f / 2688.0f;
-    w.set_input_scales_from_quant(2688.0f / 8.0f);
+std::vector<LinearShape> shapes_of(const LinearArgs& a) {
+  if (!a.preset.empty()) {
+    if (a.n || a.k) throw Error("give either --preset or -n/-k, not both");
+    const ModelPreset& p = find_preset(a.preset);
+    return {{fmt::format("{} fc1 {}x{}", p.name, 2 * p.intermediate, p.hidden), 2 * p.intermediate, p.hidden},
+            {fmt::format("{} fc2 {}x{}", p.name, p.hidden, p.intermediate), p.hidden, p.intermediate}};
   }
-  return w;
+  const std::int64_t n = a.n ? a.n : 4096, k = a.k ? a.k : 4096;
+  return {{fmt::format("{}x{}", n, k), n, k}};
 }
 
-std::vector<std::uint16_t> make_activations(std::int64_t m, std::int64_t k, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::uint16_t> x(static_cast<std::size_t>(m * k));
-  for (auto& v : x) v = static_cast<std::uint16_t>(float_to_bf16(normal(rng)));
-  return x;
-}
-
-// CPU seconds used by this process so far (PoCL runs kernels on threads of this process): on a
-// shared machine this measures the work a call costs, which wall time does not.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-double seconds(const cl::Event& e, cl_profiling_info what) {
-  cl_ulong t = 0;
-  if (e.getProfilingInfo(what, &t) != CL_SUCCESS) throw Error("reading an event's profiling time");
-  return static_cast<double>(t) * 1e-9;
-}
-
-// Checks a sample of outputs against the reference (error bound as in tests/linear).
-void check(const Args& a, const QuantScheme& scheme, const Fp4Weight& w, const std::vector<std::uint16_t>& x,
-           Linear& layer) {
-  std::vector<float> y;
-  std::vector<std::uint16_t> y16;
-  if (layer.options().output == OutputType::fp32) {
-    layer.run(x, a.m, y);
-  } else {
-    layer.run(x, a.m, y16);
-    for (std::uint16_t v : y16) y.push_back(bf16_to_float(v));
-  }
-  const reference::LinearReference ref(scheme, w, x.data(), a.m);
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<std::int64_t> token(0, a.m - 1), row(0, a.n - 1);
-  double worst = 0.0;
-  for (int s = 0; s < a.check_samples; ++s) {
-    const std::int64_t i = token(rng), r = row(rng);
-    const reference::LinearOutput o = ref.at(i, r);
-    const double u = std::ldexp(1.0, -24), g = static_cast<double>(a.k + 2) * u;
-    double bound = g * o.abs_terms;
-    if (layer.options().output == OutputType::bf16)
-      bound += std::ldexp(1.0, std::ilogb(std::fabs(o.y) + bound + 1e-30) - 8);
-    const double err = std::fabs(static_cast<double>(y[static_cast<std::size_t>(i * a.n + r)]) - o.y);
-    worst = std::max(worst, err / bound);
-    if (err > bound)
-      throw Error(fmt::format("check failed: y[{}, {}] = {}, reference {} (bound {})", i, r,
-                              y[static_cast<std::size_t>(i * a.n + r)], o.y, bound));
-  }
-  fmt::print("check: {} sampled outputs within bounds (worst error/bound {:.3f})\n", a.check_samples, worst);
-}
-
-void run_linear(const Args& a) {
-  const QuantScheme scheme = parse_scheme(a.scheme);
-  Context ctx = Context::create();
-  if (!ctx.profiling_enabled()) throw Error("the context's queue has no profiling");
-  LinearOptions options;
-  options.max_tokens = a.m;
-  options.kernel = a.kernel;
-  for (const std::string& t : a.tune) {
+std::map<std::string, long long> parse_tune(const std::vector<std::string>& items) {
+  std::map<std::string, long long> out;
+  for (const std::string& t : items) {
     const auto eq = t.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--tune takes NAME=VALUE, got '" + t + "'");
-    options.tuning[t.substr(0, eq)] = std::stoll(t.substr(eq + 1));
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      if (eq != std::string::npos && eq > 0) v = std::stoll(t.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || used != t.size() - eq - 1)
+      throw Error("--tune takes NAME=INTEGER, got '" + t + "'");
+    out[t.substr(0, eq)] = v;
   }
-  if (a.output != "bf16" && a.output != "fp32") throw Error("--output must be bf16 or fp32");
-  options.output = a.output == "bf16" ? OutputType::bf16 : OutputType::fp32;
+  return out;
+}
 
-  std::vector<Fp4Weight> weights;
-  std::vector<Linear> layers;
-  weights.push_back(make_weight(scheme.weight, a.n, a.k, 1));
-  layers.push_back(Linear::create(ctx, weights[0], scheme, options));
-  const std::uint64_t bytes = layers[0].weight_bytes();
-  const auto copies = static_cast<std::size_t>(
-      std::clamp(std::ceil(a.stream_mib * 1048576.0 / static_cast<double>(bytes)), 1.0, 64.0));
-  for (std::size_t c = 1; c < copies; ++c) {
-    Fp4Weight w = make_weight(scheme.weight, a.n, a.k, static_cast<std::uint32_t>(c + 1));
-    layers.push_back(Linear::create(ctx, w, scheme, options));
-  }
-  fmt::print("device: {}\nlayer: {}\n", ctx.info().describe(), layers[0].describe());
-  fmt::print("weights: {:.2f} MiB per layer, {} copies cycled\n", static_cast<double>(bytes) / 1048576.0, copies);
+std::vector<float> widen(const std::vector<std::uint16_t>& bf16) {
+  std::vector<float> out(bf16.size());
+  for (std::size_t i = 0; i < bf16.size(); ++i) out[i] = bf16_to_float(bf16[i]);
+  return out;
+}
 
-  const std::vector<std::uint16_t> x = make_activations(a.m, a.k, 99);
-  if (a.check_samples > 0) check(a, scheme, weights[0], x, layers[0]);
-
+cl::Buffer device_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, const void* host) {
   cl_int err = CL_SUCCESS;
-  cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2,
-                const_cast<std::uint16_t*>(x.data()), &err);
-  const std::size_t y_bytes = static_cast<std::size_t>(a.m * a.n) * (options.output == OutputType::bf16 ? 2 : 4);
-  cl::Buffer yb(ctx.opencl_context(), CL_MEM_READ_WRITE, y_bytes, nullptr, &err);
-  if (err != CL_SUCCESS) throw Error("allocating the benchmark buffers", err);
+  cl::Buffer b(ctx.opencl_context(), flags | (host ? CL_MEM_COPY_HOST_PTR : 0), std::max<std::size_t>(bytes, 1),
+               const_cast<void*>(host), &err);
+  if (err != CL_SUCCESS) throw Error("allocating a benchmark buffer", err);
+  return b;
+}
 
-  std::vector<double> times, matmul_times;
-  double cpu_start = 0.0;
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
-    if (it == a.warmup) cpu_start = cpu_seconds();
-    Linear& layer = layers[static_cast<std::size_t>(it) % copies];
-    layer.enqueue(xb, yb, a.m);
-    ctx.queue().finish();
-    if (it < a.warmup) continue;
-    const auto& ev = layer.last_events();
-    times.push_back(seconds(ev.back(), CL_PROFILING_COMMAND_END) - seconds(ev.front(), CL_PROFILING_COMMAND_START));
-    matmul_times.push_back(seconds(ev.back(), CL_PROFILING_COMMAND_END) -
-                           seconds(ev.back(), CL_PROFILING_COMMAND_START));
+std::string reproduce(const LinearArgs& a, const LinearShape& s, const QuantScheme& scheme, const std::string& kernel,
+                      std::int64_t tokens) {
+  std::string cmd = command_prefix("linear");
+  cmd += fmt::format(" -n {} -k {} --scheme {} --tokens {}", s.n, s.k, tuning::scheme_key(scheme), tokens);
+  if (!kernel.empty()) cmd += " --kernel " + kernel;
+  if (a.output != "bf16") cmd += " --output " + a.output;
+  for (const std::string& t : a.tune) cmd += " --tune " + t;
+  if (a.check_samples != 256) cmd += fmt::format(" --check-samples {}", a.check_samples);
+  return cmd + common_command_options(a.run);
+}
+
+void run_linear(LinearArgs a) {
+  if (a.m > 0) a.run.tokens = {a.m};
+  if (a.output != "bf16" && a.output != "fp32") throw Error("--output must be bf16 or fp32, got '" + a.output + "'");
+  const std::vector<LinearShape> shapes = shapes_of(a);
+  const std::vector<QuantScheme> schemes = parse_schemes(a.run.schemes);
+  const std::vector<std::string> kernels = resolve_kernels(a.run.kernels, linear_kernels().names(), "linear");
+  const std::map<std::string, long long> tune = parse_tune(a.tune);
+  const std::int64_t max_tokens = *std::max_element(a.run.tokens.begin(), a.run.tokens.end());
+
+  Context ctx = bench_context();
+  BenchRun run(ctx, "fp4cl-bench linear", shapes.size() * schemes.size() * kernels.size() * a.run.tokens.size(), a.run);
+  const double rotation = rotation_bytes(ctx, a.run);
+  for (const LinearShape& shape : shapes) {
+    for (const QuantScheme& scheme : schemes) {
+      for (const std::string& kernel : kernels) {
+        LinearOptions options;
+        options.max_tokens = max_tokens;
+        options.kernel = kernel;
+        options.tuning = tune;
+        options.output = a.output == "bf16" ? OutputType::bf16 : OutputType::fp32;
+        std::vector<Fp4Weight> weights{make_linear_weight(scheme.weight, shape.n, shape.k, 1)};
+        std::vector<Linear> layers;
+        layers.push_back(Linear::create(ctx, weights[0], scheme, options));
+        const std::size_t copies =
+            copies_for_rotation(rotation, static_cast<double>(layers[0].weight_bytes()), 64);
+        for (std::size_t c = 1; c < copies; ++c)
+          layers.push_back(Linear::create(ctx, make_linear_weight(scheme.weight, shape.n, shape.k, c + 1), scheme,
+                                          options));
+        for (std::int64_t tokens : a.run.tokens) {
+          const std::vector<std::uint16_t> x = make_activations(tokens, shape.k, 99 + static_cast<std::uint64_t>(tokens));
+          Row row;
+          row.op = "linear";
+          row.shape = shape.label;
+          row.scheme = tuning::scheme_key(scheme);
+          row.kernel = layers[0].kernel_name(tokens);
+          row.detail = layers[0].kernel_description(tokens);
+          row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
+          row.tokens = tokens;
+          row.weight_bytes = static_cast<double>(layers[0].weight_bytes());
+          row.flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(shape.n) * static_cast<double>(shape.k);
+          row.command = reproduce(a, shape, scheme, kernel, tokens);
+          if (a.run.no_check) {
+            row.check = "skipped";
+          } else {
+            std::vector<float> y;
+            if (options.output == OutputType::fp32) {
+              layers[0].run(x, tokens, y);
+            } else {
+              std::vector<std::uint16_t> y16;
+              layers[0].run(x, tokens, y16);
+              y = widen(y16);
+            }
+            row.check = check_linear_output(scheme, weights[0], x, tokens, y, options.output == OutputType::bf16,
+                                            a.check_samples);
+          }
+          const cl::Buffer xb = device_buffer(ctx, CL_MEM_READ_ONLY, x.size() * 2, x.data());
+          const cl::Buffer yb = device_buffer(
+              ctx, CL_MEM_READ_WRITE,
+              static_cast<std::size_t>(tokens * shape.n) * (options.output == OutputType::bf16 ? 2 : 4), nullptr);
+          row.timing = time_calls(ctx, std::max<int>(a.run.warmup, static_cast<int>(copies)), a.run.iters, [&](int i) {
+            Linear& layer = layers[static_cast<std::size_t>(i) % copies];
+            layer.enqueue(xb, yb, tokens);
+            return layer.last_events();
+          });
+          run.add(std::move(row));
+        }
+      }
+    }
   }
-  const double cpu_per_call = (cpu_seconds() - cpu_start) / a.iters;
-  std::sort(times.begin(), times.end());
-  std::sort(matmul_times.begin(), matmul_times.end());
-  const double median = times[times.size() / 2], best = times.front();
-  const double mm_median = matmul_times[matmul_times.size() / 2];
-  const double flops = 2.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k);
-  fmt::print("kernel: {}\n", layers[0].kernel_name(a.m));
-  fmt::print("time: median {:.1f} us, best {:.1f} us (matmul alone: median {:.1f} us) over {} iterations\n",
-             median * 1e6, best * 1e6, mm_median * 1e6, a.iters);
-  fmt::print("weights streamed: {:.2f} GB/s (median), {:.2f} GB/s (best)\n", static_cast<double>(bytes) / median * 1e-9,
-             static_cast<double>(bytes) / best * 1e-9);
-  fmt::print("compute: {:.1f} GFLOP/s (median), {:.1f} GFLOP/s (best)\n", flops / median * 1e-9, flops / best * 1e-9);
-  fmt::print("cpu: {:.1f} us of CPU time per call: {:.2f} GB/s, {:.1f} GFLOP/s per CPU-second\n", cpu_per_call * 1e6,
-             static_cast<double>(bytes) / cpu_per_call * 1e-9, flops / cpu_per_call * 1e-9);
+  run.finish();
 }
 
 }  // namespace
 
 void register_linear(CLI::App& app) {
-  auto a = std::make_shared<Args>();
-  CLI::App* lin = app.add_subcommand("linear", "time one FP4 linear layer (checked against the reference first)");
-  lin->add_option("-m", a->m, "tokens")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  lin->add_option("-n", a->n, "output features")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  lin->add_option("-k", a->k, "input features")->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
-  lin->add_option("--scheme", a->scheme, "nvfp4-w4a16 | nvfp4-w4a4 | mxfp4-w4a16 | mxfp4-w4a4");
-  lin->add_option("--kernel", a->kernel, "force a kernel strategy (default: FP4CL_LINEAR_KERNEL, else automatic)");
-  lin->add_option("--output", a->output, "bf16 | fp32");
-  lin->add_option("--iters", a->iters, "timed iterations")->check(CLI::Range(1, 100000));
-  lin->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::Range(0, 1000));
-  lin->add_option("--stream-mib", a->stream_mib, "cycle through layer copies until this many MiB of weights");
-  lin->add_option("--tune", a->tune, "a tuning parameter NAME=VALUE (repeatable), e.g. GEMV_LOCAL=4");
-  lin->add_option("--check-samples", a->check_samples, "outputs checked against the reference (0: no check)")
-      ->check(CLI::Range(0, 1000000));
+  auto a = std::make_shared<LinearArgs>();
+  CLI::App* lin = app.add_subcommand("linear", "time FP4 linear layers (each kernel checked against the reference first)");
+  add_run_options(lin, a->run, {1, 8, 64, 512}, {"nvfp4-w4a16"});
+  lin->add_option("--preset", a->preset, "model preset: its expert's FC1 (2I x H) and FC2 (H x I) (" + preset_names() + ")");
+  lin->add_option("-m", a->m, "one token count (same as --tokens M)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  lin->add_option("-n", a->n, "output features (default 4096)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  lin->add_option("-k", a->k, "input features, a multiple of the block size (default 4096)")
+      ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
+  lin->add_option("--output", a->output, "bf16 | fp32")->capture_default_str();
+  lin->add_option("--tune", a->tune, "a tuning parameter NAME=VALUE (repeatable), e.g. GEMV_TOKENS=8");
+  lin->add_option("--check-samples", a->check_samples, "random outputs checked against the reference")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   lin->callback([a] { run_linear(*a); });
 }
 
 }  // namespace fp4cl::bench
-

@@ -15,6 +15,13 @@
 // operations per element, against about one per weight for the decode) for each of the N rows.
 // NVFP4 needs IEEE division: build with the options of linear_build_options.
 //
+//   linear_quantize_fp4_codes
+//                         W4A4 for the integer GEMV (linear_gemv_int.cl): the same quantization,
+//                         written as integers 2·e2m1(code) (int16, per token a row of KPAD in
+//                         element order, zeros past K) and, after the rows of max_tokens tokens,
+//                         per token KPAD/16 floats: the block scale of each 16-element chunk (an
+//                         MXFP4 block's for both of its chunks; 0 past K).
+//
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
 // Launch: global (KPAD / 64, M), any local size. One work-item writes one 64-element step.
@@ -84,4 +91,48 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
       v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], mult)) * scale;
   }
   act_store_step(v, out, m, s, kpad);
+}
+
+// 2·e2m1 of an E2M1 code: an integer in -12..12 (code 8 is -0).
+inline short act_twice_e2m1(uint code) {
+  const short m[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  return (code & 8u) ? (short)(-m[code & 7u]) : m[code & 7u];
+}
+
+__kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __global uchar* restrict out,
+                                        uint m_tokens, uint k, uint kpad, float gs, uint max_tokens) {
+  const uint s = get_global_id(0), m = get_global_id(1);
+  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
+  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
+  __global short* codes = (__global short*)out + (size_t)m * kpad + s * FP4CL_STEP;
+  __global float* scales = (__global float*)(out + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u) +
+                           s * (FP4CL_STEP / 16);
+#if FP4CL_FORMAT_MXFP4
+  (void)gs;
+#endif
+  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
+    const uint first = b * FP4CL_ACT_BLOCK;
+    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
+      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = 0;
+      for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = 0.0f;
+      continue;
+    }
+    float v[FP4CL_ACT_BLOCK];
+    float amax = 0.0f;
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
+      v[i] = bf16_to_float(src[first + i]);
+      amax = fp4cl_amax_step(amax, v[i]);
+    }
+#if FP4CL_FORMAT_MXFP4
+    const uint sf = mxfp4_scale_byte(amax);
+    const float mult = mxfp4_multiplier(sf);
+    const float scale = e8m0_decode(sf);
+#else
+    const uint sf = nvfp4_scale_byte(amax, gs);
+    const float mult = nvfp4_multiplier(sf, gs);
+    const float scale = e4m3_decode(sf);
+#endif
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = act_twice_e2m1(fp4_encode_scaled(v[i], mult));
+    for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = scale;
+  }
 }

@@ -29,6 +29,9 @@
 #ifndef GEMV_TOKENS
 #error "GEMV_TOKENS (tokens per work-item) must be defined"
 #endif
+#ifndef GEMV_DECODE_LUT
+#define GEMV_DECODE_LUT 0
+#endif
 
 // The body shared by both kernels; `tokens` is a compile-time constant at each call, so the loops
 // over tokens unroll and the accumulators stay in registers.
@@ -55,12 +58,21 @@ inline void gemv_rows(const __global uchar* restrict codes, const __global uchar
   }
 
   for (uint s = 0; s < steps; ++s) {
+#if GEMV_DECODE_LUT
+    const float4 sb = fp4_block_scales(scales, scale_base, s, exp_bias) * 0.5f;  // the table holds 2·e2m1
+#else
     const float4 sb = fp4_block_scales(scales, scale_base, s, exp_bias);
+#endif
 #pragma unroll
     for (uint c = 0; c < FP4CL_CHUNKS; ++c) {
       const uint chunk = s * FP4CL_CHUNKS + c;
+#if GEMV_DECODE_LUT
+      const fp4_ucharv b = fp4_vloadv(chunk, row);
+      const fp4_floatv lo = fp4_twice_low_nibbles_lut(b), hi = fp4_twice_high_nibbles_lut(b);
+#else
       const fp4_charv b = fp4_as_charv(fp4_vloadv(chunk, row));
       const fp4_floatv lo = fp4_low_nibbles(b), hi = fp4_high_nibbles(b);
+#endif
       const fp4_floatv sc = fp4_chunk_scales(sb, c);
       for (uint t = 0; t < tokens; ++t) {
         const fp4_floatv p = fma(hi, fp4_vloadv(chunk, xr[t] + half_k), lo * fp4_vloadv(chunk, xr[t]));

@@ -9,11 +9,19 @@
 namespace fp4cl {
 
 void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme, std::int64_t k, std::int64_t kpad,
-                                   float input_gs_q) {
+                                   float input_gs_q, std::int64_t max_tokens, ActivationForm form) {
   k_ = k;
   kpad_ = kpad;
+  max_tokens_ = max_tokens;
+  form_ = form;
   BuildOptions options = linear_format_options(scheme.weight);
-  if (scheme.w4a16()) {
+  if (form == ActivationForm::int_codes) {
+    if (scheme.w4a16()) fail("integer activation codes need FP4 activations (W4A4), not {}", scheme.name());
+    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx);
+    kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4_codes", options);
+    check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
+    check_cl(kernel_.setArg(6, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
+  } else if (scheme.w4a16()) {
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_split_bf16", options);
   } else {
     if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
@@ -24,8 +32,14 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
   local_ = ctx.info().kind == DeviceKind::gpu ? 64 : 1;
 }
 
-std::size_t LinearActivationPass::workspace_bytes(std::int64_t tokens) const {
-  return static_cast<std::size_t>(tokens * kpad_) * sizeof(float);
+std::size_t LinearActivationPass::workspace_bytes() const {
+  if (form_ == ActivationForm::int_codes)
+    return scales_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);
+  return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(float);
+}
+
+std::size_t LinearActivationPass::scales_offset() const {
+  return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(std::int16_t);
 }
 
 cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x, const cl::Buffer& workspace,

@@ -1,5 +1,6 @@
-// The activation pre-pass of the FP4 "rows" kernels (kernels/linear_activations.cl): BF16 x [m, k]
-// to split fp32 rows in the layer's workspace, quantized with the FP4 recipe under W4A4.
+// The activation pre-pass of the FP4 linear kernels (kernels/linear_activations.cl): BF16 x [m, k]
+// to split fp32 rows in the layer's workspace, quantized with the FP4 recipe under W4A4; or, for
+// the integer GEMV, W4A4 activations as integer codes and block scales.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +12,23 @@
 
 namespace fp4cl {
 
+// What the pass writes.
+enum class ActivationForm {
+  split_float,  // fp32 rows, even elements then odd ones (W4A16: BF16 values; W4A4: e2m1 × scale)
+  int_codes,    // W4A4 only: int16 2·e2m1 rows, then fp32 block scales per 16-element chunk
+};
+
 class LinearActivationPass {
  public:
-  // Builds the pass for activations of k elements padded to kpad. `input_gs_q` is the
-  // quant-direction global scale of NVFP4 W4A4 activations (unused otherwise).
-  void prepare(const Context& ctx, const QuantScheme& scheme, std::int64_t k, std::int64_t kpad, float input_gs_q);
+  // Builds the pass for activations of k elements padded to kpad, for up to max_tokens tokens.
+  // `input_gs_q` is the quant-direction global scale of NVFP4 W4A4 activations (unused otherwise).
+  void prepare(const Context& ctx, const QuantScheme& scheme, std::int64_t k, std::int64_t kpad, float input_gs_q,
+               std::int64_t max_tokens, ActivationForm form = ActivationForm::split_float);
 
-  // Workspace bytes for `tokens` split rows.
-  std::size_t workspace_bytes(std::int64_t tokens) const;
+  // Workspace bytes for max_tokens tokens.
+  std::size_t workspace_bytes() const;
+  // int_codes: where the block scales start in the workspace (bytes).
+  std::size_t scales_offset() const;
 
   // Enqueues the pass for m ≥ 1 tokens after `wait` (may be null) and returns its event.
   cl::Event enqueue(const Context& ctx, const cl::Buffer& x, const cl::Buffer& workspace, std::int64_t m,
@@ -26,7 +36,8 @@ class LinearActivationPass {
 
  private:
   cl::Kernel kernel_;
-  std::int64_t k_ = 0, kpad_ = 0;
+  ActivationForm form_ = ActivationForm::split_float;
+  std::int64_t k_ = 0, kpad_ = 0, max_tokens_ = 0;
   std::size_t local_ = 1;
 };
 

@@ -24,7 +24,7 @@ class GemmTiledKernel final : public RowsLinearKernel {
 
   Verdict can_implement(const LinearConfig& config) const override {
     if (Verdict v = RowsLinearKernel::can_implement(config); !v) return v;
-    const GemmTiles t = tiles(config, defaults_);
+    const GemmTiles t = tiles(config);
     const long long vec = vector_width(config);
     if (t.tile_n < vec || t.tile_n % vec != 0)
       return Verdict::no(fmt::format("GEMM_TILE_N = {} is not a positive multiple of FP4CL_VEC = {}", t.tile_n, vec));
@@ -36,7 +36,8 @@ class GemmTiledKernel final : public RowsLinearKernel {
     return Verdict::yes();
   }
 
-  Verdict designed_for(LinearRegime regime) const override {
+  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
+    (void)device;
     if (regime == LinearRegime::decode)
       return Verdict::no("a tiled GEMM is for prefill: with few tokens most of each tile is idle and a GEMV "
                          "streams the weights faster");
@@ -54,7 +55,7 @@ class GemmTiledKernel final : public RowsLinearKernel {
 
  protected:
   std::vector<cl::Kernel> build(const Context& ctx, const LinearConfig& config) override {
-    tiles_ = tiles(config, default_tiles(ctx.info()));
+    tiles_ = tiles(config);
     vec_ = vector_width(config);
     const std::uint64_t local_bytes = static_cast<std::uint64_t>(tiles_.tile_k * tiles_.tile_n) * sizeof(float);
     const std::size_t local_items = static_cast<std::size_t>((tiles_.tile_n / vec_) * (tiles_.tile_m / tiles_.wi_m));
@@ -87,22 +88,14 @@ class GemmTiledKernel final : public RowsLinearKernel {
   }
 
  private:
-  static GemmTiles default_tiles(const DeviceInfo& info) {
-    // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a
-    // 256 × 16 panel (16 KiB) stays in L1/L2 while 128 tokens reuse it, which amortizes the decode
-    // and transposed stores (measured: 64×32 tiles 34, 128×16 tiles 41 GFLOP/s per CPU-second on
-    // a loaded 2-core host). GPUs: more work-items.
-    if (info.kind == DeviceKind::gpu) return {64, 64, 128, 4};
-    return {128, 16, 256, 4};
-  }
-  static GemmTiles tiles(const LinearConfig& config, const GemmTiles& d) {
-    return {tuning_value(config, "GEMM_TILE_M", d.tile_m), tuning_value(config, "GEMM_TILE_N", d.tile_n),
-            tuning_value(config, "GEMM_TILE_K", d.tile_k), tuning_value(config, "GEMM_WI_M", d.wi_m)};
+  const char* strategy_name() const override { return "gemm_tiled"; }
+  GemmTiles tiles(const LinearConfig& config) const {
+    return {tuning_value(config, "GEMM_TILE_M"), tuning_value(config, "GEMM_TILE_N"),
+            tuning_value(config, "GEMM_TILE_K"), tuning_value(config, "GEMM_WI_M")};
   }
 
-  GemmTiles defaults_{128, 16, 256, 4};  // checked by can_implement before the device is known
-  GemmTiles tiles_ = defaults_;
-  long long vec_ = 16;
+  GemmTiles tiles_{0, 0, 0, 0};
+  long long vec_ = 0;
 };
 
 }  // namespace

@@ -19,33 +19,37 @@ class GemvRowsKernel final : public RowsLinearKernel {
 
   Verdict can_implement(const LinearConfig& config) const override {
     if (Verdict v = RowsLinearKernel::can_implement(config); !v) return v;
-    const long long tokens = tuning_value(config, "GEMV_TOKENS", kDefaultTokens);
+    const long long tokens = tuning_value(config, "GEMV_TOKENS");
     if (tokens < 1 || tokens > 16) return Verdict::no(fmt::format("GEMV_TOKENS = {} is outside 1..16", tokens));
-    const long long local = tuning_value(config, "GEMV_LOCAL", 1);
+    const long long local = tuning_value(config, "GEMV_LOCAL");
     if (local < 1 || local > 1024) return Verdict::no(fmt::format("GEMV_LOCAL = {} is outside 1..1024", local));
+    const long long lut = tuning_value(config, "GEMV_DECODE_LUT");
+    if (lut != 0 && lut != 1) return Verdict::no(fmt::format("GEMV_DECODE_LUT = {} is not 0 (bit trick) or 1 (table)", lut));
     return Verdict::yes();
   }
 
-  Verdict designed_for(LinearRegime regime) const override {
-    (void)regime;  // any token count: it reads the weights once per GEMV_TOKENS tokens
+  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
+    (void)regime;  // any token count and device: it reads the weights once per GEMV_TOKENS tokens
+    (void)device;
     return Verdict::yes();
   }
 
-  std::vector<std::string> tuning_parameters() const override { return {"GEMV_TOKENS", "GEMV_LOCAL", "FP4CL_VEC"}; }
+  std::vector<std::string> tuning_parameters() const override { return {"GEMV_TOKENS", "GEMV_LOCAL", "FP4CL_VEC", "GEMV_DECODE_LUT"}; }
 
   std::string describe() const override {
-    return fmt::format("gemv_rows(GEMV_TOKENS={}, GEMV_LOCAL={}, FP4CL_VEC={})", tokens_, local_, vec_);
+    return fmt::format("gemv_rows(GEMV_TOKENS={}, GEMV_LOCAL={}, FP4CL_VEC={}, GEMV_DECODE_LUT={})", tokens_, local_,
+                       vec_, lut_);
   }
 
  protected:
   std::vector<cl::Kernel> build(const Context& ctx, const LinearConfig& config) override {
-    tokens_ = tuning_value(config, "GEMV_TOKENS", kDefaultTokens);
-    // PoCL runs a work-group as a loop over its work-items: small groups of long rows are best
-    // (DEVICES.md). GPUs want enough work-items per group to fill a multiprocessor.
-    local_ = tuning_value(config, "GEMV_LOCAL", ctx.info().kind == DeviceKind::gpu ? 64 : 1);
+    (void)ctx;
+    tokens_ = tuning_value(config, "GEMV_TOKENS");
+    local_ = tuning_value(config, "GEMV_LOCAL");
     vec_ = vector_width(config);
+    lut_ = tuning_value(config, "GEMV_DECODE_LUT");
     BuildOptions options = linear_format_options(config.scheme.weight);
-    options.define("GEMV_TOKENS", tokens_).define("FP4CL_VEC", vec_);
+    options.define("GEMV_TOKENS", tokens_).define("FP4CL_VEC", vec_).define("GEMV_DECODE_LUT", lut_);
     return {ctx.programs().kernel("linear_gemv.cl", "linear_gemv_single", options),
             ctx.programs().kernel("linear_gemv.cl", "linear_gemv_pair", options),
             ctx.programs().kernel("linear_gemv.cl", "linear_gemv_tokens", options)};
@@ -67,9 +71,9 @@ class GemvRowsKernel final : public RowsLinearKernel {
   }
 
  private:
-  static constexpr long long kDefaultTokens = 4;
+  const char* strategy_name() const override { return "gemv_rows"; }
 
-  long long tokens_ = kDefaultTokens, local_ = 1, vec_ = 16;
+  long long tokens_ = 0, local_ = 0, vec_ = 0, lut_ = 0;
 };
 
 }  // namespace

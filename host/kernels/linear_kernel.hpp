@@ -26,7 +26,11 @@ struct LinearConfig {
   std::int64_t max_tokens = 1;
   bool has_bias = false;
   OutputType output = OutputType::bf16;
-  std::map<std::string, long long> tuning;  // named tuning parameters (LinearOptions::tuning)
+  // Named tuning parameters (the layer's plan: built-in defaults, the tuning database, then
+  // LinearOptions::tuning). A kernel takes a parameter missing here from the built-in defaults of
+  // `device` (host/tuning/tuning_defaults.hpp).
+  std::map<std::string, long long> tuning;
+  DeviceKind device = DeviceKind::cpu;
 
   // "NVFP4 W4A16 linear 4096x4096 (n x k), up to 512 tokens, BF16 out"
   std::string describe() const;
@@ -53,9 +57,9 @@ class LinearKernel {
 
   virtual Verdict is_supported(const Context& ctx) const = 0;
   virtual Verdict can_implement(const LinearConfig& config) const = 0;
-  // Whether the strategy was designed for the regime (automatic selection only; a forced strategy
-  // serves every call).
-  virtual Verdict designed_for(LinearRegime regime) const = 0;
+  // Whether the strategy was designed for the regime on devices of this kind (automatic selection
+  // only; a forced strategy serves every call).
+  virtual Verdict designed_for(LinearRegime regime, DeviceKind device) const = 0;
 
   // Once, at load: builds the kernels and takes (or makes and uploads) the weight layout it reads.
   virtual void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,

@@ -4,27 +4,34 @@
 #include <cmath>
 
 #include "support/check.hpp"
+#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
 float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, const Fp4RowLayoutInfo& layout) {
+  return linear_epilogue_factor(scheme, w, layout.scale_shift);
+}
+
+float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, int scale_shift) {
   // alpha = gs_d(input) · gs_d(weight) = input_scale × global_scale as one fp32 product (vLLM's
   // alpha = input_scale * weight_scale_2): the checkpoint's stored dequant-direction scales, not
   // the reciprocal of the quant-direction input_global_scale that quantizes the activations.
   float alpha = 1.0f;
   if (w.format == WeightFormat::nvfp4) alpha = scheme.w4a16() ? w.global_scale : w.input_scale * w.global_scale;
   // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
-  const float factor = std::ldexp(alpha, layout.scale_shift);
+  const float factor = std::ldexp(alpha, scale_shift);
   if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
     fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scale {}, "
          "input scale {})",
-         scheme.name(), layout.scale_shift, alpha, layout.scale_shift, w.global_scale, w.input_scale);
+         scheme.name(), scale_shift, alpha, scale_shift, w.global_scale, w.input_scale);
   return factor;
 }
 
-long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name, long long fallback) {
-  const auto it = config.tuning.find(name);
-  return it == config.tuning.end() ? fallback : it->second;
+long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name) const {
+  if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
+  const tuning::Params defaults = tuning::linear_default_params(config.device, strategy_name());
+  if (const auto it = defaults.find(name); it != defaults.end()) return it->second;
+  fail("linear kernel '{}' has no tuning parameter '{}'", strategy_name(), name);
 }
 
 Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
@@ -41,7 +48,8 @@ void RowsLinearKernel::prepare(const Context& ctx, const LinearConfig& config, c
       "fp4_rows", [&] { return upload_fp4_row_layout(ctx, make_fp4_row_layout(weight)); });
   max_tokens_ = config.max_tokens;
   epilogue_ = rows_epilogue_factor(config.scheme, weight, weights_->info);
-  activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale);
+  activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale,
+                       config.max_tokens);
 
   kernels_ = build(ctx, config);
   const Fp4RowLayoutInfo& info = weights_->info;
@@ -61,7 +69,7 @@ void RowsLinearKernel::set_arg(cl_uint index, const T& value, const char* what) 
   for (cl::Kernel& k : kernels_) check_cl(k.setArg(index, value), "setting {} (argument {}) of a linear kernel", what, index);
 }
 
-std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.workspace_bytes(max_tokens_); }
+std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.workspace_bytes(); }
 
 std::uint64_t RowsLinearKernel::weight_bytes() const { return weights_ ? weights_->bytes : 0; }
 

@@ -29,10 +29,13 @@ class RowsLinearKernel : public LinearKernel {
   // Enqueues the matmul for m tokens, with one of kernels() whose arguments are set, after `wait`.
   virtual cl::Event launch(const Context& ctx, std::int64_t m, const std::vector<cl::Event>& wait) = 0;
 
-  // The value of tuning parameter `name` in the config, or `fallback`.
-  static long long tuning_value(const LinearConfig& config, const std::string& name, long long fallback);
-  // FP4CL_VEC, the vector width of the decode and the accumulators (8 or 16; default 16).
-  static long long vector_width(const LinearConfig& config) { return tuning_value(config, "FP4CL_VEC", 16); }
+  // The strategy's name in the registry (the key of its built-in tuning).
+  virtual const char* strategy_name() const = 0;
+  // The value of tuning parameter `name` in the config, else the built-in default of the config's
+  // device class for this strategy.
+  long long tuning_value(const LinearConfig& config, const std::string& name) const;
+  // FP4CL_VEC, the vector width of the decode and the accumulators (8 or 16).
+  long long vector_width(const LinearConfig& config) const { return tuning_value(config, "FP4CL_VEC"); }
 
   const Fp4RowLayoutInfo& layout() const { return weights_->info; }
   std::vector<cl::Kernel>& kernels() { return kernels_; }
@@ -51,8 +54,12 @@ class RowsLinearKernel : public LinearKernel {
 // The factor of the rows kernels' epilogue: alpha (gs_d(weight), times gs_d(input) = 1/gs_q(input)
 // under NVFP4 W4A4) times 2^scale_shift. Throws when it is not a finite nonzero float.
 float rows_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight, const Fp4RowLayoutInfo& layout);
+// The same for any layout, given its MXFP4 scale shift (0 for NVFP4).
+float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight, int scale_shift);
 
 std::unique_ptr<LinearKernel> make_gemv_rows_kernel();
 std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
+std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cpp
+std::unique_ptr<LinearKernel> make_gemv_int_kernel();    // linear_gemv_int.cpp
 
 }  // namespace fp4cl

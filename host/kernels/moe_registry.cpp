@@ -9,6 +9,7 @@
 #include "fp4cl/moe.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
+#include "tuning/moe_tuning.hpp"
 
 namespace fp4cl {
 
@@ -143,7 +144,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       source = "FP4CL_MOE_KERNEL";
     }
   }
-  const std::map<std::string, int> overrides = tile_overrides();
+  // The tuning database's values for this layer (host/tuning/moe_tuning.hpp), then FP4CL_MOE_TILES.
+  std::map<std::string, int> overrides = tuning::moe_tuned_overrides(
+      device, {problem.scheme, problem.hidden, problem.intermediate, problem.local_experts, problem.top_k});
+  for (const auto& [key, value] : tile_overrides()) overrides[key] = value;
   MoeSelection sel;
   sel.layout = default_layout(device, float_width);
   apply(overrides, "vec", sel.layout.vec);

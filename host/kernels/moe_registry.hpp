@@ -10,7 +10,8 @@
 // of T tokens runs `decode` when T·k <= decode_max_pairs, else `grouped`.
 // FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
 // overrides the defaults of the layout, the tiles and the crossover (for tuning; an unknown key
-// or a value the device refuses is an error).
+// or a value the device refuses is an error). Between the two, the tuning database's entries for
+// the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES.
 #pragma once
 
 #include <cstdint>

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "kernels/linear_kernel.hpp"
+#include "layers/linear_plan.hpp"
 #include "prepare/fp4_weight_checks.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
@@ -16,11 +16,6 @@
 namespace fp4cl {
 
 namespace {
-
-// Calls of at most this many tokens run the decode kernel unless LinearOptions says otherwise.
-// Measured on PoCL (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV
-// 18 / 17 / 18 at m = 16 / 32 / 64, tiled GEMM 6 / 13 / 22: the GEMV wins up to about 48 tokens.
-constexpr std::int64_t kDefaultDecodeMaxTokens = 32;
 
 std::size_t output_bytes(OutputType t) { return t == OutputType::bf16 ? 2 : 4; }
 
@@ -38,70 +33,33 @@ cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes
   return b;
 }
 
-// Every tuning parameter must be one some linear kernel takes (a typo would otherwise be ignored).
-void check_tuning_names(const LinearKernelRegistry& registry, const std::map<std::string, long long>& tuning) {
-  if (tuning.empty()) return;
-  std::set<std::string> known;
-  for (const std::string& name : registry.names())
-    for (const std::string& p : registry.instantiate(name)->tuning_parameters()) known.insert(p);
-  for (const auto& [name, value] : tuning) {
-    if (known.count(name)) continue;
-    std::string valid;
-    for (const std::string& p : known) valid += (valid.empty() ? "" : ", ") + p;
-    fail("LinearOptions::tuning: unknown parameter '{}' (= {}); the linear kernels take: {}", name, value, valid);
-  }
-}
-
-// The kernels of a layer: the forced one for every call, else one chosen for decode and, when
-// calls can be larger than decode_max_tokens, one chosen for prefill (the same object when the
-// same strategy wins both).
-struct KernelChoice {
-  std::shared_ptr<LinearKernel> decode, prefill;
-  std::string decode_name, prefill_name;
-};
-
-KernelChoice choose_kernels(const LinearKernelRegistry& registry, const Context& ctx, const LinearConfig& config,
-                            const std::string& forced, std::int64_t decode_max_tokens) {
-  KernelChoice c;
-  const std::string description = config.describe();
-  if (!forced.empty()) {
-    auto sel = registry.create(forced, ctx, config, description);
-    c.decode = std::move(sel.kernel);
-    c.prefill = c.decode;
-    c.decode_name = c.prefill_name = sel.name;
-    return c;
-  }
-  auto designed_for = [](LinearRegime regime) {
-    return [regime](const LinearKernel& k) { return k.designed_for(regime); };
-  };
-  auto decode = registry.select(ctx, config, description + " (decode)", designed_for(LinearRegime::decode));
-  c.decode = std::move(decode.kernel);
-  c.decode_name = c.prefill_name = decode.name;
-  c.prefill = c.decode;
-  if (config.max_tokens > decode_max_tokens) {
-    auto prefill = registry.select(ctx, config, description + " (prefill)", designed_for(LinearRegime::prefill));
-    if (prefill.name != c.decode_name) c.prefill = std::move(prefill.kernel);
-    c.prefill_name = prefill.name;
-  }
-  return c;
-}
-
 }  // namespace
 
 const char* to_string(OutputType t) { return t == OutputType::bf16 ? "BF16" : "FP32"; }
 
 struct Linear::State {
   explicit State(Context c) : ctx(std::move(c)) {}
+  // One step of the plan (layers/linear_plan.hpp) with its prepared kernel; steps with the same
+  // strategy and parameters share one kernel object.
+  struct Step {
+    std::int64_t last_tokens = 0;
+    std::shared_ptr<LinearKernel> kernel;
+    std::string name, origin;
+  };
   Context ctx;
   QuantScheme scheme;
   LinearOptions options;
   LinearConfig config;
-  std::int64_t decode_max_tokens = 0;
-  std::shared_ptr<LinearKernel> decode, prefill;  // the same object when one kernel serves all
-  std::string decode_name, prefill_name;
+  std::vector<Step> steps;
   cl::Buffer workspace, bias;
   cl::Buffer host_x, host_y;  // staging for run(), allocated on its first use
   std::vector<cl::Event> events;
+
+  const Step& step_for(std::int64_t m) const {
+    for (const Step& s : steps)
+      if (m <= s.last_tokens) return s;
+    return steps.back();
+  }
 };
 
 Linear::Linear(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -129,22 +87,24 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
   config.max_tokens = options.max_tokens;
   config.has_bias = !options.bias.empty();
   config.output = options.output;
-  config.tuning = options.tuning;
+  config.device = ctx.info().kind;
 
-  const LinearKernelRegistry& registry = linear_kernels();
-  check_tuning_names(registry, options.tuning);
-  s->decode_max_tokens = options.decode_max_tokens > 0 ? options.decode_max_tokens : kDefaultDecodeMaxTokens;
-  KernelChoice choice =
-      choose_kernels(registry, ctx, config, registry.forced_name(options.kernel), s->decode_max_tokens);
-  s->decode = std::move(choice.decode);
-  s->prefill = std::move(choice.prefill);
-  s->decode_name = choice.decode_name;
-  s->prefill_name = choice.prefill_name;
-
+  const LinearPlan plan = plan_linear_layer(ctx, config, options, linear_kernels());
   WeightLayouts layouts;
-  s->decode->prepare(ctx, config, weight, layouts);
-  if (s->prefill != s->decode) s->prefill->prepare(ctx, config, weight, layouts);
-  const std::size_t workspace = std::max(s->decode->workspace_bytes(), s->prefill->workspace_bytes());
+  std::vector<std::pair<LinearPlanStep, std::shared_ptr<LinearKernel>>> prepared;
+  std::size_t workspace = 0;
+  for (const LinearPlanStep& step : plan.steps) {
+    std::shared_ptr<LinearKernel> kernel;
+    for (const auto& [p, k] : prepared)
+      if (p.kernel == step.kernel && p.config.tuning == step.config.tuning) kernel = k;
+    if (!kernel) {
+      kernel = linear_kernels().instantiate(step.kernel);
+      kernel->prepare(ctx, step.config, weight, layouts);
+      workspace = std::max(workspace, kernel->workspace_bytes());
+      prepared.emplace_back(step, kernel);
+    }
+    s->steps.push_back({step.last_tokens, kernel, step.kernel, step.origin});
+  }
   if (workspace > ctx.info().max_alloc_bytes)
     fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
          workspace, ctx.info().name, ctx.info().max_alloc_bytes);
@@ -193,7 +153,7 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
   call.m = m;
   call.wait = &after;
   call.events = &s.events;
-  (m <= s.decode_max_tokens ? s.decode : s.prefill)->apply(s.ctx, call);
+  s.step_for(m).kernel->apply(s.ctx, call);
   return s.events.back();
 }
 
@@ -246,17 +206,27 @@ const QuantScheme& Linear::scheme() const { return state_->scheme; }
 const LinearOptions& Linear::options() const { return state_->options; }
 const std::vector<cl::Event>& Linear::last_events() const { return state_->events; }
 
-std::uint64_t Linear::weight_bytes() const { return state_->decode->weight_bytes(); }
+std::uint64_t Linear::weight_bytes() const { return state_->steps.front().kernel->weight_bytes(); }
 
-std::string Linear::kernel_name(std::int64_t m) const {
-  return m <= state_->decode_max_tokens ? state_->decode_name : state_->prefill_name;
+std::string Linear::kernel_name(std::int64_t m) const { return state_->step_for(m).name; }
+
+std::string Linear::kernel_description(std::int64_t m) const {
+  const State::Step& step = state_->step_for(m);
+  return fmt::format("{} [{}]", step.kernel->describe(), step.origin);
 }
 
 std::string Linear::describe() const {
   const State& s = *state_;
-  if (s.decode == s.prefill) return fmt::format("{}: {}", s.config.describe(), s.decode->describe());
-  return fmt::format("{}: m <= {}: {}; m > {}: {}", s.config.describe(), s.decode_max_tokens, s.decode->describe(),
-                     s.decode_max_tokens, s.prefill->describe());
+  if (s.steps.size() == 1)
+    return fmt::format("{}: {} [{}]", s.config.describe(), s.steps[0].kernel->describe(), s.steps[0].origin);
+  std::string steps;
+  std::int64_t first = 1;
+  for (const State::Step& step : s.steps) {
+    steps += fmt::format("{}m {}..{}: {} [{}]", steps.empty() ? "" : "; ", first, step.last_tokens,
+                         step.kernel->describe(), step.origin);
+    first = step.last_tokens + 1;
+  }
+  return fmt::format("{}: {}", s.config.describe(), steps);
 }
 
 }  // namespace fp4cl

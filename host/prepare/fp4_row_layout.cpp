@@ -41,6 +41,20 @@ std::uint8_t kernel_code(unsigned code) {
 
 }  // namespace
 
+Fp4ScaleOffsets fp4_scale_offsets(const Fp4Weight& w) {
+  Fp4ScaleOffsets o;
+  if (w.format != WeightFormat::mxfp4) return o;
+  const auto [lo, hi] = mx_exponent_range(w);
+  if (hi < 0) return o;  // an all-zero weight: any factor will do
+  if (hi - lo > 125)
+    fail("MXFP4 weight [{}, {}]: its nonzero blocks have scales from 2^{} to 2^{}, more than 2^125 apart; "
+         "fp4cl's fp32 kernels cannot represent both ends",
+         w.n, w.k, lo - 127, hi - 127);
+  o.scale_shift = hi - 127;
+  o.exp_bias = 127 - hi;
+  return o;
+}
+
 Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
   const std::int64_t block = block_size(w.format);
   Fp4RowLayout layout;
@@ -50,17 +64,9 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
   info.k = w.k;
   info.kpad = round_up(w.k, kFp4RowStep);
   info.scale_kp = static_cast<std::uint32_t>(round_up(w.k / block, 4));
-  if (w.format == WeightFormat::mxfp4) {
-    const auto [lo, hi] = mx_exponent_range(w);
-    if (hi >= 0) {  // else an all-zero weight: any factor will do
-      if (hi - lo > 125)
-        fail("MXFP4 weight [{}, {}]: its nonzero blocks have scales from 2^{} to 2^{}, more than 2^125 apart; "
-             "fp4cl's fp32 kernels cannot represent both ends",
-             w.n, w.k, lo - 127, hi - 127);
-      info.scale_shift = hi - 127;
-      info.exp_bias = 127 - hi;
-    }
-  }
+  const Fp4ScaleOffsets offsets = fp4_scale_offsets(w);
+  info.scale_shift = offsets.scale_shift;
+  info.exp_bias = offsets.exp_bias;
 
   std::uint8_t byte_map[256];
   for (unsigned b = 0; b < 256; ++b) byte_map[b] = static_cast<std::uint8_t>(kernel_code(b & 15u) | (kernel_code(b >> 4) << 4));

@@ -39,6 +39,13 @@ struct Fp4RowLayout {
 // every decoded weight a normal fp32 number relative to the largest block).
 Fp4RowLayout make_fp4_row_layout(const Fp4Weight& weight);
 
+// The MXFP4 scale offsets of Fp4RowLayoutInfo (scale_shift, exp_bias) for a weight; {0, 0} for
+// NVFP4 and for an all-zero weight. Throws as make_fp4_row_layout does.
+struct Fp4ScaleOffsets {
+  int scale_shift = 0, exp_bias = 0;
+};
+Fp4ScaleOffsets fp4_scale_offsets(const Fp4Weight& weight);
+
 // The layout on the device.
 struct DeviceFp4RowLayout {
   Fp4RowLayoutInfo info;

@@ -38,11 +38,13 @@ struct LinearOptions {
   std::vector<float> bias;
   // Forces one kernel strategy by name for every call ("" = FP4CL_LINEAR_KERNEL, else automatic).
   std::string kernel;
-  // Calls with at most this many tokens use the decode kernel, larger ones the prefill kernel
-  // (0 = the device's default).
+  // 0 (default): the tuning database decides which kernel serves which token counts (one tuned
+  // choice per power-of-two token bucket; see README "Tuning"), else the device class's default
+  // crossover. N > 0: calls with at most N tokens use the decode kernel, larger ones the prefill
+  // kernel, with the built-in parameters (the database is not consulted).
   std::int64_t decode_max_tokens = 0;
-  // Tuning parameters by name (e.g. {"GEMM_TILE_M", 64}); each kernel takes its own and rejects
-  // unknown names. Empty: the device's defaults.
+  // Tuning parameters by name (e.g. {"GEMM_TILE_M", 64}). They override the tuning database and
+  // the built-in defaults in every kernel that takes them; a name no kernel takes is an error.
   std::map<std::string, long long> tuning;
 };
 
@@ -85,8 +87,11 @@ class Linear {
   // order, and the bytes of prepared weights (codes and block scales) that one call streams.
   const std::vector<cl::Event>& last_events() const;
   std::uint64_t weight_bytes() const;
-  // The kernel strategy that serves a call of m tokens, and a one-line description of the layer.
+  // The kernel strategy that serves a call of m tokens; that kernel with its tuning parameters
+  // and where they come from ("gemv_rows(GEMV_TOKENS=4, ...) [tuned bucket 1 (file)]"); and a
+  // one-line description of the layer (every token range with its kernel).
   std::string kernel_name(std::int64_t m) const;
+  std::string kernel_description(std::int64_t m) const;
   std::string describe() const;
 
   Linear(Linear&&) noexcept;

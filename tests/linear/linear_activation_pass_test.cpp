@@ -1,7 +1,8 @@
 // The activation pre-pass (kernels/linear_activations.cl) bit for bit against the host: W4A16
 // rows are the BF16 values split even/odd; W4A4 rows are the contract recipe's FP4 values times
 // their block scales (the scalar reference's quantize_activations), including rounding ties,
-// zero blocks, saturation, subnormal and huge inputs, NaN and infinities.
+// zero blocks, saturation, subnormal and huge inputs, NaN and infinities. The integer form (for
+// the integer GEMV) holds the same quantization as codes 2·e2m1 and block scales.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,12 +57,12 @@ std::vector<float> run_pass(const QuantScheme& scheme, const std::vector<std::ui
   Context& ctx = test::context();
   const std::int64_t kpad = (k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
   LinearActivationPass pass;
-  pass.prepare(ctx, scheme, k, kpad, gs);
+  pass.prepare(ctx, scheme, k, kpad, gs, m);
   cl_int err = CL_SUCCESS;
   cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2,
                 const_cast<std::uint16_t*>(x.data()), &err);
   EXPECT_EQ(err, CL_SUCCESS);
-  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE, pass.workspace_bytes(m), nullptr, &err);
+  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE, pass.workspace_bytes(), nullptr, &err);
   EXPECT_EQ(err, CL_SUCCESS);
   std::vector<float> out(static_cast<std::size_t>(m * kpad), -1.0f);
   const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
@@ -97,6 +98,70 @@ void expect_pass_matches_host(WeightFormat format, bool w4a16, float gs) {
     }
   }
   EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+// The integer form: per token kpad int16 codes 2·e2m1 (element order, zeros past k), then per
+// token kpad/16 chunk scales, against the host recipe's codes and scale bytes.
+void expect_int_codes_match_host(WeightFormat format, float gs) {
+  const std::int64_t m = 3, k = format == WeightFormat::nvfp4 ? 208 : 224;
+  const std::int64_t kpad = (k + 63) / 64 * 64, block = block_size(format);
+  const QuantScheme scheme{format, Activations::fp4_dynamic};
+  const std::vector<std::uint16_t> x = special_rows(k);
+  Context& ctx = test::context();
+  LinearActivationPass pass;
+  pass.prepare(ctx, scheme, k, kpad, gs, m, ActivationForm::int_codes);
+  cl_int err = CL_SUCCESS;
+  cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2,
+                const_cast<std::uint16_t*>(x.data()), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE, pass.workspace_bytes(), nullptr, &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  ASSERT_EQ(pass.scales_offset(), static_cast<std::size_t>(m * kpad * 2));
+  std::vector<std::int16_t> codes(static_cast<std::size_t>(m * kpad), -99);
+  std::vector<float> scales(static_cast<std::size_t>(m * kpad / 16), -1.0f);
+  const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, 0, codes.size() * 2, codes.data(), &wait), CL_SUCCESS);
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, pass.scales_offset(), scales.size() * 4, scales.data()),
+            CL_SUCCESS);
+  const reference::QuantizedActivations q = reference::quantize_activations(format, x.data(), m, k, gs);
+  const int twice[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  int mismatches = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < kpad; ++j) {
+      int expected = 0;
+      if (j < k) {
+        const unsigned c = (q.packed[static_cast<std::size_t>((i * k + j) / 2)] >> (4 * (j % 2))) & 15u;
+        expected = (c & 8u) ? -twice[c & 7u] : twice[c & 7u];
+      }
+      if (codes[static_cast<std::size_t>(i * kpad + j)] != expected && ++mismatches <= 5)
+        ADD_FAILURE() << scheme.name() << " token " << i << " element " << j << ": code "
+                      << codes[static_cast<std::size_t>(i * kpad + j)] << ", host " << expected;
+    }
+    for (std::int64_t c = 0; c < kpad / 16; ++c) {
+      float expected = 0.0f;
+      if (c * 16 < k) {
+        const unsigned sb = q.scales[static_cast<std::size_t>(i * (k / block) + c * 16 / block)];
+        expected = format == WeightFormat::nvfp4 ? e4m3_decode(sb) : e8m0_decode(sb);
+      }
+      const float got = scales[static_cast<std::size_t>(i * (kpad / 16) + c)];
+      if (bits(got) != bits(expected) && ++mismatches <= 5)
+        ADD_FAILURE() << scheme.name() << " token " << i << " chunk " << c << ": scale " << got << ", host " << expected;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+TEST(LinearActivationPass, IntegerCodesMatchTheRecipe) {
+  expect_int_codes_match_host(WeightFormat::nvfp4, 448.0f);
+  expect_int_codes_match_host(WeightFormat::nvfp4, 1234.5678f);
+  expect_int_codes_match_host(WeightFormat::mxfp4, 1.0f);
+}
+
+TEST(LinearActivationPass, IntegerCodesNeedFp4Activations) {
+  LinearActivationPass pass;
+  EXPECT_THROW(pass.prepare(test::context(), {WeightFormat::nvfp4, Activations::bf16}, 64, 64, 1.0f, 1,
+                            ActivationForm::int_codes),
+               Error);
 }
 
 TEST(LinearActivationPass, Bf16RowsAreSplitExactly) {

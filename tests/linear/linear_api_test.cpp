@@ -46,6 +46,7 @@ cl::Buffer device_buffer(std::size_t bytes, const void* data = nullptr) {
 TEST(LinearApi, BiasIsAddedToEveryRow) {
   for (const std::string& kernel : linear_kernels().names()) {
     for (const QuantScheme& scheme : {kNvW4A16, kMxW4A4}) {
+      if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
       const Fp4Weight w = test::random_weight(scheme.weight, 70, 320, 5);
       const std::vector<std::uint16_t> x = test::random_activations(9, 320, 6);
       LinearOptions o = options_for(kernel, OutputType::fp32, 9);
@@ -62,6 +63,7 @@ TEST(LinearApi, BiasIsAddedToEveryRow) {
 TEST(LinearApi, RunsAreBitIdentical) {
   for (const std::string& kernel : linear_kernels().names()) {
     for (const QuantScheme& scheme : {kNvW4A4, kMxW4A16}) {
+      if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
       const Fp4Weight w = test::random_weight(scheme.weight, 300, 1024, 11);
       const std::vector<std::uint16_t> x = test::random_activations(77, 1024, 12);
       Linear layer = Linear::create(context(), w, scheme, options_for(kernel, OutputType::fp32, 77));
@@ -133,9 +135,12 @@ TEST(LinearApi, ZeroTokensIsANoOp) {
 
 TEST(LinearApi, MetadataForBenchmarks) {
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 200, 2880, 1);
-  Linear layer = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 512));
+  Linear layer = Linear::create(context(), w, kNvW4A16, options_for("gemv_rows", OutputType::bf16, 512));
   // codes n·k/2 plus swizzled scales roundup(n,128)·roundup(k/16,4)
   EXPECT_EQ(layer.weight_bytes(), 200u * 1440u + 256u * 180u);
+  // The lanes layout: groups of 8 rows, 64 code bytes and 8 scale bytes per group and 16 elements.
+  Linear lanes = Linear::create(context(), w, kNvW4A16, options_for("gemv_lanes", OutputType::bf16, 512));
+  EXPECT_EQ(lanes.weight_bytes(), 25u * 180u * 64u + 25u * 180u * 8u);
   EXPECT_EQ(layer.n(), 200);
   EXPECT_EQ(layer.k(), 2880);
   EXPECT_NE(layer.describe().find("NVFP4 W4A16 linear 200x2880"), std::string::npos) << layer.describe();
@@ -146,16 +151,22 @@ TEST(LinearApi, MetadataForBenchmarks) {
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", nullptr);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
+  // The decode GEMVs by device class: on CPUs the lanes kernels (W4A4: the integer one), elsewhere
+  // the rows kernel.
+  const bool cpu = context().info().kind == DeviceKind::cpu;
+  const std::string gemv_w4a4 = cpu ? "gemv_int" : "gemv_rows", gemv_w4a16 = cpu ? "gemv_lanes" : "gemv_rows";
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
-  EXPECT_EQ(layer.kernel_name(1), "gemv_rows");
+  EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), "gemm_tiled");
+  Linear w4a16 = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 512));
+  EXPECT_EQ(w4a16.kernel_name(1), gemv_w4a16);
   LinearOptions o = options_for("", OutputType::bf16, 512);
   o.decode_max_tokens = 100;
   Linear custom = Linear::create(context(), w, kNvW4A4, o);
-  EXPECT_EQ(custom.kernel_name(100), "gemv_rows");
+  EXPECT_EQ(custom.kernel_name(100), gemv_w4a4);
   EXPECT_EQ(custom.kernel_name(101), "gemm_tiled");
   Linear small = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 4));
-  EXPECT_EQ(small.kernel_name(4), "gemv_rows");
+  EXPECT_EQ(small.kernel_name(4), gemv_w4a4);
 }
 
 TEST(LinearApi, EnvironmentForcesAKernel) {
@@ -173,7 +184,7 @@ TEST(LinearApi, EnvironmentForcesAKernel) {
     const std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, {}); });
     EXPECT_NE(e.find("unknown linear kernel 'turbo'"), std::string::npos) << e;
     EXPECT_NE(e.find("FP4CL_LINEAR_KERNEL"), std::string::npos) << e;
-    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_rows"), std::string::npos) << e;
+    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_int, gemv_lanes, gemv_rows"), std::string::npos) << e;
   }
 }
 
@@ -198,10 +209,15 @@ TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
     const Fp4Weight w = test::random_weight(scheme.weight, 100, 640, 8);
     const std::vector<std::uint16_t> x = test::random_activations(37, 640, 9);
     // Odd sizes on purpose: tiles that do not divide m, n or k, several work-items per group.
-    for (const auto& tuning : std::vector<std::map<std::string, long long>>{
-             {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 3}, {"FP4CL_VEC", 8}},
-             {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}, {"FP4CL_VEC", 8}}}) {
-      LinearOptions o = options_for(tuning.count("GEMV_TOKENS") ? "gemv_rows" : "gemm_tiled", OutputType::fp32, 37);
+    for (const auto& [kernel, tuning] : std::vector<std::pair<std::string, std::map<std::string, long long>>>{
+             {"gemm_tiled",
+              {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 3}, {"FP4CL_VEC", 8}}},
+             {"gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}, {"FP4CL_VEC", 8}, {"GEMV_DECODE_LUT", 0}}},
+             {"gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}, {"FP4CL_VEC", 16}, {"GEMV_DECODE_LUT", 1}}},
+             {"gemv_lanes", {{"LANES_TOKENS", 3}, {"LANES_LOCAL", 7}}},
+             {"gemv_int", {{"INT_TOKENS", 5}, {"INT_LOCAL", 3}}}}) {
+      if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
+      LinearOptions o = options_for(kernel, OutputType::fp32, 37);
       o.tuning = tuning;
       std::vector<float> y;
       Linear layer = Linear::create(context(), w, scheme, o);

@@ -12,6 +12,7 @@
 #include "fp4cl/linear.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "linear/linear_check.hpp"
+#include "linear/linear_test_support.hpp"
 
 namespace fp4cl {
 namespace {
@@ -57,13 +58,35 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const std::string& kernel : linear_kernels().names())
     for (WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4})
-      for (Activations a : {Activations::fp4_dynamic, Activations::bf16})
+      for (Activations a : {Activations::fp4_dynamic, Activations::bf16}) {
+        // A strategy that serves one kind of activations only (gemv_int: W4A4) is not run on the
+        // other; SchemesAStrategyRefuses checks that this is the only refusal.
+        if (!test::kernel_serves(kernel, {f, a})) continue;
         for (Shape s : (f == WeightFormat::nvfp4 ? nv : mx)) {
           // W4A4: fp32 output for the 1e-5 criterion, except the BF16 cases of small layers.
           if (a == Activations::fp4_dynamic && s.n * s.k > 1'000'000) s.output = OutputType::fp32;
           cases.push_back({kernel, {f, a}, s});
         }
+      }
   return cases;
+}
+
+// Every strategy serves every W4A4 case; a strategy may refuse W4A16 only for its activations.
+TEST(LinearKernelSchemes, SchemesAStrategyRefuses) {
+  for (const std::string& kernel : linear_kernels().names()) {
+    for (WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+      EXPECT_TRUE(test::kernel_serves(kernel, {f, Activations::fp4_dynamic})) << kernel;
+      LinearConfig config;
+      config.scheme = {f, Activations::bf16};
+      config.n = 64;
+      config.k = 256;
+      const Verdict v = linear_kernels().instantiate(kernel)->can_implement(config);
+      if (!v) {
+        EXPECT_NE(v.reason().find("W4A4"), std::string::npos) << kernel << ": " << v.reason();
+      }
+    }
+  }
+  EXPECT_FALSE(test::kernel_serves("gemv_int", {WeightFormat::nvfp4, Activations::bf16}));
 }
 
 class LinearKernelTest : public testing::TestWithParam<Case> {

@@ -8,12 +8,23 @@
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/error.hpp"
+#include "kernels/linear_kernel.hpp"
 
 namespace fp4cl::test {
 
 inline Context& context() {
   static Context ctx = Context::create();
   return ctx;
+}
+
+// Whether linear strategy `kernel` accepts layers of `scheme` at all (gemv_int serves W4A4 only);
+// asked with a shape every strategy serves.
+inline bool kernel_serves(const std::string& kernel, const QuantScheme& scheme) {
+  LinearConfig config;
+  config.scheme = scheme;
+  config.n = 64;
+  config.k = 256;
+  return static_cast<bool>(linear_kernels().instantiate(kernel)->can_implement(config));
 }
 
 // Sets (or, with nullptr, unsets) an environment variable until the end of the scope.

@@ -15,14 +15,19 @@ constexpr auto kInterval = std::chrono::milliseconds(100);
 
 ProgressBar::ProgressBar() : ProgressBar(::isatty(STDERR_FILENO) == 1) {}
 
-ProgressBar::ProgressBar(bool enabled) : enabled_(enabled) {}
+ProgressBar::ProgressBar(bool enabled, ProgressUnit unit) : enabled_(enabled), unit_(unit) {}
 
 ProgressBar::~ProgressBar() { finish(); }
 
-std::string ProgressBar::render(std::string_view stage, std::uint64_t done, std::uint64_t total) {
+std::string ProgressBar::render(std::string_view stage, std::uint64_t done, std::uint64_t total,
+                                ProgressUnit unit) {
   const double fraction =
       total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   const int filled = static_cast<int>(fraction * kWidth);
+  if (unit == ProgressUnit::items)
+    return fmt::format("{:<11}[{}{}] {:3}% {:>5}/{}", stage, std::string(static_cast<std::size_t>(filled), '#'),
+                       std::string(static_cast<std::size_t>(kWidth - filled), '.'), static_cast<int>(fraction * 100),
+                       std::min(done, total), total);
   return fmt::format(
       "{:<11}[{}{}] {:3}% {:8.1f}/{:.1f} MB", stage, std::string(static_cast<std::size_t>(filled), '#'),
       std::string(static_cast<std::size_t>(kWidth - filled), '.'), static_cast<int>(fraction * 100),
@@ -38,7 +43,7 @@ void ProgressBar::update(std::string_view stage, std::uint64_t done, std::uint64
   stage_ = std::string(stage);
   last_ = now;
   drawn_ = true;
-  fmt::print(stderr, "\r{}", render(stage, done, total));
+  fmt::print(stderr, "\r{}", render(stage, done, total, unit_));
   std::fflush(stderr);
 }
 

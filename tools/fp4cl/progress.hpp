@@ -12,11 +12,14 @@
 
 namespace fp4cl::cli {
 
+// What the counts of a bar are: bytes (shown as MB) or items (shown as "3/12").
+enum class ProgressUnit { bytes, items };
+
 class ProgressBar {
  public:
   // Draws only when `enabled`; by default when stderr is a terminal.
   ProgressBar();
-  explicit ProgressBar(bool enabled);
+  explicit ProgressBar(bool enabled, ProgressUnit unit = ProgressUnit::bytes);
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
@@ -30,10 +33,12 @@ class ProgressBar {
   ProgressCallback callback();
 
   // The bar's text for a state, e.g. "quantizing [#######.............] 35%  12.0/34.3 MB".
-  static std::string render(std::string_view stage, std::uint64_t done, std::uint64_t total);
+  static std::string render(std::string_view stage, std::uint64_t done, std::uint64_t total,
+                            ProgressUnit unit = ProgressUnit::bytes);
 
  private:
   bool enabled_;
+  ProgressUnit unit_;
   bool drawn_ = false;
   std::string stage_;
   std::chrono::steady_clock::time_point last_;

@@ -1,0 +1,57 @@
+// fp4cl-bench devices: every OpenCL device with the identity the tuning database keys on, and
+// with --measure the peaks of the selected device (streaming read, fp32 FMA).
+//
+//   fp4cl-bench devices [--measure]
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "bench_commands.hpp"
+#include "bench_context.hpp"
+#include "device_peaks.hpp"
+#include "fp4cl/device.hpp"
+#include "tuning/tuning_database.hpp"
+#include "tuning/tuning_store.hpp"
+
+namespace fp4cl::bench {
+
+namespace {
+
+struct DevicesArgs {
+  bool measure = false;
+};
+
+void run_devices(const DevicesArgs& a) {
+  for (const DeviceInfo& d : list_devices()) {
+    fmt::print("{}:{}  {}\n", d.platform_index, d.device_index, d.name);
+    fmt::print("      platform {} ({}), vendor {}, driver {}\n", d.platform_name, d.platform_version, d.vendor,
+               d.driver_version);
+    fmt::print("      {}, {} compute units, {} MiB, largest allocation {} MiB, local memory {} KiB, {}\n",
+               to_string(d.kind), d.compute_units, d.global_mem_bytes >> 20, d.max_alloc_bytes >> 20,
+               d.local_mem_bytes >> 10, d.opencl_c_version);
+  }
+  const auto store = tuning::tuning_store();
+  std::string loaded;
+  for (const std::string& l : store->loaded()) loaded += (loaded.empty() ? "" : ", ") + l;
+  fmt::print("tuning databases: {}\n", loaded.empty() ? "none (built-in defaults)" : loaded);
+  for (const std::string& s : store->skipped()) fmt::print("  skipped: {}\n", s);
+  for (const tuning::DeviceTuning& d : store->database().devices)
+    fmt::print("  {} entries for {}\n", d.entries.size(), d.device.describe());
+  if (a.measure) {
+    Context ctx = bench_context();
+    fmt::print("measuring {}\n", ctx.info().describe());
+    fmt::print("  {}\n  last-level cache: {} MiB\n", measure_peaks(ctx).describe(), last_level_cache_bytes(ctx) >> 20);
+  }
+}
+
+}  // namespace
+
+void register_devices(CLI::App& app) {
+  auto a = std::make_shared<DevicesArgs>();
+  CLI::App* d = app.add_subcommand("devices", "list the OpenCL devices and the tuning databases loaded");
+  d->add_flag("--measure", a->measure, "also measure the selected device's streaming read and fp32 FMA peak");
+  d->callback([a] { run_devices(*a); });
+}
+
+}  // namespace fp4cl::bench

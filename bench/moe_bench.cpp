@@ -1,0 +1,202 @@
+// fp4cl-bench moe: times the fused FP4 MoE layer (routing given as top-k ids and weights, then
+// dispatch, FC1 + SwiGLU, FC2 and the top-k sum), each strategy first checked against the scalar
+// reference, over a sweep of token counts.
+//
+//   fp4cl-bench moe --preset qwen3-30b-a3b --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4
+//   fp4cl-bench moe --hidden 2048 --inter 768 --experts 128 --topk 8 --kernel all
+//
+// Bytes per call count only the experts that received tokens (each once: the weights a call must
+// read at least); flops are 2·T·k·3·I·H. Every timed call has its own random routing (rotated over
+// a set of routings), so that consecutive calls do not find their experts in the cache; layers
+// whose experts all fit in the cache are also rotated over copies.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_commands.hpp"
+#include "bench_context.hpp"
+#include "bench_options.hpp"
+#include "bench_run.hpp"
+#include "fp4cl/error.hpp"
+#include "fp4cl/moe.hpp"
+#include "presets.hpp"
+#include "reference_checks.hpp"
+#include "synthetic_data.hpp"
+#include "tuning/tuning_database.hpp"
+
+namespace fp4cl::bench {
+
+namespace {
+
+struct MoeArgs {
+  RunOptions run;
+  std::string preset;
+  std::int64_t hidden = 0, inter = 0, experts = 0;
+  int topk = 0;
+  std::string output = "bf16";
+};
+
+struct MoeShape {
+  std::string label;
+  std::int64_t hidden, inter, experts;
+  int topk;
+};
+
+MoeShape shape_of(const MoeArgs& a) {
+  const bool explicit_shape = a.hidden || a.inter || a.experts || a.topk;
+  if (!a.preset.empty()) {
+    if (explicit_shape) throw Error("give either --preset or --hidden/--inter/--experts/--topk, not both");
+    const ModelPreset& p = find_preset(a.preset);
+    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k};
+  }
+  if (!explicit_shape) {
+    const ModelPreset& p = find_preset("qwen3-30b-a3b");
+    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k};
+  }
+  if (!a.hidden || !a.inter || !a.experts || !a.topk)
+    throw Error("an explicit MoE shape needs all of --hidden, --inter, --experts and --topk");
+  if (a.topk > a.experts) throw Error(fmt::format("--topk {} exceeds --experts {}", a.topk, a.experts));
+  return {fmt::format("H={} I={} E={} k={}", a.hidden, a.inter, a.experts, a.topk), a.hidden, a.inter, a.experts,
+          a.topk};
+}
+
+template <typename T>
+cl::Buffer device_buffer(const Context& ctx, const std::vector<T>& host) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, host.size() * sizeof(T),
+               const_cast<T*>(host.data()), &err);
+  if (err != CL_SUCCESS) throw Error("allocating a benchmark buffer", err);
+  return b;
+}
+
+cl::Buffer output_buffer(const Context& ctx, std::size_t bytes) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  if (err != CL_SUCCESS) throw Error("allocating the benchmark's output buffer", err);
+  return b;
+}
+
+std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& scheme, const std::string& kernel,
+                      std::int64_t tokens) {
+  std::string cmd = command_prefix("moe");
+  if (!a.preset.empty()) cmd += " --preset " + a.preset;
+  else cmd += fmt::format(" --hidden {} --inter {} --experts {} --topk {}", s.hidden, s.inter, s.experts, s.topk);
+  cmd += fmt::format(" --scheme {} --tokens {}", tuning::scheme_key(scheme), tokens);
+  if (!kernel.empty()) cmd += " --kernel " + kernel;
+  if (a.output != "bf16") cmd += " --output " + a.output;
+  return cmd + common_command_options(a.run);
+}
+
+void run_moe(const MoeArgs& a) {
+  if (a.output != "bf16" && a.output != "fp32") throw Error("--output must be bf16 or fp32, got '" + a.output + "'");
+  const MoeShape shape = shape_of(a);
+  const std::vector<QuantScheme> schemes = parse_schemes(a.run.schemes);
+  const std::vector<std::string> kernels = resolve_kernels(a.run.kernels, moe_kernel_strategies(), "MoE");
+  const std::int64_t max_tokens = *std::max_element(a.run.tokens.begin(), a.run.tokens.end());
+  const bool bf16_out = a.output == "bf16";
+
+  Context ctx = bench_context();
+  BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * kernels.size() * a.run.tokens.size(), a.run);
+  const double rotation = rotation_bytes(ctx, a.run);
+  for (const QuantScheme& scheme : schemes) {
+    std::vector<Fp4Experts> experts{make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, 1)};
+    for (const std::string& kernel : kernels) {
+      MoeConfig config;
+      config.scheme = scheme;
+      config.top_k = shape.topk;
+      config.max_tokens = max_tokens;
+      config.kernel = kernel;
+      config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
+      std::vector<MoeLayer> layers{MoeLayer::create(ctx, experts[0], config)};
+      const double expert_bytes = static_cast<double>(layers[0].expert_weight_bytes());
+      // Copies of the whole layer only when all its experts fit in the rotation span.
+      const std::size_t copies =
+          copies_for_rotation(rotation, expert_bytes * static_cast<double>(shape.experts), 8);
+      for (std::size_t c = 1; c < copies; ++c)
+        layers.push_back(
+            MoeLayer::create(ctx, make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, c + 1), config));
+      for (std::int64_t tokens : a.run.tokens) {
+        const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
+        const double bytes_per_call_estimate = expert_bytes * static_cast<double>(std::min<std::int64_t>(
+                                                                  shape.experts, tokens * shape.topk));
+        const std::size_t routings = copies_for_rotation(rotation, bytes_per_call_estimate, 64);
+        std::vector<Routing> routing;
+        std::vector<cl::Buffer> ids, weights;
+        double distinct = 0.0;
+        for (std::size_t r = 0; r < routings; ++r) {
+          routing.push_back(make_routing(tokens, shape.topk, shape.experts, 1000 + r));
+          ids.push_back(device_buffer(ctx, routing.back().ids));
+          weights.push_back(device_buffer(ctx, routing.back().weights));
+          distinct += static_cast<double>(distinct_experts(routing.back()));
+        }
+        const cl::Buffer xb = device_buffer(ctx, x);
+        const std::size_t out_bytes = static_cast<std::size_t>(tokens * shape.hidden) * (bf16_out ? 2 : 4);
+        const cl::Buffer out = output_buffer(ctx, out_bytes);
+
+        Row row;
+        row.op = "moe";
+        row.shape = shape.label;
+        row.scheme = tuning::scheme_key(scheme);
+        row.kernel = layers[0].strategy_for(tokens);
+        row.detail = fmt::format("strategy {} ({} pair(s) per weight pass), {} routings x {} layer copies rotated",
+                                 row.kernel, layers[0].tile_pairs_for(tokens), routings, copies);
+        row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
+        row.tokens = tokens;
+        row.weight_bytes = expert_bytes * distinct / static_cast<double>(routings);
+        row.flops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.inter) *
+                    static_cast<double>(shape.hidden);
+        row.command = reproduce(a, shape, scheme, kernel, tokens);
+        if (a.run.no_check) {
+          row.check = "skipped";
+        } else {
+          layers[0].forward_topk(xb, ids[0], weights[0], out, tokens);
+          std::vector<std::uint16_t> out16;
+          std::vector<float> out32;
+          if (bf16_out) out16.resize(out_bytes / 2);
+          else out32.resize(out_bytes / 4);
+          const cl_int err = ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, out_bytes,
+                                                           bf16_out ? static_cast<void*>(out16.data()) : out32.data());
+          if (err != CL_SUCCESS) throw Error("reading the MoE output back", err);
+          row.check = check_moe_output(experts[0], config, x, routing[0], tokens, out16, out32);
+        }
+        const std::size_t cycle = routings * copies;
+        MoeLayer* last_layer = nullptr;
+        MoeCall last_call;
+        row.timing = time_calls(ctx, std::max<int>(a.run.warmup, static_cast<int>(copies)), a.run.iters, [&](int i) {
+          const auto n = static_cast<std::size_t>(i);
+          last_layer = &layers[n % copies];
+          const std::size_t r = (n % cycle) / copies;
+          last_call = last_layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
+          std::vector<cl::Event> events;
+          for (const MoeLaunch& l : last_call.launches) events.push_back(l.event);
+          return events;
+        });
+        last_layer->finish(last_call);  // throws on a status error (the timing would be meaningless)
+        run.add(std::move(row));
+      }
+    }
+  }
+  run.finish();
+}
+
+}  // namespace
+
+void register_moe(CLI::App& app) {
+  auto a = std::make_shared<MoeArgs>();
+  CLI::App* moe = app.add_subcommand("moe", "time the fused FP4 MoE layer (each strategy checked against the reference first)");
+  add_run_options(moe, a->run, {1, 8, 64, 512}, {"nvfp4-w4a16"});
+  moe->add_option("--preset", a->preset, "model preset (" + preset_names() + "); default qwen3-30b-a3b");
+  moe->add_option("--hidden", a->hidden, "H")->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 18));
+  moe->add_option("--inter", a->inter, "I, per expert")->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 18));
+  moe->add_option("--experts", a->experts, "E, routed experts")->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
+  moe->add_option("--topk", a->topk, "k, experts per token")->check(CLI::Range(1, 64));
+  moe->add_option("--output", a->output, "bf16 | fp32")->capture_default_str();
+  moe->callback([a] { run_moe(*a); });
+}
+
+}  // namespace fp4cl::bench

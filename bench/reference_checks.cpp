@@ -1,0 +1,84 @@
+#include "reference_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "common/formats.cl"
+#include "fp4cl/error.hpp"
+#include "reference/linear_reference.hpp"
+#include "reference/moe_reference.hpp"
+
+namespace fp4cl::bench {
+
+std::string check_linear_output(const QuantScheme& scheme, const Fp4Weight& w, const std::vector<std::uint16_t>& x,
+                                std::int64_t m, const std::vector<float>& y, bool bf16_output, int samples) {
+  const reference::LinearReference ref(scheme, w, x.data(), m);
+  std::vector<std::pair<std::int64_t, std::int64_t>> picks = {{0, 0}, {0, w.n - 1}, {m - 1, 0}, {m - 1, w.n - 1}};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int64_t> token(0, m - 1), row(0, w.n - 1);
+  for (int s = 0; s < samples; ++s) picks.emplace_back(token(rng), row(rng));
+  double worst = 0.0;
+  for (const auto& [i, r] : picks) {
+    const reference::LinearOutput o = ref.at(i, r);
+    // tests/linear/linear_test_data.hpp error_bound: fp32 accumulation of k + 2 terms, and the
+    // BF16 output's rounding.
+    const double u = std::ldexp(1.0, -24), n = static_cast<double>(w.k + 2);
+    double bound = n * u / (1.0 - n * u) * o.abs_terms + std::ldexp(1.0, -149) * n;
+    if (bf16_output) {
+      const double mag = std::fabs(o.y) + bound;
+      bound += std::max(mag > 0 ? std::ldexp(1.0, std::ilogb(mag) - 8) : 0.0, std::ldexp(1.0, -134));
+    }
+    const double got = y[static_cast<std::size_t>(i * w.n + r)];
+    const double err = std::fabs(got - o.y);
+    if (!(err <= bound))
+      throw Error(fmt::format("check against the reference failed: y[{}, {}] = {}, reference {} (|error| {} > bound {})",
+                              i, r, got, o.y, err, bound));
+    if (bound > 0) worst = std::max(worst, err / bound);
+  }
+  return fmt::format("ok: {} outputs, worst {:.2f} of bound", picks.size(), worst);
+}
+
+std::string check_moe_output(const Fp4Experts& experts, const MoeConfig& config, const std::vector<std::uint16_t>& x,
+                             const Routing& routing, std::int64_t tokens, const std::vector<std::uint16_t>& out_bf16,
+                             const std::vector<float>& out_fp32) {
+  const std::int64_t H = experts.hidden;
+  const int k = config.top_k;
+  std::vector<std::int64_t> picked = {0};
+  if (tokens > 1) picked.push_back(tokens - 1);
+  std::vector<std::uint16_t> xs;
+  std::vector<std::int32_t> ids;
+  std::vector<float> weights;
+  for (std::int64_t t : picked) {
+    xs.insert(xs.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
+    ids.insert(ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);
+    weights.insert(weights.end(), routing.weights.begin() + t * k, routing.weights.begin() + (t + 1) * k);
+  }
+  const auto n = static_cast<std::int64_t>(picked.size());
+  reference::MoeReferenceOptions opt;
+  opt.scheme = config.scheme;
+  opt.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
+  opt.expert_map = config.expert_map;
+  const reference::MoeReferenceResult ref =
+      reference::moe_reference(experts, opt, xs, reference::routing_from_topk(ids, weights, n, k));
+  std::int64_t checked = 0;
+  for (std::int64_t p = 0; p < n; ++p) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      const auto ri = static_cast<std::size_t>(p * H + h);
+      const auto di = static_cast<std::size_t>(picked[static_cast<std::size_t>(p)] * H + h);
+      const bool ok = out_bf16.empty() ? reference::accepts_fp32(ref, ri, out_fp32[di])
+                                       : reference::accepts_bf16(ref, ri, out_bf16[di]);
+      if (!ok)
+        throw Error(fmt::format("check against the reference failed: out[{}, {}] = {}, reference {} ± {}",
+                                picked[static_cast<std::size_t>(p)], h,
+                                out_bf16.empty() ? static_cast<double>(out_fp32[di]) : bf16_to_float(out_bf16[di]),
+                                ref.value[ri], ref.bound[ri]));
+      ++checked;
+    }
+  }
+  return fmt::format("ok: {} outputs of {} tokens", checked, n);
+}
+
+}  // namespace fp4cl::bench

@@ -1,0 +1,28 @@
+// Timing of repeated calls: warm-up calls first (the first launch of a kernel with a new local
+// size compiles it on PoCL), then timed calls, each measured twice: from OpenCL event profiling
+// (the start of its first command to the end of its last) and by the host's wall clock (from
+// before the enqueue to the end of a queue finish). Median and minimum of each.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+
+namespace fp4cl::bench {
+
+struct Timing {
+  double median_us = 0.0, min_us = 0.0;            // event profiling
+  double wall_median_us = 0.0, wall_min_us = 0.0;  // host wall clock
+  int iterations = 0;
+};
+
+// `enqueue(i)` enqueues call i (i counts warm-up calls too, so that callers can rotate inputs)
+// and returns the events of its commands in order. The queue is finished after each call.
+using EnqueueCall = std::function<std::vector<cl::Event>(int)>;
+Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueCall& enqueue);
+
+// The median of `values` (sorted copy; the upper middle for an even count).
+double median(std::vector<double> values);
+
+}  // namespace fp4cl::bench

@@ -1,0 +1,187 @@
+// Tuning of the MoE strategies (decode, grouped): their tiles (tile_m, local_i, local_h) per token
+// bucket, and the weight layout (vec, group), which one layer shares between its strategies: it is
+// tuned at the first bucket and then held for the others. Candidates reach the layer through
+// FP4CL_MOE_TILES (the MoE layer's tuning hook) with the strategy forced by MoeConfig::kernel.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "fp4cl/error.hpp"
+#include "fp4cl/moe.hpp"
+#include "kernels/moe_registry.hpp"
+#include "reference_checks.hpp"
+#include "synthetic_data.hpp"
+#include "timing.hpp"
+#include "tune_targets.hpp"
+#include "tuning_search.hpp"
+
+namespace fp4cl::bench {
+
+namespace {
+
+// Sets FP4CL_MOE_TILES for the lifetime of the object (the tuner is single-threaded).
+class ScopedTiles {
+ public:
+  explicit ScopedTiles(const std::string& value) { ::setenv("FP4CL_MOE_TILES", value.c_str(), 1); }
+  ~ScopedTiles() { ::unsetenv("FP4CL_MOE_TILES"); }
+  ScopedTiles(const ScopedTiles&) = delete;
+  ScopedTiles& operator=(const ScopedTiles&) = delete;
+};
+
+// The FP4CL_MOE_TILES value of a candidate for `strategy`.
+std::string tiles_env(const std::string& strategy, const tuning::Params& p) {
+  std::string s;
+  for (const auto& [k, v] : p) {
+    const bool layout = k == "vec" || k == "group";
+    s += fmt::format("{}{}{}={}", s.empty() ? "" : ",", layout ? "" : strategy + ".", k, v);
+  }
+  return s;
+}
+
+// The layer's built-in choice for `strategy` (with FP4CL_MOE_TILES unset and no database).
+tuning::Params default_params(const Context& ctx, const QuantScheme& scheme, const MoeTuneShape& shape,
+                              const std::string& strategy) {
+  cl_uint width = 1;
+  ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+  const MoeSelection sel = select_moe_strategies(
+      ctx.info(), width, {scheme, shape.hidden, shape.inter, shape.experts, shape.topk}, strategy);
+  const MoeTiles& t = sel.usable.front().tiles;
+  return {{"vec", sel.layout.vec},  {"group", sel.layout.group}, {"tile_m", t.tile_m},
+          {"local_i", t.local_i},   {"local_h", t.local_h}};
+}
+
+std::vector<ParamAxis> moe_axes(bool with_layout, bool decode, DeviceKind kind) {
+  const bool cpu = kind == DeviceKind::cpu;
+  std::vector<ParamAxis> axes;
+  if (with_layout) {
+    axes.push_back({"vec", cpu ? std::vector<long long>{4, 8, 16} : std::vector<long long>{1, 2, 4}});
+    axes.push_back({"group", cpu ? std::vector<long long>{8, 16, 32} : std::vector<long long>{32, 64, 128}});
+  }
+  if (!decode) axes.push_back({"tile_m", {2, 4, 8}});
+  axes.push_back({"local_i", cpu ? std::vector<long long>{1, 2, 4, 8} : std::vector<long long>{32, 64, 128}});
+  axes.push_back({"local_h", cpu ? std::vector<long long>{1, 2, 4, 8} : std::vector<long long>{32, 64, 128}});
+  return axes;
+}
+
+template <typename T>
+cl::Buffer buffer(const Context& ctx, const std::vector<T>& host) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, host.size() * sizeof(T),
+               const_cast<T*>(host.data()), &err);
+  if (err != CL_SUCCESS) throw Error("allocating a tuning buffer", err);
+  return b;
+}
+
+}  // namespace
+
+std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& scheme, const MoeTuneShape& shape,
+                                    const TuneSettings& settings) {
+  const Fp4Experts experts = make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, 1);
+  const std::int64_t max_bucket = *std::max_element(settings.buckets.begin(), settings.buckets.end());
+  std::vector<tuning::Entry> entries;
+  tuning::Params layout;  // vec and group, fixed after the first bucket
+  for (std::int64_t tokens : settings.buckets) {
+    const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
+    std::vector<Routing> routing;
+    std::vector<cl::Buffer> ids, weights;
+    for (int r = 0; r < 16; ++r) {
+      routing.push_back(make_routing(tokens, shape.topk, shape.experts, 1000 + static_cast<std::uint64_t>(r)));
+      ids.push_back(buffer(ctx, routing.back().ids));
+      weights.push_back(buffer(ctx, routing.back().weights));
+    }
+    const cl::Buffer xb = buffer(ctx, x);
+    cl_int err = CL_SUCCESS;
+    const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, static_cast<std::size_t>(tokens * shape.hidden) * 2,
+                         nullptr, &err);
+    if (err != CL_SUCCESS) throw Error("allocating the tuning output", err);
+
+    tuning::Entry best;
+    double best_us = 0.0, default_us = 0.0, expert_bytes = 0.0;
+    int tried = 0;
+    for (const std::string& strategy : moe_kernel_strategies()) {
+      const bool decode = strategy == "decode";
+      // Decode streams an expert's weights for every (token, expert) pair: past a few hundred
+      // pairs it cannot compete, and a call would take seconds.
+      if (decode && tokens * shape.topk > 256) continue;
+      tuning::Params start = default_params(ctx, scheme, shape, strategy);
+      for (const auto& [k, v] : layout) start[k] = v;
+      const Evaluate evaluate = [&](const tuning::Params& params) {
+        Trial t;
+        if (params.at("group") % params.at("vec") != 0) {
+          t.note = "group is not a multiple of vec";
+          return t;
+        }
+        MoeConfig config;
+        config.scheme = scheme;
+        config.top_k = shape.topk;
+        config.max_tokens = max_bucket;
+        config.kernel = strategy;
+        std::unique_ptr<MoeLayer> layer;
+        try {
+          const ScopedTiles tiles(tiles_env(strategy, params));
+          layer = std::make_unique<MoeLayer>(MoeLayer::create(ctx, experts, config));
+          expert_bytes = static_cast<double>(layer->expert_weight_bytes());
+        } catch (const Error& e) {
+          t.note = fmt::format("refused: {}", e.what());
+          return t;
+        }
+        try {
+          layer->forward_topk(xb, ids[0], weights[0], out, tokens);
+          std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * shape.hidden));
+          const cl_int rerr = ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data());
+          if (rerr != CL_SUCCESS) throw Error("reading the MoE output back", rerr);
+          check_moe_output(experts, config, x, routing[0], tokens, y, {});
+        } catch (const Error& e) {
+          t.note = e.what();
+          settings.log(fmt::format("  CHECK FAILED {} {}: {}", strategy, params_text(params), e.what()));
+          return t;
+        }
+        const Timing timing = time_calls(ctx, settings.warmup, settings.iters, [&](int i) {
+          const std::size_t r = static_cast<std::size_t>(i) % routing.size();
+          const MoeCall call = layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
+          std::vector<cl::Event> events;
+          for (const MoeLaunch& l : call.launches) events.push_back(l.event);
+          return events;
+        });
+        t.ok = true;
+        t.us = timing.median_us;
+        return t;
+      };
+      const SearchResult r = coordinate_descent(start, moe_axes(layout.empty(), decode, ctx.info().kind), evaluate,
+                                                settings.max_passes);
+      tried += static_cast<int>(r.trials.size());
+      if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
+      if (r.best.ok && (best_us == 0.0 || r.best.us < best_us)) {
+        best_us = r.best.us;
+        best.kernel = strategy;
+        best.params = r.best.params;
+      }
+    }
+    if (best_us == 0.0)
+      throw Error(fmt::format("tuning MoE H={} I={} E={} k={} {} at {} tokens: no candidate passed", shape.hidden,
+                              shape.inter, shape.experts, shape.topk, tuning::scheme_key(scheme), tokens));
+    if (layout.empty()) layout = {{"vec", best.params.at("vec")}, {"group", best.params.at("group")}};
+    best.op = "moe";
+    best.scheme = tuning::scheme_key(scheme);
+    best.shape = {{"hidden", shape.hidden}, {"inter", shape.inter}, {"experts", shape.experts}, {"topk", shape.topk}};
+    best.tokens = tokens;
+    double distinct = 0.0;
+    for (const Routing& r : routing) distinct += static_cast<double>(distinct_experts(r));
+    best.measured.us = best_us;
+    best.measured.gbps = expert_bytes * distinct / static_cast<double>(routing.size()) / (best_us * 1e-6) * 1e-9;
+    best.measured.gflops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.hidden) *
+                           static_cast<double>(shape.inter) / (best_us * 1e-6) * 1e-9;
+    settings.log(fmt::format("moe H={} I={} E={} k={} {} T={}: {} {} {:.1f} us ({:.2f} GB/s, {:.1f} GFLOP/s); best "
+                             "default {:.1f} us; {} trials",
+                             shape.hidden, shape.inter, shape.experts, shape.topk, best.scheme, tokens, best.kernel,
+                             params_text(best.params), best_us, best.measured.gbps, best.measured.gflops, default_us,
+                             tried));
+    entries.push_back(best);
+  }
+  return entries;
+}
+
+}  // namespace fp4cl::bench

@@ -1,0 +1,37 @@
+// What `fp4cl-bench tune` tunes: a linear layer shape or an MoE layer shape, for one scheme, at a
+// list of token buckets. Each returns one database entry per bucket: the fastest strategy with
+// its parameters, every candidate having passed the check against the scalar reference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/scheme.hpp"
+#include "tuning/tuning_database.hpp"
+
+namespace fp4cl::bench {
+
+struct TuneSettings {
+  std::vector<std::int64_t> buckets;  // powers of two
+  int iters = 8, warmup = 1;
+  double rotation_bytes = 0;          // weights streamed between two uses of one copy
+  int check_samples = 64;             // linear: random outputs checked per candidate
+  int max_passes = 2;                 // coordinate-descent passes
+  // Progress lines (one per bucket, and one per failing candidate).
+  std::function<void(const std::string&)> log;
+};
+
+std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& scheme, std::int64_t n, std::int64_t k,
+                                       const TuneSettings& settings);
+
+struct MoeTuneShape {
+  std::int64_t hidden = 0, inter = 0, experts = 0;
+  int topk = 1;
+};
+std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& scheme, const MoeTuneShape& shape,
+                                    const TuneSettings& settings);
+
+}  // namespace fp4cl::bench

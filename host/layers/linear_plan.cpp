@@ -1,0 +1,167 @@
+#include "layers/linear_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "support/check.hpp"
+#include "support/log.hpp"
+#include "tuning/tuning_defaults.hpp"
+#include "tuning/tuning_store.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+using tuning::Params;
+
+// Every tuning parameter must be one some linear kernel takes (a typo would otherwise be ignored).
+void check_tuning_names(const LinearKernelRegistry& registry, const std::map<std::string, long long>& tuning) {
+  if (tuning.empty()) return;
+  std::set<std::string> known;
+  for (const std::string& name : registry.names())
+    for (const std::string& p : registry.instantiate(name)->tuning_parameters()) known.insert(p);
+  for (const auto& [name, value] : tuning) {
+    if (known.count(name)) continue;
+    std::string valid;
+    for (const std::string& p : known) valid += (valid.empty() ? "" : ", ") + p;
+    fail("LinearOptions::tuning: unknown parameter '{}' (= {}); the linear kernels take: {}", name, value, valid);
+  }
+}
+
+// The complete parameters of `kernel`: the device class's defaults, then `tuned`, then the caller's
+// (each only for the names the strategy takes).
+Params params_for(const LinearKernelRegistry& registry, DeviceKind kind, const std::string& kernel,
+                  const Params& tuned, const Params& caller) {
+  const std::vector<std::string> names = registry.instantiate(kernel)->tuning_parameters();
+  const auto takes = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  Params p = tuning::linear_default_params(kind, kernel);
+  for (const auto& [k, v] : tuned) {
+    if (takes(k)) p[k] = v;
+    else log::warn("tuning database: linear kernel '{}' has no parameter '{}' (= {}); ignored", kernel, k, v);
+  }
+  for (const auto& [k, v] : caller)
+    if (takes(k)) p[k] = v;
+  return p;
+}
+
+LinearConfig with_params(const LinearConfig& base, const Params& params) {
+  LinearConfig c = base;
+  c.tuning = params;
+  return c;
+}
+
+// Merges consecutive steps that run the same strategy with the same parameters.
+void merge_steps(LinearPlan& plan) {
+  std::vector<LinearPlanStep> merged;
+  for (LinearPlanStep& s : plan.steps) {
+    if (!merged.empty() && merged.back().kernel == s.kernel && merged.back().config.tuning == s.config.tuning) {
+      const std::string origin = merged.back().origin == s.origin ? s.origin : merged.back().origin + ", " + s.origin;
+      merged.back().last_tokens = s.last_tokens;
+      merged.back().origin = origin;
+      continue;
+    }
+    merged.push_back(std::move(s));
+  }
+  plan.steps = std::move(merged);
+}
+
+// The plan without tuned entries: decode and prefill strategies around the crossover.
+LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
+                        const LinearKernelRegistry& registry, const std::string& forced) {
+  const DeviceKind kind = base.device;
+  const std::string origin = fmt::format("built-in {} defaults", tuning::default_class_name(kind));
+  const std::string description = base.describe();
+  LinearPlan plan;
+  if (!forced.empty()) {
+    const LinearConfig config = with_params(base, params_for(registry, kind, forced, {}, options.tuning));
+    registry.create(forced, ctx, config, description);  // refusals are errors
+    plan.steps.push_back({base.max_tokens, forced, config, origin, true});
+    return plan;
+  }
+  const std::int64_t decode_max =
+      options.decode_max_tokens > 0 ? options.decode_max_tokens : tuning::linear_default_decode_max_tokens(kind);
+  const LinearConfig caller = with_params(base, options.tuning);
+  auto designed_for = [kind](LinearRegime regime) {
+    return [regime, kind](const LinearKernel& k) { return k.designed_for(regime, kind); };
+  };
+  const std::string decode =
+      registry.select(ctx, caller, description + " (decode)", designed_for(LinearRegime::decode)).name;
+  plan.steps.push_back({std::min(decode_max, base.max_tokens), decode,
+                        with_params(base, params_for(registry, kind, decode, {}, options.tuning)), origin, false});
+  if (base.max_tokens > decode_max) {
+    const std::string prefill =
+        registry.select(ctx, caller, description + " (prefill)", designed_for(LinearRegime::prefill)).name;
+    plan.steps.push_back({base.max_tokens, prefill,
+                          with_params(base, params_for(registry, kind, prefill, {}, options.tuning)), origin, false});
+  }
+  merge_steps(plan);
+  return plan;
+}
+
+// The plan from tuned entries, or nothing when an entry names a strategy that is unknown or
+// refuses (a database from another build; logged as a warning).
+bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
+                const LinearKernelRegistry& registry, const std::string& forced,
+                const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {
+  const std::vector<std::string> known = registry.names();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const tuning::Entry& e = *entries[i];
+    const std::int64_t last = i + 1 < entries.size()
+                                  ? tuning::last_tokens_of_bucket(e.tokens, entries[i + 1]->tokens)
+                                  : std::numeric_limits<std::int64_t>::max();
+    const std::string kernel = forced.empty() ? e.kernel : forced;
+    if (forced.empty() && std::find(known.begin(), known.end(), kernel) == known.end()) {
+      log::warn("tuning database ({}): unknown linear kernel '{}' for {} tokens; using the built-in defaults", e.origin,
+                kernel, e.tokens);
+      return false;
+    }
+    const LinearConfig config =
+        with_params(base, params_for(registry, base.device, kernel, e.kernel == kernel ? e.params : Params{},
+                                     options.tuning));
+    if (!forced.empty()) {
+      registry.create(forced, ctx, config, base.describe());  // a refusal of a forced strategy is an error
+    } else {
+      const std::unique_ptr<LinearKernel> k = registry.instantiate(kernel);
+      Verdict v = k->is_supported(ctx);
+      if (v) v = k->can_implement(config);
+      if (!v) {
+        log::warn("tuning database ({}): linear kernel '{}' with the tuned parameters for {} tokens refuses {}: {}; "
+                  "using the built-in defaults",
+                  e.origin, kernel, e.tokens, base.describe(), v.reason());
+        return false;
+      }
+    }
+    plan.steps.push_back({std::min(last, base.max_tokens), kernel, config,
+                          fmt::format("tuned bucket {} ({})", e.tokens, e.origin), !forced.empty()});
+    if (last >= base.max_tokens) break;
+  }
+  plan.tuned = true;
+  merge_steps(plan);
+  return true;
+}
+
+}  // namespace
+
+LinearPlan plan_linear_layer(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
+                             const LinearKernelRegistry& registry) {
+  check_tuning_names(registry, options.tuning);
+  const std::string forced = registry.forced_name(options.kernel);
+  if (!forced.empty()) {
+    const std::vector<std::string> names = registry.names();
+    // An unknown forced name is an error that lists the valid ones.
+    if (std::find(names.begin(), names.end(), forced) == names.end()) registry.create(forced, ctx, base, base.describe());
+  }
+  if (options.decode_max_tokens <= 0) {
+    const tuning::LookupKey key{"linear", tuning::scheme_key(base.scheme), {{"n", base.n}, {"k", base.k}}};
+    const tuning::Match match = tuning::tuning_store()->lookup(ctx.info(), key);
+    LinearPlan plan;
+    if (!match.entries.empty() && tuned_plan(ctx, base, options, registry, forced, match.entries, plan)) return plan;
+  }
+  return default_plan(ctx, base, options, registry, forced);
+}
+
+}  // namespace fp4cl

@@ -1,0 +1,76 @@
+#include "tuning/moe_tuning.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "support/log.hpp"
+#include "tuning/tuning_store.hpp"
+
+namespace fp4cl::tuning {
+
+namespace {
+
+bool valid_value(const std::string& name, long long v) {
+  if (name == "vec") return v == 1 || v == 2 || v == 4 || v == 8 || v == 16;
+  if (name == "tile_m") return v == 1 || v == 2 || v == 4 || v == 8;
+  if (name == "group" || name == "local_i" || name == "local_h") return v >= 1 && v <= 4096;
+  return false;
+}
+
+}  // namespace
+
+std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key) {
+  const LookupKey lookup{"moe",
+                         scheme_key(key.scheme),
+                         {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
+  const Match match = tuning_store()->lookup(device, lookup);
+  std::map<std::string, int> out;
+  if (match.entries.empty()) return out;
+  const Entry* first_decode = nullptr;
+  const Entry* last_grouped = nullptr;
+  std::size_t first_grouped_index = match.entries.size();
+  for (std::size_t i = 0; i < match.entries.size(); ++i) {
+    const Entry& e = *match.entries[i];
+    for (const auto& [name, value] : e.params) {
+      if (!valid_value(name, value)) {
+        log::warn("tuning database ({}): MoE parameter {} = {} for {} tokens is not valid; built-in MoE tiles used",
+                  e.origin, name, value, e.tokens);
+        return {};
+      }
+    }
+    if (e.kernel == "decode") {
+      if (!first_decode) first_decode = &e;
+    } else if (e.kernel == "grouped") {
+      last_grouped = &e;
+      first_grouped_index = std::min(first_grouped_index, i);
+    } else {
+      log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used", e.origin,
+                e.kernel, e.tokens);
+      return {};
+    }
+  }
+  // One crossover: decode up to the bucket before the first one `grouped` won.
+  std::int64_t decode_max_tokens = std::numeric_limits<int>::max() / key.top_k;
+  if (first_grouped_index == 0) decode_max_tokens = 0;
+  else if (first_grouped_index < match.entries.size())
+    decode_max_tokens = last_tokens_of_bucket(match.entries[first_grouped_index - 1]->tokens,
+                                              match.entries[first_grouped_index]->tokens);
+  // The layout is one per layer: the smallest bucket's.
+  const Entry& layout = *match.entries.front();
+  for (const char* name : {"vec", "group"}) {
+    const auto it = layout.params.find(name);
+    if (it != layout.params.end()) out[name] = static_cast<int>(it->second);
+  }
+  for (const Entry* e : {first_decode, last_grouped}) {
+    if (!e) continue;
+    for (const char* name : {"tile_m", "local_i", "local_h"}) {
+      const auto it = e->params.find(name);
+      if (it != e->params.end()) out[e->kernel + "." + name] = static_cast<int>(it->second);
+    }
+  }
+  out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
+  return out;
+}
+
+}  // namespace fp4cl::tuning

@@ -1,0 +1,31 @@
+// The tuning database's entries for an MoE layer, turned into the parameter vocabulary of the MoE
+// strategies (kernels/moe_registry.hpp, the keys of FP4CL_MOE_TILES):
+//   vec, group                       the weight layout, shared by both strategies
+//   decode.<tile_m|local_i|local_h>  from the smallest tuned bucket that `decode` won
+//   grouped.<tile_m|local_i|local_h> from the largest tuned bucket that `grouped` won
+//   decode_max_pairs                 where the buckets switch from decode to grouped: the last
+//                                    token count of the last decode bucket × k (the nearest-bucket
+//                                    rule of tuning_lookup.hpp)
+// An entry's params use the keys vec, group, tile_m, local_i, local_h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "fp4cl/device.hpp"
+#include "fp4cl/scheme.hpp"
+
+namespace fp4cl::tuning {
+
+struct MoeShapeKey {
+  QuantScheme scheme;
+  std::int64_t hidden = 0, inter = 0, experts = 0;
+  int top_k = 1;
+};
+
+// The overrides for the layer on the device from the process-wide tuning store; empty when the
+// database has no entry for it, or (with a warning) when its entries are not usable.
+std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key);
+
+}  // namespace fp4cl::tuning

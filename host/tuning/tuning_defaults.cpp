@@ -1,0 +1,48 @@
+#include "tuning/tuning_defaults.hpp"
+
+#include "support/check.hpp"
+
+namespace fp4cl::tuning {
+
+namespace {
+
+bool cpu(DeviceKind kind) { return kind == DeviceKind::cpu; }
+
+}  // namespace
+
+const char* default_class_name(DeviceKind kind) { return cpu(kind) ? "CPU" : "GPU"; }
+
+Params linear_default_params(DeviceKind kind, const std::string& kernel) {
+  if (kernel == "gemv_rows") {
+    // PoCL runs a work-group as a loop over its work-items: small groups of long rows are best
+    // (DEVICES.md); the E2M1 table decode compiles to byte shuffles there (kernels/common/fp4_dot.cl).
+    // GPUs want enough work-items per group to fill a multiprocessor, and decode with bit tricks.
+    return {{"GEMV_TOKENS", 4},
+            {"GEMV_LOCAL", cpu(kind) ? 1 : 64},
+            {"FP4CL_VEC", 16},
+            {"GEMV_DECODE_LUT", cpu(kind) ? 1 : 0}};
+  }
+  if (kernel == "gemv_lanes") {
+    // One group of 8 rows per work-item, one work-item per group on PoCL (DEVICES.md).
+    return {{"LANES_TOKENS", 4}, {"LANES_LOCAL", cpu(kind) ? 1 : 64}};
+  }
+  if (kernel == "gemv_int") return {{"INT_TOKENS", 4}, {"INT_LOCAL", cpu(kind) ? 1 : 64}};
+  if (kernel == "gemm_tiled") {
+    // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a
+    // 256 × 16 panel (16 KiB) stays in L1/L2 while 128 tokens reuse it, which amortizes the decode
+    // and transposed stores (measured: 64×32 tiles 34, 128×16 tiles 41 GFLOP/s per CPU-second on
+    // a loaded 2-core host). GPUs: more work-items.
+    if (cpu(kind)) return {{"GEMM_TILE_M", 128}, {"GEMM_TILE_N", 16}, {"GEMM_TILE_K", 256}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
+    return {{"GEMM_TILE_M", 64}, {"GEMM_TILE_N", 64}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
+  }
+  fail("no built-in tuning for linear kernel '{}'", kernel);
+}
+
+std::int64_t linear_default_decode_max_tokens(DeviceKind kind) {
+  // Measured on PoCL (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV
+  // 18 / 17 / 18 at m = 16 / 32 / 64, tiled GEMM 6 / 13 / 22: the GEMV wins up to about 48 tokens.
+  (void)kind;
+  return 32;
+}
+
+}  // namespace fp4cl::tuning

@@ -1,0 +1,25 @@
+// The built-in tuning of the linear kernels per device class, used where the tuning database has
+// no entry for a layer (and as the base that a database entry's parameters refine). The MoE
+// layer keeps its class defaults beside its strategies (kernels/moe_registry.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fp4cl/device.hpp"
+#include "tuning/tuning_database.hpp"
+
+namespace fp4cl::tuning {
+
+// Every tuning parameter of linear kernel strategy `kernel` ("gemv_rows", "gemm_tiled", ...) with
+// its default for devices of `kind`. Throws fp4cl::Error for an unknown strategy.
+Params linear_default_params(DeviceKind kind, const std::string& kernel);
+
+// The default crossover of a linear layer: calls of at most this many tokens use the decode
+// kernel, larger ones the prefill kernel.
+std::int64_t linear_default_decode_max_tokens(DeviceKind kind);
+
+// "CPU" or "GPU" (accelerators and others take the GPU defaults): the class whose defaults apply.
+const char* default_class_name(DeviceKind kind);
+
+}  // namespace fp4cl::tuning
