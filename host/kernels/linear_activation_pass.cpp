@@ -17,7 +17,7 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
   BuildOptions options = linear_format_options(scheme.weight);
   if (form == ActivationForm::int_codes) {
     if (scheme.w4a16()) fail("integer activation codes need FP4 activations (W4A4), not {}", scheme.name());
-    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx);
+    if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4_codes", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
     check_cl(kernel_.setArg(6, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
