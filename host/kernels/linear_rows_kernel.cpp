@@ -20,7 +20,7 @@ float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, int 
   if (w.format == WeightFormat::nvfp4) alpha = scheme.w4a16() ? w.global_scale : w.input_scale * w.global_scale;
   // Scaling by 2^scale_shift (MXFP4's largest block exponent) is exact unless the result leaves the float range, checked below.
   const float factor = std::ldexp(alpha, scale_shift);
-  if (!std::isfinite(factor) || factor == 0.0f || std::fpclassify(factor) == FP_SUBNORMAL)
+  if (!std::isnormal(alpha) || !std::isnormal(factor))
     fail("the {} layer's output factor alpha · 2^{} = {} · 2^{} is not a normal fp32 number (global scale {}, "
          "input scale {})",
          scheme.name(), scale_shift, alpha, scale_shift, w.global_scale, w.input_scale);

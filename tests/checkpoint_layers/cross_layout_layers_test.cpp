@@ -117,7 +117,6 @@ TEST(CrossLayoutLayers, W4A4CalibratedScalesKeepEachLayoutsStoredDirection) {
     // The stored direction is used as stored: alpha comes from ModelOpt's input_scale itself.
     EXPECT_EQ(bits(a.input_scale), bits(stored_d)) << module;
     EXPECT_EQ(bits(b.input_global_scale), bits(stored_q)) << module;
-    EXPECT_EQ(bits(a.input_scale * a.global_scale), bits(stored_d * a.global_scale)) << module;
     // The derived direction is the fp32 reciprocal: within an ulp of the other layout's stored value.
     EXPECT_EQ(bits(a.input_global_scale), bits(1.0f / stored_d)) << module;
     EXPECT_EQ(bits(b.input_scale), bits(1.0f / stored_q)) << module;
