@@ -52,7 +52,7 @@ struct LinearShape {
 std::vector<LinearShape> shapes_of(const LinearArgs& a) {
   if (!a.preset.empty()) {
     if (a.n || a.k) throw Error("give either --preset or -n/-k, not both");
-    const ModelPreset& p = find_preset(a.preset);
+    const ModelPreset p = find_preset(a.preset);
     return {{fmt::format("{} fc1 {}x{}", p.name, 2 * p.intermediate, p.hidden), 2 * p.intermediate, p.hidden},
             {fmt::format("{} fc2 {}x{}", p.name, p.hidden, p.intermediate), p.hidden, p.intermediate}};
   }

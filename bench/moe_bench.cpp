@@ -51,11 +51,11 @@ MoeShape shape_of(const MoeArgs& a) {
   const bool explicit_shape = a.hidden || a.inter || a.experts || a.topk;
   if (!a.preset.empty()) {
     if (explicit_shape) throw Error("give either --preset or --hidden/--inter/--experts/--topk, not both");
-    const ModelPreset& p = find_preset(a.preset);
+    const ModelPreset p = find_preset(a.preset);
     return {p.name, p.hidden, p.intermediate, p.experts, p.top_k};
   }
   if (!explicit_shape) {
-    const ModelPreset& p = find_preset("qwen3-30b-a3b");
+    const ModelPreset p = find_preset("qwen3-30b-a3b");
     return {p.name, p.hidden, p.intermediate, p.experts, p.top_k};
   }
   if (!a.hidden || !a.inter || !a.experts || !a.topk)
