@@ -33,6 +33,9 @@ void add_run_options(CLI::App* cmd, RunOptions& o, std::vector<std::int64_t> def
   cmd->add_flag("--no-check", o.no_check, "skip the check against the scalar reference");
   cmd->add_option("--rotate-mib", o.rotate_mib, "weights to cycle through between two uses of one copy (MiB)")
       ->check(CLI::Range(0.0, 65536.0));
+  cmd->add_option("--stream-mib", o.stream_mib, "buffer of the streaming-read probe (MiB)")
+      ->check(CLI::Range(1.0, 4096.0))
+      ->capture_default_str();
   CLI::Option* csv = cmd->add_flag("--csv", o.csv, "print CSV instead of the table");
   CLI::Option* json = cmd->add_flag("--json", o.json, "print JSON instead of the table");
   csv->excludes(json);
@@ -89,6 +92,7 @@ std::string command_prefix(const std::string& subcommand) {
 std::string common_command_options(const RunOptions& o) {
   std::string s = fmt::format(" --iters {} --warmup {}", o.iters, o.warmup);
   if (o.rotate_mib > 0) s += fmt::format(" --rotate-mib {}", o.rotate_mib);
+  if (o.stream_mib != 512) s += fmt::format(" --stream-mib {}", o.stream_mib);
   if (o.no_check) s += " --no-check";
   return s;
 }

@@ -8,6 +8,8 @@
 //   --no-check             skip the check against the scalar reference before timing
 //   --rotate-mib N         cycle through copies of the weights so that at least N MiB stream
 //                          between two uses of one copy (default: twice the last-level cache)
+//   --stream-mib N         buffer of the streaming-read probe (default 512; far larger than the
+//                          last-level cache)
 //   --csv | --json         machine-readable output instead of the table
 //   --plot FILE.svg        throughput vs tokens with the roofline
 #pragma once
@@ -32,6 +34,7 @@ struct RunOptions {
   bool no_check = false, csv = false, json = false;
   std::string plot;
   double rotate_mib = 0;
+  double stream_mib = 512;
 };
 
 // Adds the options above to `cmd` with the subcommand's default tokens and schemes.

@@ -16,7 +16,7 @@ BenchRun::BenchRun(const Context& ctx, std::string title, std::size_t total_rows
   report_.device = ctx.info().describe();
   progress_ = std::make_unique<cli::ProgressBar>(::isatty(STDERR_FILENO) == 1, cli::ProgressUnit::items);
   progress_->update("measuring", 0, total_);
-  report_.peaks = measure_peaks(ctx);
+  report_.peaks = measure_peaks(ctx, options.stream_mib);
 }
 
 BenchRun::~BenchRun() = default;
@@ -28,7 +28,7 @@ void BenchRun::add(Row row) {
 }
 
 void BenchRun::finish() {
-  const DevicePeaks after = measure_peaks(ctx_);
+  const DevicePeaks after = measure_peaks(ctx_, options_.stream_mib);
   if (after.stream.gbps > report_.peaks.stream.gbps) report_.peaks.stream = after.stream;
   if (after.fma.gflops > report_.peaks.fma.gflops) report_.peaks.fma = after.fma;
   progress_->finish();

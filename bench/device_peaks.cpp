@@ -173,9 +173,9 @@ std::string DevicePeaks::describe() const {
       stream.gbps, stream.items, stream.bytes >> 20, fma.gflops, fma.items, fma.chains);
 }
 
-DevicePeaks measure_peaks(const Context& ctx) {
+DevicePeaks measure_peaks(const Context& ctx, double stream_mib) {
   DevicePeaks p;
-  p.stream = measure_stream_read(ctx);
+  p.stream = measure_stream_read(ctx, stream_mib);
   p.fma = measure_fma_peak(ctx);
   return p;
 }

@@ -35,7 +35,7 @@ struct DevicePeaks {
   FmaResult fma;
   std::string describe() const;  // "stream read 41.2 GB/s (16 work-items), fp32 FMA 402 GFLOP/s (32 work-items)"
 };
-DevicePeaks measure_peaks(const Context& ctx);
+DevicePeaks measure_peaks(const Context& ctx, double stream_mib = 0);
 
 // The device's last-level cache in bytes as OpenCL reports it (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE),
 // at least 32 MiB on CPUs (PoCL reports one core's L2 on some machines).

@@ -31,9 +31,19 @@ bool same_identity(const DeviceIdentity& a, const DeviceIdentity& b) {
          a.compute_units == b.compute_units;
 }
 
+// The file's names of device kinds.
+const char* kind_key(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::gpu: return "gpu";
+    case DeviceKind::accelerator: return "accelerator";
+    default: return "other";
+  }
+}
+
 DeviceKind parse_kind(const std::string& s, const JsonPath& at) {
   for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu, DeviceKind::accelerator, DeviceKind::other})
-    if (s == to_string(k)) return k;
+    if (s == kind_key(k)) return k;
   at.fail("must be one of cpu, gpu, accelerator, other, got \"{}\"", s);
 }
 
@@ -130,7 +140,7 @@ Json identity_json(const DeviceIdentity& d) {
   j["name"] = d.name;
   j["driver"] = d.driver;
   j["compute_units"] = d.compute_units;
-  j["kind"] = to_string(d.kind);
+  j["kind"] = kind_key(d.kind);
   return j;
 }
 

@@ -1,0 +1,187 @@
+"""fp4cl-bench from the command line: argument errors, the output formats, and a tuning run.
+
+Usage: bench_cli_test.py PATH/TO/fp4cl-bench
+
+Shapes are tiny and iteration counts 1: the test checks what the tool prints and writes, never
+how fast anything ran.
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+BENCH = None
+
+
+def run(*args, env=None, check=None):
+    """Runs fp4cl-bench; returns (exit status, stdout, stderr)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run([BENCH, *args], capture_output=True, text=True, env=full_env, timeout=240)
+    if check is not None and p.returncode != check:
+        raise AssertionError(f"fp4cl-bench {' '.join(args)}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p.returncode, p.stdout, p.stderr
+
+
+FAST = ["--iters", "1", "--warmup", "0", "--rotate-mib", "1", "--stream-mib", "16"]
+TINY_LINEAR = ["linear", "-n", "64", "-k", "256", *FAST]
+TINY_MOE = ["moe", "--hidden", "64", "--inter", "64", "--experts", "4", "--topk", "2", *FAST]
+
+
+class ArgumentErrors(unittest.TestCase):
+    def expect_error(self, args, *fragments):
+        code, out, err = run(*args)
+        self.assertNotEqual(code, 0, f"{args} succeeded:\n{out}")
+        text = out + err
+        for f in fragments:
+            self.assertIn(f, text, f"{args}: '{f}' not in:\n{text}")
+
+    def test_subcommand_is_required(self):
+        self.expect_error([], "subcommand")
+        self.expect_error(["warp"], "subcommand")
+
+    def test_bad_values_are_named(self):
+        self.expect_error(TINY_LINEAR + ["--scheme", "nvfp8"], "unknown --scheme 'nvfp8'", "mxfp4-w4a16")
+        self.expect_error(TINY_LINEAR + ["--kernel", "turbo"], "unknown --kernel 'turbo'", "gemv_rows")
+        self.expect_error(TINY_LINEAR + ["--tokens", "0"], "--tokens")
+        self.expect_error(TINY_LINEAR + ["--tokens", "1,x"], "--tokens")
+        self.expect_error(["linear", "--preset", "llama"], "unknown --preset 'llama'", "qwen3-30b-a3b")
+        self.expect_error(["linear", "--preset", "qwen3-30b-a3b", "-n", "64"], "either --preset or -n/-k")
+        self.expect_error(TINY_LINEAR + ["--output", "fp16"], "--output must be bf16 or fp32")
+        self.expect_error(TINY_LINEAR + ["--tune", "GEMV_TOKENS"], "--tune takes NAME=INTEGER")
+        self.expect_error(TINY_LINEAR + ["--kernel", "gemv_rows", "--tune", "GEMV_TOKEN=4"],
+                          "unknown parameter 'GEMV_TOKEN'")
+        self.expect_error(TINY_LINEAR + ["--csv", "--json"], "excludes")
+        self.expect_error(["moe", "--hidden", "64", "--inter", "64"], "needs all of --hidden, --inter, --experts and --topk")
+        self.expect_error(["moe", "--hidden", "64", "--inter", "64", "--experts", "2", "--topk", "4"],
+                          "--topk 4 exceeds --experts 2")
+        self.expect_error(["quant", "--kernel", "gemv_rows"], "one kernel, 'quantize'")
+        self.expect_error(["quant", "--cols", "40", "--scheme", "mxfp4-w4a4", "--iters", "1"],
+                          "not a multiple of the MXFP4 block size 32")
+        self.expect_error(["tune", "--linear", "64x256", "--tokens", "3"], "powers of two")
+        self.expect_error(["tune", "--linear", "64by256"], "--linear takes NxK")
+        self.expect_error(["tune", "--op", "conv", "--linear", "64x256"], "--op takes linear and/or moe")
+        self.expect_error(["tune"], "nothing to tune")
+        self.expect_error(["--device", "no-such-device", "stream", "--mib", "1"], "no-such-device")
+
+
+class Outputs(unittest.TestCase):
+    def test_table_names_every_row_and_how_to_reproduce_it(self):
+        _, out, _ = run(*TINY_LINEAR, "--tokens", "1,2", "--kernel", "gemv_rows,gemm_tiled", check=0)
+        self.assertIn("peaks (this run): stream read", out)
+        self.assertIn("fp32 FMA", out)
+        self.assertEqual(out.count("$ fp4cl-bench linear -n 64 -k 256"), 4, out)
+        self.assertIn("ok: ", out)
+
+    def test_csv(self):
+        _, out, _ = run(*TINY_LINEAR, "--tokens", "1,3", "--scheme", "nvfp4-w4a16,mxfp4-w4a4", "--csv", check=0)
+        rows = list(csv.DictReader(io.StringIO(out)))
+        self.assertEqual(len(rows), 4)
+        for r in rows:
+            self.assertEqual(r["op"], "linear")
+            self.assertTrue(r["check"].startswith("ok"), r)
+            self.assertGreater(float(r["us_median"]), 0)
+            self.assertGreater(float(r["stream_gbps"]), 0)
+            self.assertGreater(float(r["fma_gflops"]), 0)
+            # Bytes of prepared weights and 2·m·n·k flops per call.
+            self.assertGreater(float(r["weight_bytes"]), 64 * 256 / 2)
+            self.assertAlmostEqual(float(r["gbps"]), float(r["weight_bytes"]) / float(r["us_median"]) * 1e-3, places=3)
+            self.assertIn("--tokens " + r["tokens"], r["command"])
+        self.assertEqual({r["scheme"] for r in rows}, {"nvfp4-w4a16", "mxfp4-w4a4"})
+
+    def test_json_moe_counts_only_experts_with_tokens(self):
+        _, out, _ = run(*TINY_MOE, "--tokens", "1,4", "--kernel", "all", "--json", check=0)
+        report = json.loads(out)
+        self.assertGreater(report["peaks"]["stream_gbps"], 0)
+        rows = report["rows"]
+        self.assertEqual(len(rows), 4)  # 2 strategies x 2 token counts
+        self.assertEqual({r["kernel"] for r in rows}, {"decode", "grouped"})
+        for r in rows:
+            self.assertTrue(r["check"].startswith("ok"), r)
+            self.assertEqual(r["flops"], 2 * r["tokens"] * 2 * 3 * 64 * 64)
+        one = [r for r in rows if r["tokens"] == 1][0]
+        four = [r for r in rows if r["tokens"] == 4][0]
+        # One token reaches 2 experts; four tokens at most all 4: bytes grow with the experts used.
+        self.assertLess(one["weight_bytes"], four["weight_bytes"])
+        self.assertLessEqual(four["weight_bytes"], 2 * one["weight_bytes"] + 1e-6)
+
+    def test_quant_is_checked_bit_exactly(self):
+        _, out, _ = run("quant", "--cols", "256", "--tokens", "1,5", *FAST, "--csv", check=0)
+        rows = list(csv.DictReader(io.StringIO(out)))
+        self.assertEqual(len(rows), 4)
+        for r in rows:
+            self.assertIn("bit-exact", r["check"])
+
+    def test_plot_is_a_standalone_svg(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plot.svg")
+            run(*TINY_LINEAR, "--tokens", "1,2,4", "--plot", path, check=0)
+            root = ET.parse(path).getroot()
+            self.assertEqual(root.tag, "{http://www.w3.org/2000/svg}svg")
+            ns = {"s": "http://www.w3.org/2000/svg"}
+            self.assertEqual(len(root.findall("s:circle", ns)), 3)  # one point per row
+            titles = " ".join(t.text for t in root.iter("{http://www.w3.org/2000/svg}title"))
+            self.assertIn("roofline", titles)
+
+    def test_stream_and_devices(self):
+        _, out, _ = run("stream", "--mib", "8", "--iters", "1", "--fma", check=0)
+        self.assertIn("stream read:", out)
+        self.assertIn("fp32 FMA:", out)
+        _, out, _ = run("devices", check=0)
+        self.assertIn("tuning databases:", out)
+
+
+class Tuning(unittest.TestCase):
+    def test_tune_writes_a_database_the_library_loads(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tuning.json")
+            _, out, err = run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4",
+                              "--tokens", "1,4", "--iters", "1", "--passes", "1", "--output", path, check=0)
+            self.assertIn("written to " + path, out)
+            with open(path) as f:
+                db = json.load(f)
+            self.assertEqual(db["schema"], "fp4cl-tuning")
+            self.assertEqual(db["version"], 1)
+            self.assertEqual(len(db["devices"]), 1)
+            device = db["devices"][0]["device"]
+            for key in ("platform", "vendor", "name", "driver", "compute_units", "kind"):
+                self.assertIn(key, device)
+            entries = db["devices"][0]["entries"]
+            self.assertEqual(sorted(e["tokens"] for e in entries), [1, 4])
+            for e in entries:
+                self.assertEqual(e["shape"], {"n": 64, "k": 256})
+                self.assertEqual(e["scheme"], "nvfp4-w4a4")
+                self.assertTrue(e["params"], e)
+            # A second run merges into the file (same keys replaced, none duplicated).
+            run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "4",
+                "--iters", "1", "--passes", "1", "--output", path, check=0)
+            with open(path) as f:
+                self.assertEqual(len(json.load(f)["devices"][0]["entries"]), 2)
+            # The library loads it: the benchmark's kernel description names the tuned bucket.
+            _, out, _ = run(*TINY_LINEAR, "--scheme", "nvfp4-w4a4", "--tokens", "1", check=0,
+                            env={"FP4CL_TUNING_FILE": path})
+            self.assertIn("[tuned bucket 1 (" + path, out)
+            _, out, _ = run("devices", env={"FP4CL_TUNING_FILE": path}, check=0)
+            self.assertIn(path, out)
+
+    def test_corrupt_output_file_is_not_overwritten(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tuning.json")
+            with open(path, "w") as f:
+                f.write("{ broken")
+            code, _, err = run("tune", "--op", "linear", "--linear", "64x256", "--tokens", "1", "--iters", "1",
+                               "--output", path)
+            self.assertNotEqual(code, 0)
+            self.assertIn(path, err)
+            with open(path) as f:
+                self.assertEqual(f.read(), "{ broken")
+
+
+if __name__ == "__main__":
+    BENCH = sys.argv.pop(1)
+    unittest.main(verbosity=2)

@@ -1,0 +1,208 @@
+// The tuning database at work: tuned parameters reach the linear kernels' build options (the
+// layer's kernel description shows them) and the MoE strategy selection; explicit options win;
+// a missing shape, a corrupt file or an entry a kernel refuses fall back to the built-in
+// defaults, with a log line saying so.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/linear.hpp"
+#include "fp4cl/moe.hpp"
+#include "kernels/moe_registry.hpp"
+#include "linear/linear_check.hpp"
+#include "support/log_capture.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+#include "tuning/tuning_store.hpp"
+
+namespace fp4cl {
+namespace {
+
+Context& context() {
+  static Context ctx = Context::create();
+  return ctx;
+}
+
+constexpr std::int64_t kN = 72, kK = 256;  // a shape no shipped database holds
+const QuantScheme kScheme{WeightFormat::nvfp4, Activations::bf16};
+
+tuning::Entry linear_entry(std::int64_t tokens, const std::string& kernel, tuning::Params params) {
+  tuning::Entry e;
+  e.op = "linear";
+  e.scheme = tuning::scheme_key(kScheme);
+  e.shape = {{"n", kN}, {"k", kK}};
+  e.tokens = tokens;
+  e.kernel = kernel;
+  e.params = std::move(params);
+  return e;
+}
+
+// Each test points FP4CL_TUNING_FILE at its own database and reloads the process's store; the
+// store is reloaded from the unchanged environment afterwards.
+class TunedLayers : public testing::Test {
+ protected:
+  void use_database(const tuning::Database& db) { use_text(tuning::to_json_text(db)); }
+  void use_text(const std::string& text) {
+    std::ofstream(path_, std::ios::binary) << text;
+    env_.emplace("FP4CL_TUNING_FILE", path_);
+    tuning::reload_tuning_store();
+  }
+  void TearDown() override {
+    env_.reset();
+    tuning::reload_tuning_store();
+  }
+  tuning::Database linear_database() const {
+    tuning::Database db;
+    const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
+    db.put(device, linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}, {"FP4CL_VEC", 8},
+                                                 {"GEMV_DECODE_LUT", 0}}));
+    db.put(device, linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
+    db.put(device, linear_entry(64, "gemm_tiled", {{"GEMM_TILE_M", 16}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64},
+                                                   {"GEMM_WI_M", 2}, {"FP4CL_VEC", 8}}));
+    return db;
+  }
+
+  test::TempDir dir_;
+  std::string path_ = dir_.str() + "/tuning.json";
+  std::optional<test::ScopedEnv> env_;
+};
+
+LinearOptions options(std::int64_t max_tokens) {
+  LinearOptions o;
+  o.max_tokens = max_tokens;
+  o.output = OutputType::fp32;
+  return o;
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  use_database(linear_database());
+  test::LogCapture log;
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  Linear layer = Linear::create(context(), w, kScheme, options(64));
+  // Bucket 1 serves 1 and 2 tokens, bucket 8 serves 3 to 22, bucket 64 the rest.
+  expect_contains(layer.kernel_description(1),
+                  "gemv_rows(GEMV_TOKENS=3, GEMV_LOCAL=3, FP4CL_VEC=8, GEMV_DECODE_LUT=0) [tuned bucket 1 (" + path_);
+  expect_contains(layer.kernel_description(2), "GEMV_TOKENS=3");
+  expect_contains(layer.kernel_description(3), "GEMV_TOKENS=5, GEMV_LOCAL=2");  // the rest built-in
+  expect_contains(layer.kernel_description(22), "[tuned bucket 8");
+  EXPECT_EQ(layer.kernel_name(23), "gemm_tiled");
+  expect_contains(layer.kernel_description(64),
+                  "gemm_tiled(GEMM_TILE_M=16, GEMM_TILE_N=32, GEMM_TILE_K=64, GEMM_WI_M=2, FP4CL_VEC=8)");
+  bool logged = false;
+  for (const std::string& m : log.at(log::Level::info)) logged |= m.find("tuned buckets 1 (gemv_rows)") != std::string::npos;
+  EXPECT_TRUE(logged);
+  // And the tuned kernels compute the layer.
+  const std::vector<std::uint16_t> x = test::random_activations(64, kK, 4);
+  for (std::int64_t m : {std::int64_t{1}, std::int64_t{3}, std::int64_t{64}}) {
+    const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * kK);
+    std::vector<float> y;
+    layer.run(xm, m, y);
+    test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
+  }
+}
+
+TEST_F(TunedLayers, ExplicitOptionsOverrideTheDatabase) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  use_database(linear_database());
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  LinearOptions o = options(64);
+  o.tuning = {{"GEMV_TOKENS", 6}};
+  Linear layer = Linear::create(context(), w, kScheme, o);
+  expect_contains(layer.kernel_description(8), "GEMV_TOKENS=6, GEMV_LOCAL=2");
+  // A forced strategy takes the tuned parameters of its own buckets only.
+  o.tuning.clear();
+  o.kernel = "gemv_rows";
+  Linear forced_rows = Linear::create(context(), w, kScheme, o);
+  EXPECT_EQ(forced_rows.kernel_name(64), "gemv_rows");
+  expect_contains(forced_rows.kernel_description(1), "GEMV_TOKENS=3");
+  // decode_max_tokens sets the database aside.
+  o.kernel.clear();
+  o.decode_max_tokens = 16;
+  Linear manual = Linear::create(context(), w, kScheme, o);
+  expect_contains(manual.kernel_description(1), "built-in");
+}
+
+TEST_F(TunedLayers, MissingShapeUsesTheClassDefaults) {
+  use_database(linear_database());
+  test::LogCapture log;
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN + 8, kK, 3);  // not in the database
+  Linear layer = Linear::create(context(), w, kScheme, options(8));
+  expect_contains(layer.kernel_description(1), "built-in");
+  bool logged = false;
+  for (const std::string& m : log.at(log::Level::info)) logged |= m.find("no tuned entry") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST_F(TunedLayers, CorruptDatabaseFallsBackToDefaultsWithAWarning) {
+  test::LogCapture log;
+  use_text("{\"schema\": \"fp4cl-tuning\", \"version\": 1, \"devices\": [{");
+  ASSERT_FALSE(log.warnings().empty());
+  expect_contains(log.warnings()[0], path_);
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  Linear layer = Linear::create(context(), w, kScheme, options(8));
+  expect_contains(layer.kernel_description(1), "built-in");
+}
+
+TEST_F(TunedLayers, AnEntryAKernelRefusesFallsBackWithAWarning) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  tuning::Database db;
+  db.put(tuning::DeviceIdentity::of(context().info()), linear_entry(1, "gemv_rows", {{"GEMV_LOCAL", 0}}));
+  use_database(db);
+  test::LogCapture log;
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  Linear layer = Linear::create(context(), w, kScheme, options(4));
+  expect_contains(layer.kernel_description(1), "built-in");
+  ASSERT_FALSE(log.warnings().empty());
+  expect_contains(log.warnings()[0], "GEMV_LOCAL = 0");
+}
+
+TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  const QuantScheme scheme{WeightFormat::nvfp4, Activations::bf16};
+  tuning::Entry e;
+  e.op = "moe";
+  e.scheme = tuning::scheme_key(scheme);
+  e.shape = {{"hidden", 64}, {"inter", 64}, {"experts", 4}, {"topk", 2}};
+  e.tokens = 1;
+  e.kernel = "decode";
+  e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 1}, {"local_i", 4}, {"local_h", 3}};
+  tuning::Database db;
+  const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
+  db.put(device, e);
+  e.tokens = 16;
+  e.kernel = "grouped";
+  e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 2}, {"local_i", 2}, {"local_h", 1}};
+  db.put(device, e);
+  use_database(db);
+  const MoeSelection sel = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
+  EXPECT_EQ(sel.layout.vec, 4);
+  EXPECT_EQ(sel.layout.group, 8);
+  EXPECT_EQ(sel.decode_max_pairs, 4 * 2);  // buckets 1 and 16: decode serves up to 4 tokens
+  for (const MoeSelection::Entry& s : sel.usable) {
+    if (s.id == MoeStrategy::decode) {
+      EXPECT_EQ(s.tiles.local_i, 4);
+      EXPECT_EQ(s.tiles.local_h, 3);
+    } else {
+      EXPECT_EQ(s.tiles.tile_m, 2);
+      EXPECT_EQ(s.tiles.local_i, 2);
+      EXPECT_EQ(s.tiles.local_h, 1);
+    }
+  }
+  // FP4CL_MOE_TILES still wins over the database.
+  const test::ScopedEnv override_tiles("FP4CL_MOE_TILES", std::string("grouped.tile_m=4"));
+  const MoeSelection env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");
+  EXPECT_EQ(env.usable.front().tiles.tile_m, 4);
+  EXPECT_EQ(env.layout.vec, 4);
+}
+
+}  // namespace
+}  // namespace fp4cl

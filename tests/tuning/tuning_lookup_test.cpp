@@ -1,0 +1,90 @@
+// Looking up tuned entries: the nearest token bucket on a logarithmic scale, and which device
+// entries match (model and compute units; another driver only when the running one has none).
+#include <gtest/gtest.h>
+
+#include "tuning/tuning_lookup.hpp"
+
+namespace fp4cl::tuning {
+namespace {
+
+DeviceIdentity device(const std::string& driver = "1.0", unsigned cus = 2) {
+  DeviceIdentity d;
+  d.platform = "P";
+  d.vendor = "V";
+  d.name = "Dev";
+  d.driver = driver;
+  d.compute_units = cus;
+  d.kind = DeviceKind::cpu;
+  return d;
+}
+
+Entry linear_entry(std::int64_t tokens, const std::string& kernel, std::int64_t n = 64) {
+  Entry e;
+  e.op = "linear";
+  e.scheme = "nvfp4-w4a16";
+  e.shape = {{"n", n}, {"k", 256}};
+  e.tokens = tokens;
+  e.kernel = kernel;
+  return e;
+}
+
+const LookupKey kKey{"linear", "nvfp4-w4a16", {{"n", 64}, {"k", 256}}};
+
+TEST(TuningLookup, NearestBucketOnALogScale) {
+  Database db;
+  for (std::int64_t t : {512, 1, 8, 64}) db.put(device(), linear_entry(t, "k" + std::to_string(t)));  // any order
+  const Match m = find_entries(db, device(), kKey);
+  ASSERT_EQ(m.entries.size(), 4u);
+  EXPECT_EQ(m.entries.front()->tokens, 1);  // sorted
+  const std::pair<std::int64_t, std::int64_t> expected[] = {
+      {1, 1}, {2, 1}, {3, 8}, {4, 8}, {8, 8}, {22, 8}, {23, 64}, {181, 64}, {182, 512}, {100000, 512}};
+  for (const auto& [tokens, bucket] : expected)
+    EXPECT_EQ(nearest_bucket(m.entries, tokens).tokens, bucket) << tokens << " tokens";
+}
+
+TEST(TuningLookup, BucketBoundaries) {
+  EXPECT_EQ(last_tokens_of_bucket(1, 2), 1);
+  EXPECT_EQ(last_tokens_of_bucket(2, 4), 2);
+  EXPECT_EQ(last_tokens_of_bucket(4, 8), 5);
+  EXPECT_EQ(last_tokens_of_bucket(256, 512), 362);
+  EXPECT_EQ(bucket_of(1), 1);
+  EXPECT_EQ(bucket_of(3), 4);
+  EXPECT_EQ(bucket_of(5), 4);
+  EXPECT_EQ(bucket_of(6), 8);
+  EXPECT_EQ(bucket_of(400), 512);
+}
+
+TEST(TuningLookup, MissingDeviceOrShapeFindsNothing) {
+  Database db;
+  db.put(device(), linear_entry(1, "gemv_rows"));
+  EXPECT_TRUE(find_entries(db, device("1.0", 16), kKey).entries.empty());  // another core count
+  DeviceIdentity other = device();
+  other.name = "Other";
+  const Match none = find_entries(db, other, kKey);
+  EXPECT_TRUE(none.entries.empty());
+  EXPECT_EQ(none.device, nullptr);
+  LookupKey shape = kKey;
+  shape.shape["n"] = 128;
+  EXPECT_TRUE(find_entries(db, device(), shape).entries.empty());
+  LookupKey scheme = kKey;
+  scheme.scheme = "nvfp4-w4a4";
+  EXPECT_TRUE(find_entries(db, device(), scheme).entries.empty());
+  EXPECT_EQ(find_entries(db, device(), kKey).entries.size(), 1u);
+}
+
+TEST(TuningLookup, AnotherDriverMatchesWithANoteOnlyWhenTheRunningOneHasNoEntry) {
+  Database db;
+  db.put(device("0.9"), linear_entry(1, "old"));
+  Match m = find_entries(db, device("1.0"), kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_EQ(m.entries[0]->kernel, "old");
+  EXPECT_NE(m.note.find("driver 0.9"), std::string::npos) << m.note;
+  db.put(device("1.0"), linear_entry(1, "new"));
+  m = find_entries(db, device("1.0"), kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_EQ(m.entries[0]->kernel, "new");
+  EXPECT_TRUE(m.note.empty());
+}
+
+}  // namespace
+}  // namespace fp4cl::tuning
