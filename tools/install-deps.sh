@@ -4,7 +4,7 @@
 # is missing and does nothing else when everything is there.
 set -euo pipefail
 
-debs=(cmake g++ make pkg-config python3 python3-pip
+debs=(cmake g++ make pkg-config python3 python3-pip ccache
       ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
       libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
 missing=()
