@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/strict_json.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl::detail {
@@ -22,11 +23,8 @@ std::string JsonPath::where() const {
 }
 
 Json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    fail("{}: malformed JSON: {}", source, e.what());
-  }
+  // Strict: invalid UTF-8, NUL bytes, duplicate keys and runaway nesting are errors too.
+  return parse_strict_json(text, source);
 }
 
 Json read_json_file(const std::filesystem::path& file) {

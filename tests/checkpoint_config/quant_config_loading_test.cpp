@@ -74,6 +74,22 @@ TEST(QuantConfigLoading, UnquantizedModelIsAnError) {
                {"config.json", "no \"quantization_config\"", "not quantized"});
 }
 
+TEST(QuantConfigLoading, ConfigJsonIsParsedStrictly) {
+  // A repeated key would otherwise silently keep the last value: the scheme must not depend on it.
+  expect_error([] {
+    QuantConfig::from_json(R"({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+                               "format": "mxfp4-pack-quantized", "config_groups": {"NVFP4": ["Linear"]}})",
+                           "dup.json");
+  },
+               {"dup.json", "duplicate key", "format"});
+  expect_error([] { QuantConfig::from_json(std::string(200, '[') + std::string(200, ']'), "deep.json"); },
+               {"deep.json", "nest"});
+  expect_error([] { QuantConfig::from_json("{\"quant_method\": \"\xff\"}", "utf8.json"); }, {"utf8.json", "UTF-8"});
+  TempDir dir;
+  dir.write("config.json", R"({"quantization_config": {"quant_method": "compressed-tensors"}, "quantization_config": {}})");
+  expect_error([&] { QuantConfig::load(dir.path()); }, {(dir.path() / "config.json").string(), "duplicate key"});
+}
+
 TEST(QuantConfigLoading, MalformedJsonIsAnErrorNamingTheFile) {
   TempDir dir;
   dir.write("config.json", R"({"quantization_config": {"quant_method": "compressed-tensors",)");
