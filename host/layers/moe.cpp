@@ -80,11 +80,14 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
   const MoeProgramOptions options{numerics.options, config.scheme, config.output};
 
-  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
+  bool interleaved = false, split = false;
+  for (const auto& entry : impl->selection.usable) (entry.id == MoeStrategy::split ? split : interleaved) = true;
+  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
+                                     interleaved, split);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
   return MoeLayer(std::move(impl));
@@ -166,7 +169,9 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
          m.shape.local_experts);
   stats.expert_passes = status[2];
   stats.local_pairs = status[3];
-  stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) * m.weights.bytes_per_expert;
+  const bool split = !call.chunk_strategies.empty() && call.chunk_strategies.front() == to_string(MoeStrategy::split);
+  stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) *
+                       (split ? m.weights.split_bytes_per_expert : m.weights.bytes_per_expert);
   return stats;
 }
 
@@ -187,12 +192,20 @@ std::int64_t MoeLayer::intermediate() const { return impl_->shape.intermediate; 
 int MoeLayer::top_k() const { return impl_->shape.top_k; }
 std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
-std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
+std::uint64_t MoeLayer::expert_weight_bytes() const {
+  return impl_->selection.usable.front().id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert
+                                                                  : impl_->weights.bytes_per_expert;
+}
+std::uint64_t MoeLayer::expert_weight_bytes_for(std::int64_t tokens) const {
+  const MoeStrategy id = impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id;
+  return id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert : impl_->weights.bytes_per_expert;
+}
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id);
 }
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
-  return impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).tiles.tile_m;
+  const MoeSelection::Entry& e = impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k);
+  return e.id == MoeStrategy::split ? 1 : e.tiles.tile_m;  // split: every pair streams its expert's rows itself
 }
 
 }  // namespace fp4cl

@@ -149,8 +149,11 @@ class MoeLayer {
   int top_k() const;
   std::int64_t max_tokens() const;
   const QuantScheme& scheme() const;
-  // FP4 codes + block scales of one expert (FC1 and FC2).
+  // FP4 codes + block scales of one expert (FC1 and FC2), as stored for the layer's first
+  // strategy; _for: for the strategy that serves `tokens` tokens (the split strategy stores
+  // NVFP4 scales as E4M3 bytes, the others as fp16).
   std::uint64_t expert_weight_bytes() const;
+  std::uint64_t expert_weight_bytes_for(std::int64_t tokens) const;
   // The strategy a chunk of `tokens` tokens runs with, and its tile: how many pairs of one
   // expert share each pass over the expert's weights.
   std::string strategy_for(std::int64_t tokens) const;
