@@ -36,7 +36,14 @@
 inline void split_scales(uint2 bytes, int scale_exp, float* s) {
   const uint b[8] = {bytes.x & 0xFF, (bytes.x >> 8) & 0xFF, (bytes.x >> 16) & 0xFF, bytes.x >> 24,
                      bytes.y & 0xFF, (bytes.y >> 8) & 0xFF, (bytes.y >> 16) & 0xFF, bytes.y >> 24};
-#ifdef MOE_NVFP4
+#if defined(MOE_NVFP4) && !defined(MOE_E2M1_NO_DENORM)
+  // Bits 6..0 of the E4M3 byte at bits 26..20 make the float s × 2^-120 (a subnormal E4M3 an fp32
+  // subnormal: exact where denormals are supported, which this decode path implies), the sign
+  // bit at 31; times 2^120 and 2^scale_exp, both exact. (NaN bytes are refused at load.)
+  const float up = as_float((scale_exp + 127) << 23);
+#pragma unroll
+  for (int q = 0; q < 8; ++q) s[q] = as_float(((b[q] << 20) & 0x07F00000u) | ((b[q] << 24) & 0x80000000u)) * 0x1p120f * up;
+#elif defined(MOE_NVFP4)
   const float up = as_float((scale_exp + 127) << 23);
 #pragma unroll
   for (int q = 0; q < 8; ++q) s[q] = e4m3_decode(b[q]) * up;

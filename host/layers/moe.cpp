@@ -114,7 +114,7 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   check_cl(queue.enqueueWriteBuffer(ws.status, CL_FALSE, 0, sizeof(kStatusReset), kStatusReset,
                                     wait.empty() ? nullptr : &wait, &last),
            "MoE: resetting the status words");
-  // Every later command waits for its predecessor (the queue may be out of order).
+  // Every later command runs after its predecessor: the queue is in order (Context checks it).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
     MoeStrategyKernels& k = kernels_for(chunk.tokens);

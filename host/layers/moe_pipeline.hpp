@@ -55,7 +55,7 @@ struct MoeChunk {
   MoeRoutingInput routing;
 };
 
-// Enqueues `kernel` after `last` (if any), records it, and makes it the new `last`.
+// Enqueues `kernel` (after `last`: the queue is in order), records it, and makes it the new `last`.
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
                 const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last);
 
