@@ -11,7 +11,7 @@
 #     OUT_DIR  default $OUT, else bench/gpu/out
 #   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
-# Outputs: moe.csv, linear.csv (fp4cl-bench --csv), torch.csv, devices.txt, results.md
+# Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv), torch.csv, devices.txt, results.md
 # (bench/gpu/summarize.py), build.log, ctest.log.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,6 +45,17 @@ for preset in qwen3-30b-a3b mixtral-8x7b; do
   if [ -f "$out/moe.csv" ]; then tail -n +2 "$out/moe-$preset.csv" >>"$out/moe.csv"; else cp "$out/moe-$preset.csv" "$out/moe.csv"; fi
   rm -f "$out/moe-$preset.csv"
 done
+
+if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
+  log "fp4cl MoE, every strategy (where the automatic choice switches)"
+  rm -f "$out/moe-all.csv"
+  for preset in qwen3-30b-a3b mixtral-8x7b; do
+    "$bench" moe --preset "$preset" --tokens 1,8,64 --scheme nvfp4-w4a16 --kernel all --iters 20 --warmup 2 \
+      --csv >"$out/moe-part.csv" || log "moe --kernel all $preset failed"
+    if [ -f "$out/moe-all.csv" ]; then tail -n +2 "$out/moe-part.csv" >>"$out/moe-all.csv"; else cp "$out/moe-part.csv" "$out/moe-all.csv"; fi
+    rm -f "$out/moe-part.csv"
+  done
+fi
 
 log "fp4cl linear"
 rm -f "$out/linear.csv"

@@ -56,6 +56,17 @@ def main():
         torch_tf = f"{base[2]:.2f}" if base else "-"
         print(f"| {r['shape']} | {r['scheme']} | {T} | {r['kernel']} | {us:.1f} | {float(r['weight_bytes']) / 1e6:.1f} "
               f"| {gbps / 1e9:.0f} | {100 * frac:.0f} % | {tflops:.2f} | {torch_cell} | {torch_tf} | {speed:.2f}× | {bar} |")
+    sweep = read(os.path.join(out, "moe-all.csv"))
+    if sweep:
+        print("\n### MoE strategies compared (NVFP4 W4A16, each forced; µs per call)\n")
+        kernels = sorted({r["kernel"] for r in sweep})
+        print("| model | T | " + " | ".join(kernels) + " |")
+        print("|---|---:|" + "---:|" * len(kernels))
+        cells = {}
+        for r in sweep:
+            cells.setdefault((r["shape"], int(r["tokens"])), {})[r["kernel"]] = float(r["us_median"])
+        for (shape, T), by in cells.items():
+            print(f"| {shape} | {T} | " + " | ".join(f"{by[k]:.1f}" if k in by else "-" for k in kernels) + " |")
     if linear:
         print("\n### Linear layers (fp4cl)\n")
         print("| N × K | scheme | M | kernel | µs | weights MB | GB/s | % copy BW | TFLOP/s |")
@@ -66,7 +77,7 @@ def main():
             print(f"| {r['shape']} | {r['scheme']} | {r['tokens']} | {r['kernel']} | {us:.1f} | "
                   f"{float(r['weight_bytes']) / 1e6:.1f} | {gbps / 1e9:.0f} | {100 * gbps / copy if copy else 0:.0f} % | "
                   f"{float(r['gflops']) / 1e3:.2f} |")
-    bad = [r for r in moe + linear if r.get("check", "").strip() not in ("ok", "passed", "skipped") and not r.get("check", "").startswith("ok")]
+    bad = [r for r in moe + sweep + linear if r.get("check", "").strip() not in ("ok", "passed", "skipped") and not r.get("check", "").startswith("ok")]
     if bad:
         print(f"\n{len(bad)} row(s) did not pass the reference check: " + "; ".join(
             f"{r['op']} {r['shape']} {r['scheme']} T={r['tokens']}: {r['check']}" for r in bad))
