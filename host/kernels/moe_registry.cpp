@@ -52,7 +52,13 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
 }
 
 std::int64_t default_decode_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 16 : 64; }
-std::int64_t default_split_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 0 : 512; }
+// GPUs: split while each expert gets at most ~2 pairs on average (it streams an expert once per
+// pair), and up to 512 pairs. Measured on an H100 (bench/gpu/results-h100.md, every strategy
+// forced): split is 2-20x faster at T = 1 and 8 on qwen3-30b-a3b and mixtral-8x7b, level with
+// grouped at 512 pairs over 128 experts, 1.5x slower at 128 pairs over 8 experts.
+std::int64_t default_split_max_pairs(const DeviceInfo& device, const MoeProblem& p) {
+  return device.kind == DeviceKind::cpu ? 0 : std::min<std::int64_t>(512, 2 * p.local_experts);
+}
 
 // "" when the split strategy with these tiles can serve the problem on the device, else why not.
 std::string split_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
@@ -221,7 +227,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device));
   apply(overrides, "decode_max_pairs", decode_max_pairs);
   sel.decode_max_pairs = decode_max_pairs;
-  int split_max_pairs = static_cast<int>(default_split_max_pairs(device));
+  int split_max_pairs = static_cast<int>(default_split_max_pairs(device, problem));
   apply(overrides, "split_max_pairs", split_max_pairs);
   sel.split_max_pairs = split_max_pairs;
   const auto tiles_for = [&](MoeStrategy id) {

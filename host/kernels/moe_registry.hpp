@@ -10,8 +10,8 @@
 //            no gather: route, FC1, FC2 (kernels/moe_split.cl, its own weight layout).
 //
 // FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
-// of T tokens runs `split` when T·k <= split_max_pairs (GPU devices only: CPUs never build it
-// unless it is forced or split_max_pairs is set), else `decode` when T·k <= decode_max_pairs,
+// of T tokens runs `split` when T·k <= split_max_pairs (GPU devices only, by default
+// min(512, 2·E_local): CPUs never build it unless it is forced or split_max_pairs is set), else `decode` when T·k <= decode_max_pairs,
 // else `grouped`.
 // FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
 // overrides the defaults of the layout, the tiles and the crossovers (for tuning; an unknown key
