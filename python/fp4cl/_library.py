@@ -4,7 +4,10 @@ The shared library is looked up, in order:
   1. the environment variable FP4CL_LIBRARY (a path to libfp4cl.so: the build tree's in tests);
   2. lib/ and lib64/ next to the installed package's prefix (cmake --install --prefix P puts the
      library in P/lib and this package in P/lib/python3/site-packages or wherever you copy it);
-  3. the dynamic loader's search path (ldconfig, LD_LIBRARY_PATH) as "libfp4cl.so.0" / "libfp4cl.so".
+  3. the dynamic loader's search path (ldconfig, LD_LIBRARY_PATH) as "libfp4cl.so.0.1" (the
+     SONAME of this C API version) / "libfp4cl.so".
+Before 1.0 a minor release may change the ABI (the SONAME carries major.minor), so the library's
+major.minor must be the binding's; from 1.0 on, the same major and a minor not below it.
 """
 
 import ctypes
@@ -14,6 +17,7 @@ import threading
 # The C API version this binding was written against (FP4CL_VERSION_MAJOR / _MINOR of fp4cl.h).
 API_MAJOR = 0
 API_MINOR = 1
+_SONAME = f"libfp4cl.so.{API_MAJOR}.{API_MINOR}"
 
 _c_status = ctypes.c_int  # fp4cl_status (a C enum: int)
 
@@ -124,11 +128,11 @@ def _candidates():
     for _ in range(5):
         probe = os.path.dirname(probe)
         for sub in ("lib", "lib64"):
-            for name in ("libfp4cl.so.0", "libfp4cl.so"):
+            for name in (_SONAME, "libfp4cl.so"):
                 path = os.path.join(probe, sub, name)
                 if os.path.exists(path):
                     found.append(path)
-    return found + ["libfp4cl.so.0", "libfp4cl.so"], False
+    return found + [_SONAME, "libfp4cl.so"], False
 
 
 def _declare(lib):
@@ -163,10 +167,10 @@ def library():
                     f"{path} is not a libfp4cl with the C API this binding needs ({e})") from None
             version = lib.fp4cl_version()
             major, minor = version // 10000, version // 100 % 100
-            if major != API_MAJOR or minor < API_MINOR:
+            if major != API_MAJOR or (minor != API_MINOR if major == 0 else minor < API_MINOR):
                 raise LibraryNotFoundError(
                     f"{path} is libfp4cl {lib.fp4cl_version_string().decode()}; this binding needs "
-                    f"{API_MAJOR}.{API_MINOR} or a later {API_MAJOR}.x")
+                    f"{API_MAJOR}.{API_MINOR}" + ("" if API_MAJOR == 0 else f" or a later {API_MAJOR}.x"))
             _lib = lib
             return lib
         hint = ("FP4CL_LIBRARY is set: it must name a loadable libfp4cl.so" if from_env else

@@ -13,13 +13,13 @@ Rounding points it models (FP4.md §3, §4, §6):
 Every result comes with a rigorous bound on how far a conforming fp32 implementation may land:
 dot products of n exact terms summed in any order (γ(n+4)·Σ|terms|, γ(n) = n·u/(1 - n·u),
 u = 2^-24), silu in fp32 (16 u + the propagated error of its input), and where the BF16 rounding of
-a SwiGLU output may go either way, both roundings are carried on (W4A4: every variant of the block
-re-quantized). `accepts()` checks a device output against value ± bound.
+a SwiGLU output may go either way, both roundings are carried on (W4A4: every block scale those
+roundings can lead to, and every element's quantization under each). `accepts()` checks a device
+output against value ± bound.
 """
 
 import glob
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -111,21 +111,9 @@ def round_to_bf16(v):
 ONE_SIXTH = np.float32(1.0 / 6.0)
 
 
-def quantize_nvfp4(x, gs):
-    """Rows of BF16-valued float32 x [m, k], quant-direction global scale gs (fp32).
-    Returns (codes [m, k] uint8, scale bytes [m, k/16] uint8)."""
-    x = np.asarray(x, dtype=np.float32)
-    m, k = x.shape
-    blocks = x.reshape(m, k // 16, 16)
-    gs = np.float32(gs)
-    amax = np.max(np.abs(blocks), axis=2)
-    sf = e4m3_encode(gs * (amax * ONE_SIXTH))
-    sff = e4m3_decode(sf).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        mult = np.where(sff == 0, np.float32(0), np.float32(1) / (sff * (np.float32(1) / gs))).astype(np.float32)
-    codes = e2m1_encode(np.clip(blocks * mult[:, :, None], np.float32(-6), np.float32(6)))
-    # The sign of a zero product is the input's (e2m1_encode takes it from x·mult, same sign).
-    return codes.reshape(m, k), sf
+def nvfp4_scale_byte(amax, gs):
+    """Step 2 of the NVFP4 recipe: the E4M3 byte of gs × (amax × fp32(1/6)), all in fp32."""
+    return e4m3_encode(np.float32(gs) * (np.asarray(amax, dtype=np.float32) * ONE_SIXTH))
 
 
 def mxfp4_scale_byte(amax):
@@ -139,26 +127,53 @@ def mxfp4_scale_byte(amax):
     return np.where(amax > 0, e + 127, 0).astype(np.uint8)
 
 
-def quantize_mxfp4(x):
+def scale_byte(amax, fmt, gs):
+    return nvfp4_scale_byte(amax, gs) if fmt == "nvfp4" else mxfp4_scale_byte(amax)
+
+
+def quantize_with_scale(x, sb, fmt, gs):
+    """Codes of float32 values x [..., block] whose block has scale byte sb [...] (steps 3-4)."""
     x = np.asarray(x, dtype=np.float32)
+    sb = np.asarray(sb, dtype=np.uint8)
+    if fmt == "nvfp4":
+        gs = np.float32(gs)
+        sff = e4m3_decode(sb).astype(np.float32)
+        with np.errstate(divide="ignore"):
+            mult = np.where(sff == 0, np.float32(0), np.float32(1) / (sff * (np.float32(1) / gs))).astype(np.float32)
+        return e2m1_encode(np.clip(x * mult[..., None], np.float32(-6), np.float32(6)))
+    mult = np.ldexp(np.float32(1), 127 - sb.astype(np.int32)).astype(np.float32)  # 2^-(E-127), exact
+    return e2m1_encode(x * mult[..., None])
+
+
+def scale_value(sb, fmt):
+    return e4m3_decode(sb) if fmt == "nvfp4" else e8m0_decode(sb)
+
+
+def quantize_blocks(x, fmt, gs):
+    """Rows of BF16-valued float32 x [m, k] with the recipe. Returns (codes [m, k], scale bytes
+    [m, k/block]); gs (quant direction) is used by NVFP4 only."""
+    x = np.asarray(x, dtype=np.float32)
+    block = 16 if fmt == "nvfp4" else 32
     m, k = x.shape
-    blocks = x.reshape(m, k // 32, 32)
-    sb = mxfp4_scale_byte(np.max(np.abs(blocks), axis=2))
-    mult = np.ldexp(np.float32(1), 127 - sb.astype(np.int32)).astype(np.float32)  # 2^-(E-127)
-    codes = e2m1_encode(blocks * mult[:, :, None])
-    return codes.reshape(m, k), sb
+    blocks = x.reshape(m, k // block, block)
+    sb = scale_byte(np.max(np.abs(blocks), axis=2), fmt, gs)
+    return quantize_with_scale(blocks, sb, fmt, gs).reshape(m, k), sb
+
+
+def quantize_nvfp4(x, gs):
+    return quantize_blocks(x, "nvfp4", gs)
+
+
+def quantize_mxfp4(x):
+    return quantize_blocks(x, "mxfp4", 1.0)
 
 
 def quantized_activations(x, fmt, gs):
     """float64 [m, k]: the activation values a W4A4 layer multiplies (e2m1 × block scale, without
     the global scale)."""
-    if fmt == "nvfp4":
-        codes, sf = quantize_nvfp4(x, gs)
-        scale, block = e4m3_decode(sf), 16
-    else:
-        codes, sf = quantize_mxfp4(x)
-        scale, block = e8m0_decode(sf), 32
-    return e2m1_decode(codes) * np.repeat(scale, block, axis=1)
+    codes, sb = quantize_blocks(x, fmt, gs)
+    block = 16 if fmt == "nvfp4" else 32
+    return e2m1_decode(codes) * np.repeat(scale_value(sb, fmt), block, axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,6 +393,30 @@ class _Expert:
         """W4A4: dequantized FC2 inputs (without global scale) of BF16-valued rows [r, I]."""
         return quantized_activations(np.asarray(a_rows, dtype=np.float32), self.fmt, np.float32(1))
 
+    def _fc2_deviation(self, a, lo, hi, ambiguous, fc2_in, stats):
+        """W4A4: for each FC2 input element, the largest difference between what the device may
+        have quantized (from any BF16 rounding of the SwiGLU outputs it may have made) and
+        fc2_in. A block's possible amax is one of its elements' candidate magnitudes at or above
+        the smallest possible amax, so its scale byte is one of theirs; with the byte fixed every
+        element quantizes on its own. Taking every (byte, candidate) pair covers every variant."""
+        B, fmt = self.block, self.fmt
+        dev = np.zeros_like(a)
+        T, I = a.shape
+        for t, b in zip(*np.nonzero(ambiguous.reshape(T, I // B, B).any(axis=2))):
+            sl = slice(b * B, (b + 1) * B)
+            cands = [_bf16_neighbours(l, h) for l, h in zip(lo[t, sl], hi[t, sl])]
+            amax_lo = max(0.0 if c[0] <= 0 <= c[-1] else min(abs(c[0]), abs(c[-1])) for c in cands)
+            amaxes = sorted({abs(v) for c in cands for v in c if abs(v) >= amax_lo})
+            scale_bytes = np.unique(scale_byte(np.array(amaxes, np.float32), fmt, np.float32(1)))
+            stats["fc2_blocks_ambiguous"] = stats.get("fc2_blocks_ambiguous", 0) + 1
+            stats["fc2_block_scales_max"] = max(stats.get("fc2_block_scales_max", 0), len(scale_bytes))
+            for i, c in enumerate(cands):
+                values = np.array(c, np.float32)[None, :].repeat(len(scale_bytes), axis=0)  # [S, n]
+                codes = quantize_with_scale(values, scale_bytes, fmt, np.float32(1))
+                deq = e2m1_decode(codes) * scale_value(scale_bytes, fmt)[:, None]
+                dev[t, b * B + i] = np.max(np.abs(deq - fc2_in[t, b * B + i]))
+        return dev
+
     def forward(self, x, stats):
         """x float32 [T, H] (BF16 values) → (y float64 [T, H], bound [T, H])."""
         nv = self.fmt == "nvfp4"
@@ -409,23 +448,7 @@ class _Expert:
             dev = np.maximum(np.abs(lo - a), np.abs(hi - a))
         else:
             fc2_in = self.quantize_fc2(a)
-            dev = np.zeros_like(a)
-            I, B = a.shape[1], self.block
-            for t, b0 in zip(*np.nonzero(ambiguous.reshape(a.shape[0], I // B, B).any(axis=2))):
-                sl = slice(b0 * B, (b0 + 1) * B)
-                cands = [_bf16_neighbours(l, h) for l, h in zip(lo[t, sl], hi[t, sl])]
-                n_var = math.prod(len(c) for c in cands)
-                if n_var <= 4096:
-                    stats["fc2_blocks_enumerated"] = stats.get("fc2_blocks_enumerated", 0) + 1
-                    grids = np.meshgrid(*cands, indexing="ij")
-                    variants = np.stack([gr.reshape(-1) for gr in grids], axis=1)
-                    deq = self.quantize_fc2(variants)  # every rounding the device may have made
-                    dev[t, sl] = np.max(np.abs(deq - fc2_in[t, sl]), axis=0)
-                else:  # coarse: one FP4 step at the largest possible block scale
-                    stats["fc2_blocks_coarse"] = stats.get("fc2_blocks_coarse", 0) + 1
-                    amax = max(max(abs(c[0]), abs(c[-1])) for c in cands)
-                    spread = np.maximum(np.abs(lo[t, sl] - a[t, sl]), np.abs(hi[t, sl] - a[t, sl]))
-                    dev[t, sl] = np.abs(fc2_in[t, sl] - a[t, sl]) + spread + amax / 3.0 + 2.0**-9
+            dev = self._fc2_deviation(a, lo, hi, ambiguous, fc2_in, stats)
 
         fac = float(self.gs_down) if nv else 1.0
         I = a.shape[1]

@@ -77,5 +77,5 @@ def test_linear_layers_by_index(fp4cl, context, checkpoints):
         for info in linears:
             w = reference.weight(info.name)
             with model.linear(info.index, max_tokens=4) as layer:
-                x = inputs(layer.k, rows=3, seed=info.index)
+                x = inputs(layer.k, rows=4, seed=info.index)
                 check(ref.linear(w, x.view(np.uint16)), layer.run(x), info.name)
