@@ -98,3 +98,15 @@ def test_moe_batch_larger_than_max_tokens_runs_in_chunks(fp4cl, context, checkpo
         assert moe.max_tokens == 4
         y = moe.run(x, ids, weights)
     check(reference.run(x.view(np.uint16), ids, weights), y, "11 tokens, max_tokens 4")
+
+
+def test_moe_one_token_as_1d_arrays(fp4cl, context, checkpoints):
+    # Compared with the same token as a [1, H] batch: a batch of another size may run another
+    # kernel strategy, which sums in another order (equal within the bound, not bit for bit).
+    path = checkpoints.get("nvfp4a16", "modelopt")
+    x, ids, weights, logits = inputs(MODEL["hidden"], seed=12)
+    with context.open(path) as model, model.moe(MOE_PREFIX, output="fp32") as moe:
+        one = moe.run(x[4], ids[4], weights[4])
+        assert one.shape == (moe.hidden,) and np.array_equal(one, moe.run(x[4:5], ids[4:5], weights[4:5])[0])
+        one = moe.run_logits(x[4], logits[4])
+        assert one.shape == (moe.hidden,) and np.array_equal(one, moe.run_logits(x[4:5], logits[4:5])[0])
