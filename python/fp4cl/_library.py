@@ -2,8 +2,9 @@
 
 The shared library is looked up, in order:
   1. the environment variable FP4CL_LIBRARY (a path to libfp4cl.so: the build tree's in tests);
-  2. lib/ and lib64/ next to the installed package's prefix (cmake --install --prefix P puts the
-     library in P/lib and this package in P/lib/python3/site-packages or wherever you copy it);
+  2. the install prefix the package sits in: `cmake --install --prefix P` puts the library in
+     P/<libdir> and this package in P/<libdir>/python3/site-packages/fp4cl, so each folder above the
+     package (and its lib/, lib64/) is searched;
   3. the dynamic loader's search path (ldconfig, LD_LIBRARY_PATH) as "libfp4cl.so.0.1" (the
      SONAME of this C API version) / "libfp4cl.so".
 Before 1.0 a minor release may change the ABI (the SONAME carries major.minor), so the library's
@@ -123,14 +124,14 @@ def _candidates():
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
     found = []
-    # <prefix>/lib/python3.X/site-packages/fp4cl → <prefix>/lib; <prefix>/lib/python3/... alike.
+    # <libdir>/python3/site-packages/fp4cl → <libdir>; a copy elsewhere under a prefix → <prefix>/lib.
     probe = here
     for _ in range(5):
         probe = os.path.dirname(probe)
-        for sub in ("lib", "lib64"):
+        for sub in ("", "lib", "lib64"):
             for name in (_SONAME, "libfp4cl.so"):
                 path = os.path.join(probe, sub, name)
-                if os.path.exists(path):
+                if os.path.exists(path) and path not in found:
                     found.append(path)
     return found + [_SONAME, "libfp4cl.so"], False
 

@@ -2,6 +2,7 @@
 package, else the loader's path; and what it says when it cannot. Each case runs in a fresh
 interpreter (a process loads the library once)."""
 
+import glob
 import os
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import HERE
+from conftest import HERE, LINEAR
 
 SOURCE_PACKAGE = os.path.join(HERE, "..", "..", "python", "fp4cl")
 
@@ -37,6 +38,30 @@ def test_installed_prefix_is_found_without_environment(tmp_path):
     assert r.returncode == 0, r.stderr
     path, version = r.stdout.split()
     assert path == str(tmp_path / "lib" / "libfp4cl.so.0.1") and version.startswith("0.1.")
+
+
+def test_cmake_install_of_library_and_binding(tmp_path, checkpoints):
+    # cmake --install of the build tree: the package, found on PYTHONPATH, loads the installed
+    # libfp4cl.so beside it and runs a layer, with no FP4CL_LIBRARY.
+    build = os.environ.get("FP4CL_BUILD_DIR")
+    if not build:
+        pytest.skip("FP4CL_BUILD_DIR is not set (ctest sets it to the build tree)")
+    r = subprocess.run(["cmake", "--install", build, "--prefix", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sites = [os.path.dirname(p) for p in glob.glob(str(tmp_path / "**" / "site-packages" / "fp4cl"), recursive=True)]
+    assert len(sites) == 1, sites
+    code = ("import sys, fp4cl, numpy as np, ml_dtypes\n"
+            "with fp4cl.Model(sys.argv[1]) as m, m.linear(sys.argv[2]) as l:\n"
+            "    y = l.run(np.ones((2, l.k), ml_dtypes.bfloat16))\n"
+            "    print(fp4cl.library_path(), y.shape, bool(y.astype(np.float32).any()))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("FP4CL_LIBRARY", "PYTHONPATH")}
+    env["PYTHONPATH"] = sites[0]
+    r = subprocess.run([sys.executable, "-c", code, checkpoints.get("mxfp4", "compressed-tensors"), LINEAR],
+                       env=env, capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stdout + r.stderr
+    path, shape = r.stdout.split(" ", 1)
+    assert path.startswith(str(tmp_path)) and os.path.basename(path) == "libfp4cl.so.0.1", r.stdout
+    assert shape.strip().endswith("True"), r.stdout
 
 
 def test_environment_variable_wins(tmp_path):
