@@ -71,9 +71,11 @@ class Model(Handle):
         super().__init__(out)
 
     def close(self):
+        """Releases the model (layers made from it stay usable) and the context it made itself."""
         super().close()
-        if getattr(self, "_own_context", False):
-            self.context.close()
+        context = getattr(self, "context", None)
+        if getattr(self, "_own_context", False) and context is not None:
+            context.close()
 
     @property
     def layers(self):
