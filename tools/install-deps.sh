@@ -18,10 +18,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Interop tests compare with implementations no one here wrote (numpy, ml_dtypes, safetensors).
+# Interop tests compare with implementations no one here wrote (numpy, ml_dtypes, safetensors);
+# pytest runs the Python binding's tests.
 py=${PYTHON:-python3}
-if ! "$py" -c 'import numpy, ml_dtypes, safetensors' 2>/dev/null; then
-  echo "fp4cl: installing PyPI packages: numpy ml_dtypes safetensors" >&2
-  "$py" -m pip install -q numpy ml_dtypes safetensors 2>/dev/null ||
-    "$py" -m pip install -q --break-system-packages numpy ml_dtypes safetensors
+if ! "$py" -c 'import numpy, ml_dtypes, safetensors, pytest' 2>/dev/null; then
+  echo "fp4cl: installing PyPI packages: numpy ml_dtypes safetensors pytest" >&2
+  "$py" -m pip install -q numpy ml_dtypes safetensors pytest 2>/dev/null ||
+    "$py" -m pip install -q --break-system-packages numpy ml_dtypes safetensors pytest
 fi
