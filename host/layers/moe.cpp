@@ -90,6 +90,25 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   return MoeLayer(std::move(impl));
 }
 
+MoeLayer MoeLayer::with_context(const Context& ctx) const {
+  const Impl& from = *impl_;
+  if (ctx.opencl_context()() != from.ctx.opencl_context()() || ctx.device()() != from.ctx.device()())
+    fail("MoeLayer::with_context: the context is on another OpenCL context or device than the layer's weights "
+         "(use Context::with_new_queue() of the layer's context, or create a layer there)");
+  auto impl = std::make_shared<Impl>(ctx);
+  impl->config = from.config;
+  impl->shape = from.shape;
+  impl->selection = from.selection;
+  impl->weights = from.weights;  // the same device buffers: read-only after creation
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens);
+  impl->router = std::make_unique<MoeRouter>(ctx);
+  const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
+  const MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
+  for (const auto& entry : impl->selection.usable)
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
+  return MoeLayer(std::move(impl));
+}
+
 MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std::int64_t tokens,
                                 const std::vector<cl::Event>& wait, const MoeRoutingInput& routing) {
   if (tokens < 0) fail("MoE: tokens = {} is negative", tokens);

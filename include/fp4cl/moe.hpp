@@ -110,6 +110,8 @@ struct MoeStats {
   std::uint64_t weight_bytes = 0;   // FP4 codes + block scales streamed: expert_passes × per expert
 };
 
+// Thread safety: a MoeLayer holds one call's state (workspace, kernel arguments), so one thread
+// uses it at a time; other threads use layers of their own (with_context()).
 class MoeLayer {
  public:
   // Validates the experts and the configuration (clear errors naming the tensor or field),
@@ -125,6 +127,13 @@ class MoeLayer {
                                   const MoeConfig& config);
   static MoeLayer from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view layer,
                                   const MoeConfig& config, const MoeLoadOptions& load);
+
+  // A layer on `ctx` that shares this layer's prepared weights on the device (read-only after
+  // creation) and has a workspace and kernel objects of its own, so that the two may run at the
+  // same time from different threads. `ctx` must be on this layer's OpenCL context (typically
+  // Context::with_new_queue() of it); throws fp4cl::Error otherwise. Same configuration, same
+  // kernels: the same inputs give the same bits on either.
+  MoeLayer with_context(const Context& ctx) const;
 
   // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on.
   MoeCall enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
