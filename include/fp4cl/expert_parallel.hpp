@@ -20,6 +20,9 @@
 // are within the scalar reference's bound (host/reference/moe_reference.hpp: the top-k sum is
 // bounded for any order of its k additions).
 //
+// The shards run MoeLayers with `config`: MoeConfig::batch_invariant makes a token's partial
+// independent of the other tokens of the batch (docs/expert-parallel.md, "Bits across patterns").
+//
 // Routing from router logits is computed by every shard on its own device with the same kernel
 // (softmax over all global experts, top-k); devices of one kind agree bit for bit. On devices of
 // different kinds the fp32 softmax weights may differ in their last bit between shards, within the

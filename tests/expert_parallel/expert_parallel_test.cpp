@@ -203,6 +203,76 @@ TEST(ExpertParallelMaps, RoundRobinOverThreeShardsWithLogits) {
   EXPECT_EQ(empty.local_pairs, 0);
 }
 
+template <typename T>
+cl::Buffer upload_to(const Context& ctx, const std::vector<T>& v) {
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, std::max<std::size_t>(4, v.size() * sizeof(T)));
+  if (!v.empty()) ctx.queue().enqueueWriteBuffer(b, CL_TRUE, 0, v.size() * sizeof(T), v.data());
+  return b;
+}
+
+// The all-to-all pattern of docs/expert-parallel.md, simulated with the shards' own layers: each
+// shard gets only the tokens that have a slot on it (rows unchanged), in the order they arrive
+// from two source ranks, and the owner adds the partials it gets back in shard order. With
+// batch_invariant and a forced strategy a token's partial does not depend on the batch it travels
+// in, so this gives the very bits of ExpertParallelMoe. (Measured on PoCL: without
+// batch_invariant the arrival order changes the grouped tiles and 1 of the 1472 values differs.)
+TEST(ExpertParallelMaps, AllToAllDispatchGivesTheBitsOfTheInProcessLayer) {
+  const std::vector<Context>& devices = shard_contexts(ShardDevices::separate_contexts, 2);
+  const std::int64_t T = 23, E = 8, H = 64, I = 64;
+  const int k = 2;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::generic, 351});
+  const auto x = make_activations(T, H, Data::generic, 352);
+  const auto ids = make_ids(T, k, E, 353);
+  const auto w = make_weights(T, k, 354);
+  MoeConfig cfg;
+  cfg.scheme = {WeightFormat::nvfp4, Activations::fp4_dynamic};
+  cfg.top_k = k;
+  cfg.output = MoeOutput::fp32;
+  cfg.kernel = "grouped";
+  cfg.batch_invariant = true;
+  ExpertParallelMoe ep = ExpertParallelMoe::create(devices, ex, cfg);
+  std::vector<float> expected;
+  ep.forward_topk(x, ids, w, T, expected);
+
+  std::vector<float> y(static_cast<std::size_t>(T * H), 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    const auto& map = ep.expert_map(r);
+    std::vector<std::int64_t> sent;  // dispatch: the tokens with a slot on shard r, in order
+    std::vector<std::uint16_t> xr;
+    std::vector<std::int32_t> ir;
+    std::vector<float> wr;
+    // Two source ranks own the even and the odd tokens; shard r receives source 0's tokens, then
+    // source 1's: another order than the in-process layer's, so other pairs share each tile.
+    std::vector<std::int64_t> arrival;
+    for (std::int64_t t = 0; t < T; t += 2) arrival.push_back(t);
+    for (std::int64_t t = 1; t < T; t += 2) arrival.push_back(t);
+    for (std::int64_t t : arrival) {
+      bool mine = false;
+      for (int j = 0; j < k; ++j) mine = mine || map[static_cast<std::size_t>(ids[static_cast<std::size_t>(t * k + j)])] >= 0;
+      if (!mine) continue;
+      sent.push_back(t);
+      xr.insert(xr.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
+      ir.insert(ir.end(), ids.begin() + t * k, ids.begin() + (t + 1) * k);
+      wr.insert(wr.end(), w.begin() + t * k, w.begin() + (t + 1) * k);
+    }
+    ASSERT_GT(sent.size(), 0u);
+    ASSERT_LT(sent.size(), static_cast<std::size_t>(T));  // a real subset: other batch, other tiles
+    const Context& ctx = devices[static_cast<std::size_t>(r)];
+    const auto n = sent.size() * static_cast<std::size_t>(H);
+    const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, n * 4);
+    ep.shard(r).forward_topk(upload_to(ctx, xr), upload_to(ctx, ir), upload_to(ctx, wr), out,
+                             static_cast<std::int64_t>(sent.size()));
+    std::vector<float> partial(n);
+    ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, n * 4, partial.data());
+    // combine: the owner adds what comes back, in shard order
+    for (std::size_t i = 0; i < sent.size(); ++i)
+      for (std::int64_t h = 0; h < H; ++h)
+        y[static_cast<std::size_t>(sent[i] * H + h)] += partial[i * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)];
+  }
+  ASSERT_EQ(y.size(), expected.size());
+  EXPECT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4));
+}
+
 // An invalid id is reported once every shard has finished; the layer stays usable.
 TEST(ExpertParallelErrors, InvalidIdIsReportedAndTheLayerStaysUsable) {
   const std::vector<Context>& devices = shard_contexts(ShardDevices::separate_contexts, 2);
