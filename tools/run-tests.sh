@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-stages=${FP4CL_TEST_STAGES:-release asan}
+stages=${FP4CL_TEST_STAGES:-release asan fuzz}
 jobs=${FP4CL_JOBS:-$(nproc)}
 fuzz_seconds=${FP4CL_FUZZ_SECONDS:-60}
 
