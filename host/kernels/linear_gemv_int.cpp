@@ -1,4 +1,5 @@
 // Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
+#include "cl/opencl_calls.hpp"
 // weight rows per work-item; block sums of E2M1 products as exact int16 sums). Its weights are the
 // lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales.
 #include <fmt/format.h>
@@ -86,9 +87,8 @@ class GemvIntKernel final : public LinearKernel {
     const auto groups = static_cast<std::size_t>(weights_->info.groups);
     const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(run, cl::NullRange,
-                                              cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                              cl::NDRange(local, 1), &pass, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
+                                    cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_int ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
     if (call.events) {
       call.events->push_back(pass.front());

@@ -1,4 +1,5 @@
 // Strategy "gemv_lanes": kernels/linear_gemv_lanes.cl, 8 weight rows per work-item as vector lanes
+#include "cl/opencl_calls.hpp"
 // (decode on CPUs). Its weights are the "lanes" layout (prepare/fp4_lanes_layout.hpp); the
 // activations come from the same pre-pass as the rows kernels'.
 #include <fmt/format.h>
@@ -82,9 +83,8 @@ class GemvLanesKernel final : public LinearKernel {
     const auto groups = static_cast<std::size_t>(weights_->info.groups);
     const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(run, cl::NullRange,
-                                              cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                              cl::NDRange(local, 1), &pass, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
+                                    cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_lanes ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
     if (call.events) {
       call.events->push_back(pass.front());

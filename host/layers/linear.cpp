@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "cl/opencl_calls.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "layers/linear_plan.hpp"
 #include "prepare/fp4_weight_checks.hpp"
@@ -26,11 +27,8 @@ std::size_t buffer_size(const cl::Buffer& b, const char* what) {
   return size;
 }
 
-cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, void* host, const char* what) {
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1), host, &err);
-  check_cl(err, "Linear: allocating {} ({} bytes)", what, bytes);
-  return b;
+cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, const void* host, const char* what) {
+  return allocate_buffer(ctx, flags, bytes, host, fmt::format("Linear: {}", what));
 }
 
 }  // namespace
@@ -105,13 +103,13 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
     }
     s->steps.push_back({step.last_tokens, kernel, step.kernel, step.origin});
   }
-  if (workspace > ctx.info().max_alloc_bytes)
+  if (workspace > max_alloc_bytes(ctx))
     fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
-         workspace, ctx.info().name, ctx.info().max_alloc_bytes);
+         workspace, ctx.info().name, max_alloc_bytes(ctx));
   s->workspace = make_buffer(ctx, CL_MEM_READ_WRITE, workspace, nullptr, "the linear workspace");
   if (config.has_bias)
     s->bias = make_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, options.bias.size() * sizeof(float),
-                          const_cast<float*>(options.bias.data()), "the bias");
+                          options.bias.data(), "the bias");
   Linear layer(std::move(s));
   log::info("{}", layer.describe());
   return layer;
@@ -141,7 +139,7 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
   s.events.clear();
   cl::Event done;
   if (m == 0) {
-    check_cl(s.ctx.queue().enqueueMarkerWithWaitList(&after, &done), "Linear: enqueueing the marker of a 0-token call");
+    check_cl(opencl::enqueue_marker(s.ctx.queue(), &after, &done), "Linear: enqueueing the marker of a 0-token call");
     s.events.push_back(done);
     return done;
   }
@@ -177,11 +175,11 @@ void run_on_host(Linear& layer, const Context& ctx, cl::Buffer& host_x, cl::Buff
                          nullptr, "the staging output");
   }
   cl::Event written;
-  check_cl(ctx.queue().enqueueWriteBuffer(host_x, CL_FALSE, 0, x.size() * 2, x.data(), nullptr, &written),
+  check_cl(opencl::enqueue_write(ctx.queue(), host_x, false, 0, x.size() * 2, x.data(), nullptr, &written),
            "Linear::run: copying x to the device");
   const cl::Event done = layer.enqueue(host_x, host_y, m, {written});
   const std::vector<cl::Event> after{done};
-  check_cl(ctx.queue().enqueueReadBuffer(host_y, CL_TRUE, 0, y.size() * sizeof(Out), y.data(), &after),
+  check_cl(opencl::enqueue_read(ctx.queue(), host_y, true, 0, y.size() * sizeof(Out), y.data(), &after, nullptr),
            "Linear::run: copying y from the device");
 }
 

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cl/opencl_calls.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
 #include "layers/moe_expert_map.hpp"
@@ -108,8 +109,8 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   }
   const cl::CommandQueue& queue = ctx.queue();
   cl::Event last;
-  check_cl(queue.enqueueWriteBuffer(ws.status, CL_FALSE, 0, sizeof(kStatusReset), kStatusReset,
-                                    wait.empty() ? nullptr : &wait, &last),
+  check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
+                                 wait.empty() ? nullptr : &wait, &last),
            "MoE: resetting the status words");
   // Every later command waits for its predecessor (the queue may be out of order).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
@@ -148,13 +149,14 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
   if (call.tokens == 0) return stats;
   cl_int status[4] = {0, 0, 0, 0};
   const std::vector<cl::Event> wait{call.done};
-  check_cl(m.ctx.queue().enqueueReadBuffer(m.ws.status, CL_TRUE, 0, sizeof(status), status, &wait),
+  check_cl(opencl::enqueue_read(m.ctx.queue(), m.ws.status, true, 0, sizeof(status), status, &wait, nullptr),
            "MoE: reading the status words");
   const int k = m.shape.top_k;
   if (status[0] != INT_MAX) {
     cl_int id = 0;
     if (call.topk_ids()) {
-      check_cl(m.ctx.queue().enqueueReadBuffer(call.topk_ids, CL_TRUE, static_cast<std::size_t>(status[0]) * 4, 4, &id),
+      check_cl(opencl::enqueue_read(m.ctx.queue(), call.topk_ids, true, static_cast<std::size_t>(status[0]) * 4, 4, &id,
+                                    nullptr, nullptr),
                "MoE: reading the invalid topk id");
     }
     fail("MoE: topk_ids[{}, {}] = {} is outside [0, {}) (the number of global experts); the slot was skipped and "

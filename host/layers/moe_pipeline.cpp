@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cl/opencl_calls.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -20,11 +21,8 @@ void set_args(cl::Kernel& kernel, const char* name, const Args&... args) {
 cl_int as_int(std::int64_t v) { return static_cast<cl_int>(v); }
 
 cl::Buffer device_buffer(const Context& ctx, const char* what, std::int64_t bytes) {
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)),
-               nullptr, &err);
-  check_cl(err, "MoE: allocating the workspace buffer {} ({} bytes)", what, bytes);
-  return b;
+  return allocate_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)), nullptr,
+                         fmt::format("MoE: the workspace buffer {}", what));
 }
 
 }  // namespace
@@ -38,7 +36,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
                                     std::int64_t max_tokens) {
   const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(),
                                    [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
-  const auto max_alloc = static_cast<std::int64_t>(ctx.info().max_alloc_bytes);
+  const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
   MoeWorkspace ws;
@@ -70,7 +68,7 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
   std::vector<cl::Event> wait;
   if (last()) wait.push_back(last);
   cl::Event event;
-  check_cl(queue.enqueueNDRangeKernel(kernel, cl::NullRange, global, local, wait.empty() ? nullptr : &wait, &event),
+  check_cl(opencl::enqueue_kernel(queue, kernel, global, local, wait.empty() ? nullptr : &wait, &event),
            "enqueueing the MoE kernel {}", name);
   launches.push_back({name, event});
   last = event;
