@@ -1,9 +1,9 @@
 // Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
-#include "cl/opencl_calls.hpp"
 // weight rows per work-item; block sums of E2M1 products as exact int16 sums). Its weights are the
 // lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales.
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
@@ -77,6 +77,8 @@ class GemvIntKernel final : public LinearKernel {
 
   void apply(const Context& ctx, const LinearCall& call) override {
     std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+    if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace, "the activation codes");
     set_arg(3, *call.y, "the output");
     set_arg(4, *call.bias, "the bias");
@@ -90,10 +92,7 @@ class GemvIntKernel final : public LinearKernel {
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
                                     cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_int ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
-    if (call.events) {
-      call.events->push_back(pass.front());
-      call.events->push_back(event);
-    }
+    if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }

@@ -1,9 +1,9 @@
 // Strategy "gemv_lanes": kernels/linear_gemv_lanes.cl, 8 weight rows per work-item as vector lanes
-#include "cl/opencl_calls.hpp"
 // (decode on CPUs). Its weights are the "lanes" layout (prepare/fp4_lanes_layout.hpp); the
 // activations come from the same pre-pass as the rows kernels'.
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
@@ -73,6 +73,8 @@ class GemvLanesKernel final : public LinearKernel {
 
   void apply(const Context& ctx, const LinearCall& call) override {
     std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+    if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace, "the split activations");
     set_arg(3, *call.y, "the output");
     set_arg(4, *call.bias, "the bias");
@@ -86,10 +88,7 @@ class GemvLanesKernel final : public LinearKernel {
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
                                     cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_lanes ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
-    if (call.events) {
-      call.events->push_back(pass.front());
-      call.events->push_back(event);
-    }
+    if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }

@@ -40,6 +40,9 @@ struct MoeLayer::Impl {
   MoeWorkspace ws;
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
+  // The layer's last enqueued command, kept across failed calls: the next call waits for it
+  // (calls share the workspace).
+  cl::Event last;
 
   explicit Impl(const Context& c) : ctx(c) {}
 
@@ -108,10 +111,14 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
     check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
   }
   const cl::CommandQueue& queue = ctx.queue();
-  cl::Event last;
+  std::vector<cl::Event> after = wait;
+  if (last()) after.push_back(last);
+  // `last` always holds the latest command that reached the queue, also when a later one fails.
+  cl::Event reset;
   check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
-                                 wait.empty() ? nullptr : &wait, &last),
+                                 after.empty() ? nullptr : &after, &reset),
            "MoE: resetting the status words");
+  last = reset;
   // Every later command waits for its predecessor (the queue may be out of order).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
