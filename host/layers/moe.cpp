@@ -69,6 +69,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
+  if (config.max_tokens > INT_MAX / config.top_k)
+    fail("MoE: max_tokens = {} × top_k = {} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
+         "chunks of max_tokens anyway",
+         config.max_tokens, config.top_k);
 
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;

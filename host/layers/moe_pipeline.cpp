@@ -48,6 +48,13 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   for (const auto& e : selection.usable)
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden + 4 * P * shape.intermediate +
+                             (grouped ? 4 * P * shape.hidden : 0);
+  // The weights and the caller's buffers need room too: a workspace may take half the memory.
+  if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
+    fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
+         "all, and a workspace may take at most half (lower MoeConfig::max_tokens: larger batches run in chunks)",
+         max_tokens, total, ws.max_tokens, ctx.info().name, ctx.info().global_mem_bytes);
   ws.pair_expert = device_buffer(ctx, "pair_expert", 4 * P);
   ws.pair_weight = device_buffer(ctx, "pair_weight", 4 * P);
   ws.pair_slot = device_buffer(ctx, "pair_slot", 4 * P);

@@ -64,7 +64,9 @@ struct MoeConfig {
   int top_k = 1;        // k, 1 <= k <= E_global
   bool renormalize = true;  // router-logit path: divide the k weights by their sum
   // Workspace capacity in tokens, allocated once at creation. A larger batch is processed in
-  // chunks of this many tokens (never refused).
+  // chunks of this many tokens (never refused). The capacity is lowered where a workspace buffer
+  // would exceed the device's largest allocation; max_tokens × top_k must stay below 2^31, and a
+  // workspace that would take more than half the device's memory is refused (fp4cl::Error).
   std::int64_t max_tokens = 256;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
   std::vector<std::int32_t> expert_map;
