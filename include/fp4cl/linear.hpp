@@ -85,8 +85,9 @@ class Linear {
   const QuantScheme& scheme() const;
   const LinearOptions& options() const;
 
-  // For benchmarks: the events of the commands of the last enqueue (activation pass, matmul), in
-  // order, and the bytes of prepared weights (codes and block scales) that one call streams.
+  // For benchmarks: the events of the commands of the last enqueue (activation pass, matmul; the
+  // staging copies too when it ran beyond max_tokens), in order, and the bytes of prepared
+  // weights (codes and block scales) that one call streams.
   const std::vector<cl::Event>& last_events() const;
   std::uint64_t weight_bytes() const;
   // The kernel strategy that serves a call of m tokens; that kernel with its tuning parameters
