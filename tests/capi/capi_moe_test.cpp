@@ -1,0 +1,325 @@
+// C API MoE layers: host arrays (top-k and router logits) and the caller's buffers with events
+// give the same bits as the C++ API (fp4cl::MoeLayer) for every layout and scheme and lie within
+// the scalar reference's bound; expert_map, invalid expert ids, sizes and options are checked.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capi/capi_support.hpp"
+#include "fp4cl/checkpoint.hpp"
+#include "fp4cl/formats.hpp"
+#include "fp4cl/moe.hpp"
+#include "reference/moe_reference.hpp"
+#include "support/test_context.hpp"
+
+namespace fp4cl::test {
+namespace {
+
+constexpr std::int64_t kTokens = 6;
+constexpr int kTopK = 2;
+
+struct Routing {
+  std::vector<std::int32_t> ids;
+  std::vector<float> weights;
+};
+Routing routing(std::int64_t tokens) {
+  Routing r;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    r.ids.push_back(static_cast<std::int32_t>(t % 4));
+    r.ids.push_back(static_cast<std::int32_t>((t + 1 + t / 4) % 4));
+    r.weights.push_back(0.625f);
+    r.weights.push_back(0.375f);
+  }
+  return r;
+}
+
+// The C++ API's output bits for the same inputs (its own device buffers).
+std::vector<std::uint16_t> cpp_topk(const Checkpoint& ckpt, const MoeConfig& config, const std::vector<std::uint16_t>& x,
+                                    const Routing& r, std::int64_t tokens) {
+  const Context& ctx = shared_context();
+  MoeLayer layer = MoeLayer::from_checkpoint(ctx, ckpt, "model.layers.0", config);
+  auto copy = [&](const void* data, std::size_t bytes) {
+    return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+  };
+  const cl::Buffer xb = copy(x.data(), x.size() * 2), ib = copy(r.ids.data(), r.ids.size() * 4),
+                   wb = copy(r.weights.data(), r.weights.size() * 4);
+  const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 2);
+  layer.forward_topk(xb, ib, wb, out, tokens);
+  std::vector<std::uint16_t> y(x.size());
+  EXPECT_EQ(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data()), CL_SUCCESS);
+  return y;
+}
+
+std::vector<std::uint16_t> c_topk(fp4cl_moe* layer, const std::vector<std::uint16_t>& x, const Routing& r,
+                                  std::int64_t tokens) {
+  std::vector<std::uint16_t> out(x.size(), 0x7FC1);
+  EXPECT_EQ(fp4cl_moe_run(layer, x.data(), x.size() * 2, r.ids.data(), r.ids.size() * 4, r.weights.data(),
+                          r.weights.size() * 4, tokens, out.data(), out.size() * 2),
+            FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  return out;
+}
+
+class CapiMoeEveryScheme : public testing::TestWithParam<Variant> {};
+
+TEST_P(CapiMoeEveryScheme, HostRunIsBitIdenticalToTheCppApiAndWithinTheReference) {
+  ModelPtr model = open_model(GetParam());
+  const Checkpoint ckpt = Checkpoint::open(quantized_model(GetParam()));
+  MoePtr layer = get_moe(model.get(), "model.layers.0.mlp.experts");
+  fp4cl_moe_info info;
+  ASSERT_EQ(fp4cl_moe_get_info(layer.get(), &info), FP4CL_SUCCESS);
+  EXPECT_EQ(info.num_experts, 4);
+  EXPECT_EQ(info.num_local_experts, 4);
+  EXPECT_EQ(info.hidden, 64);
+  EXPECT_EQ(info.intermediate, 32);
+  EXPECT_EQ(info.top_k, kTopK);
+  EXPECT_EQ(info.max_tokens, 256);
+  EXPECT_EQ(info.output, FP4CL_DTYPE_BF16);
+
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 21);
+  const Routing r = routing(kTokens);
+  const std::vector<std::uint16_t> out = c_topk(layer.get(), x, r, kTokens);
+  EXPECT_EQ(out, cpp_topk(ckpt, MoeConfig::from_checkpoint(ckpt, "model.layers.0"), x, r, kTokens));
+
+  reference::MoeReferenceOptions ro;
+  ro.scheme = GetParam().scheme;
+  const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
+                                            reference::routing_from_topk(r.ids, r.weights, kTokens, kTopK));
+  MoeRun run;
+  for (std::uint16_t b : out) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, variant_name(GetParam())), 0u);
+
+  // Router logits: the C++ API's bits too.
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 22);
+  std::vector<std::uint16_t> from_logits(x.size());
+  ASSERT_EQ(fp4cl_moe_run_logits(layer.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                 from_logits.data(), from_logits.size() * 2),
+            FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  MoeLayer cpp = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  const MoeRun expected = run_moe_logits(cpp, config, x, logits, kTokens);
+  std::vector<std::uint32_t> bits(from_logits.begin(), from_logits.end());
+  EXPECT_EQ(bits, expected.bits);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, CapiMoeEveryScheme, testing::ValuesIn(every_layout_and_scheme()),
+                         [](const testing::TestParamInfo<Variant>& p) { return variant_name(p.param); });
+
+TEST(CapiMoe, ExpertMapAndFp32OutputMatchTheCppApi) {
+  ModelPtr model = open_model();
+  const Checkpoint ckpt = Checkpoint::open(quantized_model(default_variant()));
+  // Six global experts; this rank holds global 1 -> local 3 and global 4 -> local 0.
+  const std::vector<std::int32_t> map = {-1, 3, -1, -1, 0, -1};
+  fp4cl_moe_options o;
+  fp4cl_moe_options_init(&o);
+  o.expert_map = map.data();
+  o.expert_map_size = map.size();
+  o.output = FP4CL_DTYPE_FP32;
+  o.max_tokens = 4;  // 6 tokens run in two chunks
+  MoePtr layer = get_moe(model.get(), "model.layers.0", &o);
+  fp4cl_moe_info info;
+  ASSERT_EQ(fp4cl_moe_get_info(layer.get(), &info), FP4CL_SUCCESS);
+  EXPECT_EQ(info.num_experts, 6);
+  EXPECT_EQ(info.num_local_experts, 4);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
+  Routing r;
+  for (std::int64_t t = 0; t < kTokens; ++t) {
+    r.ids.insert(r.ids.end(), {static_cast<std::int32_t>(t % 6), static_cast<std::int32_t>((t + 3) % 6)});
+    r.weights.insert(r.weights.end(), {0.5f, 0.25f});
+  }
+  std::vector<float> out(x.size());
+  ASSERT_EQ(fp4cl_moe_run(layer.get(), x.data(), x.size() * 2, r.ids.data(), r.ids.size() * 4, r.weights.data(),
+                          r.weights.size() * 4, kTokens, out.data(), out.size() * 4),
+            FP4CL_SUCCESS)
+      << fp4cl_last_error();
+
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  config.expert_map = map;
+  config.output = MoeOutput::fp32;
+  config.max_tokens = 4;
+  const Context& ctx = shared_context();
+  MoeLayer cpp = MoeLayer::from_checkpoint(ctx, ckpt, "model.layers.0", config);
+  const cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, x.size() * 2,
+                      const_cast<std::uint16_t*>(x.data()));
+  const cl::Buffer ib(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, r.ids.size() * 4, r.ids.data());
+  const cl::Buffer wb(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, r.weights.size() * 4,
+                      r.weights.data());
+  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, out.size() * 4);
+  cpp.forward_topk(xb, ib, wb, ob, kTokens);
+  std::vector<float> expected(out.size());
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, expected.size() * 4, expected.data()), CL_SUCCESS);
+  EXPECT_EQ(std::memcmp(out.data(), expected.data(), out.size() * 4), 0);
+  // Tokens 2 and 5 route only to experts another rank holds (2, 5): their rows are zero.
+  for (std::int64_t t : {2, 5})
+    for (std::int64_t h = 0; h < 64; ++h) EXPECT_EQ(out[static_cast<std::size_t>(t * 64 + h)], 0.0f);
+}
+
+TEST(CapiMoe, HostRunRefusesAnInvalidExpertIdNamingTheSlot) {
+  ModelPtr model = open_model();
+  MoePtr layer = get_moe(model.get(), "model.layers.0");
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 41);
+  Routing r = routing(kTokens);
+  std::vector<std::uint16_t> out(x.size(), 0x1234);
+  r.ids[7] = 4;  // token 3, slot 1
+  expect_error(fp4cl_moe_run(layer.get(), x.data(), x.size() * 2, r.ids.data(), r.ids.size() * 4, r.weights.data(),
+                             r.weights.size() * 4, kTokens, out.data(), out.size() * 2),
+               FP4CL_ERROR_INVALID_EXPERT_ID, {"topk_ids[3, 1] = 4 is outside [0, 4)"});
+  r.ids[7] = 1;
+  r.ids[0] = -3;
+  expect_error(fp4cl_moe_run(layer.get(), x.data(), x.size() * 2, r.ids.data(), r.ids.size() * 4, r.weights.data(),
+                             r.weights.size() * 4, kTokens, out.data(), out.size() * 2),
+               FP4CL_ERROR_INVALID_EXPERT_ID, {"topk_ids[0, 0] = -3"});
+  EXPECT_EQ(out, std::vector<std::uint16_t>(x.size(), 0x1234));  // nothing written
+}
+
+TEST(CapiMoe, EnqueueWithEventsOnTheCallersQueueAndFinishReportsInvalidIds) {
+  const CallerQueue& q = caller_queue();
+  fp4cl_context* raw = nullptr;
+  ASSERT_EQ(fp4cl_context_wrap(q.context, q.queue, &raw), FP4CL_SUCCESS);
+  ContextPtr ctx(raw);
+  fp4cl_model* m = nullptr;
+  const std::string dir = quantized_model(default_variant()).string();
+  ASSERT_EQ(fp4cl_model_open(ctx.get(), dir.c_str(), &m), FP4CL_SUCCESS);
+  ModelPtr model(m);
+  MoePtr layer = get_moe(model.get(), "model.layers.0");
+  EXPECT_EQ(fp4cl_moe_finish(layer.get()), FP4CL_SUCCESS);  // nothing enqueued yet
+
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 51);
+  Routing r = routing(kTokens);
+  const std::vector<std::uint16_t> host = c_topk(layer.get(), x, r, kTokens);
+  cl_mem xb = create_buffer(q.context, x.size() * 2), ib = create_buffer(q.context, r.ids.size() * 4),
+         wb = create_buffer(q.context, r.weights.size() * 4), ob = create_buffer(q.context, x.size() * 2);
+  cl_event writes[3];
+  ASSERT_EQ(clEnqueueWriteBuffer(q.queue, xb, CL_FALSE, 0, x.size() * 2, x.data(), 0, nullptr, &writes[0]), CL_SUCCESS);
+  ASSERT_EQ(clEnqueueWriteBuffer(q.queue, ib, CL_FALSE, 0, r.ids.size() * 4, r.ids.data(), 0, nullptr, &writes[1]),
+            CL_SUCCESS);
+  ASSERT_EQ(clEnqueueWriteBuffer(q.queue, wb, CL_FALSE, 0, r.weights.size() * 4, r.weights.data(), 0, nullptr,
+                                 &writes[2]),
+            CL_SUCCESS);
+  cl_event done = nullptr;
+  ASSERT_EQ(fp4cl_moe_enqueue(layer.get(), xb, ib, wb, ob, kTokens, 3, writes, &done), FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  std::vector<std::uint16_t> device(x.size());
+  ASSERT_EQ(clEnqueueReadBuffer(q.queue, ob, CL_TRUE, 0, device.size() * 2, device.data(), 1, &done, nullptr),
+            CL_SUCCESS);
+  EXPECT_EQ(fp4cl_moe_finish(layer.get()), FP4CL_SUCCESS) << fp4cl_last_error();
+  EXPECT_EQ(device, host);
+  clReleaseEvent(done);
+
+  // An invalid id on the device path: the device skips the slot; finish names it.
+  const std::int32_t bad_id = 9;
+  ASSERT_EQ(clEnqueueWriteBuffer(q.queue, ib, CL_TRUE, 5 * 4, 4, &bad_id, 0, nullptr, nullptr), CL_SUCCESS);
+  ASSERT_EQ(fp4cl_moe_enqueue(layer.get(), xb, ib, wb, ob, kTokens, 0, nullptr, &done), FP4CL_SUCCESS);
+  expect_error(fp4cl_moe_finish(layer.get()), FP4CL_ERROR_INVALID_EXPERT_ID, {"topk_ids[2, 1] = 9"});
+  EXPECT_EQ(fp4cl_moe_finish(layer.get()), FP4CL_SUCCESS);  // reported once
+  clReleaseEvent(done);
+
+  // Router logits on the device path, and tokens = 0 gives a marker event.
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 52);
+  std::vector<std::uint16_t> host_logits(x.size()), device_logits(x.size());
+  ASSERT_EQ(fp4cl_moe_run_logits(layer.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                 host_logits.data(), host_logits.size() * 2),
+            FP4CL_SUCCESS);
+  cl_mem lb = create_buffer(q.context, logits.size() * 4, logits.data());
+  ASSERT_EQ(fp4cl_moe_enqueue_logits(layer.get(), xb, lb, ob, kTokens, 0, nullptr, &done), FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  ASSERT_EQ(clEnqueueReadBuffer(q.queue, ob, CL_TRUE, 0, device_logits.size() * 2, device_logits.data(), 1, &done,
+                                nullptr),
+            CL_SUCCESS);
+  EXPECT_EQ(device_logits, host_logits);
+  clReleaseEvent(done);
+  cl_event empty = nullptr;
+  ASSERT_EQ(fp4cl_moe_enqueue(layer.get(), xb, ib, wb, ob, 0, 0, nullptr, &empty), FP4CL_SUCCESS);
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(clWaitForEvents(1, &empty), CL_SUCCESS);
+  clReleaseEvent(empty);
+
+  // Bad buffers.
+  cl_context other = nullptr;
+  ASSERT_EQ(fp4cl_context_get_cl(c_context(), &other, nullptr, nullptr), FP4CL_SUCCESS);
+  cl_mem foreign = create_buffer(other, 64), small = create_buffer(q.context, 16);
+  expect_error(fp4cl_moe_enqueue(layer.get(), xb, nullptr, wb, ob, kTokens, 0, nullptr, nullptr),
+               FP4CL_ERROR_INVALID_ARGUMENT, {"the topk_ids buffer is NULL"});
+  expect_error(fp4cl_moe_enqueue(layer.get(), xb, ib, foreign, ob, kTokens, 0, nullptr, nullptr),
+               FP4CL_ERROR_INVALID_ARGUMENT, {"topk_weights buffer belongs to another"});
+  expect_error(fp4cl_moe_enqueue(layer.get(), xb, small, wb, ob, kTokens, 0, nullptr, nullptr),
+               FP4CL_ERROR_INVALID_ARGUMENT, {"topk_ids buffer has 16 bytes"});
+  expect_error(fp4cl_moe_enqueue_logits(layer.get(), xb, small, ob, kTokens, 0, nullptr, nullptr),
+               FP4CL_ERROR_INVALID_ARGUMENT, {"router_logits buffer has 16 bytes"});
+  expect_error(fp4cl_moe_enqueue(layer.get(), xb, ib, wb, ob, -2, 0, nullptr, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"tokens = -2"});
+  for (cl_event e : writes) clReleaseEvent(e);
+  for (cl_mem b : {xb, ib, wb, ob, lb, foreign, small}) clReleaseMemObject(b);
+}
+
+TEST(CapiMoe, HostRunRefusesWrongSizesNamingTheArray) {
+  ModelPtr model = open_model();
+  MoePtr layer = get_moe(model.get(), "model.layers.0");
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 61);
+  const Routing r = routing(kTokens);
+  std::vector<std::uint16_t> out(x.size());
+  const fp4cl_status bad = FP4CL_ERROR_INVALID_ARGUMENT;
+  auto run = [&](std::size_t xb, std::size_t ib, std::size_t wb, std::size_t ob) {
+    return fp4cl_moe_run(layer.get(), x.data(), xb, r.ids.data(), ib, r.weights.data(), wb, kTokens, out.data(), ob);
+  };
+  const std::size_t X = x.size() * 2, P = r.ids.size() * 4;
+  expect_error(run(X - 1, P, P, X), bad, {"x has 767 bytes", "[T, H] = [6, 64] BF16 needs 768"});
+  expect_error(run(X, P - 4, P, X), bad, {"topk_ids has 44 bytes", "[T, k] = [6, 2] int32 needs 48"});
+  expect_error(run(X, P, 8, X), bad, {"topk_weights has 8 bytes"});
+  expect_error(run(X, P, P, 2), bad, {"out has 2 bytes"});
+  expect_error(fp4cl_moe_run(layer.get(), x.data(), X, nullptr, P, r.weights.data(), P, kTokens, out.data(), X), bad,
+               {"topk_ids is NULL"});
+  const std::vector<float> logits(kTokens * 4);
+  expect_error(fp4cl_moe_run_logits(layer.get(), x.data(), X, logits.data(), 20, kTokens, out.data(), X), bad,
+               {"router_logits has 20 bytes", "[T, E_global] = [6, 4] fp32 needs 96"});
+  EXPECT_EQ(fp4cl_moe_run(layer.get(), nullptr, 0, nullptr, 0, nullptr, 0, 0, nullptr, 0), FP4CL_SUCCESS);
+}
+
+TEST(CapiMoe, GettingALayerChecksTheNameKindAndOptions) {
+  ModelPtr model = open_model();
+  fp4cl_moe* m = nullptr;
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0.self_attn.q_proj", nullptr, &m), FP4CL_ERROR_NOT_FOUND,
+               {"is a linear layer, not an MoE layer"});
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.3", nullptr, &m), FP4CL_ERROR_NOT_FOUND,
+               {"model.layers.3"});
+  fp4cl_moe_options o;
+  const std::vector<std::int32_t> bad_map = {0, 1, 4};
+  fp4cl_moe_options_init(&o);
+  o.expert_map = bad_map.data();
+  o.expert_map_size = bad_map.size();
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"expert_map[2] = 4", "[0, 4)"});
+  fp4cl_moe_options_init(&o);
+  o.expert_map_size = 3;
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"expert_map is NULL"});
+  fp4cl_moe_options_init(&o);
+  o.top_k = 5;
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"top_k = 5", "[1, 4]"});
+  fp4cl_moe_options_init(&o);
+  o.renormalize = 2;
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"renormalize = 2"});
+  fp4cl_moe_options_init(&o);
+  o.max_tokens = -1;
+  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"max_tokens = -1"});
+  EXPECT_EQ(m, nullptr);
+  // top_k set by hand: k = 1.
+  fp4cl_moe_options_init(&o);
+  o.top_k = 1;
+  MoePtr k1 = get_moe(model.get(), "model.layers.0", &o);
+  fp4cl_moe_info info;
+  ASSERT_EQ(fp4cl_moe_get_info(k1.get(), &info), FP4CL_SUCCESS);
+  EXPECT_EQ(info.top_k, 1);
+}
+
+}  // namespace
+}  // namespace fp4cl::test
