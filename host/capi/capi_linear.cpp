@@ -3,6 +3,7 @@
 #include <string>
 
 #include "capi/capi_internal.hpp"
+#include "cl/opencl_calls.hpp"
 
 using fp4cl::capi::guarded;
 using fp4cl::capi::raise;
@@ -125,10 +126,10 @@ fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, size_t x_b
     const cl::Buffer& yb = fp4cl::capi::staging_for(layer->ctx, layer->y, y_need, "y");
     const cl::CommandQueue& queue = layer->ctx.queue();
     cl::Event written;
-    fp4cl::capi::check(queue.enqueueWriteBuffer(xb, CL_TRUE, 0, x_need, x, nullptr, &written), "writing x");
+    fp4cl::capi::check(fp4cl::opencl::enqueue_write(queue, xb, true, 0, x_need, x, nullptr, &written), "writing x");
     const cl::Event event = l.enqueue(xb, yb, m, {written});
     const std::vector<cl::Event> wait{event};
-    fp4cl::capi::check(queue.enqueueReadBuffer(yb, CL_TRUE, 0, y_need, y, &wait), "reading y");
+    fp4cl::capi::check(fp4cl::opencl::enqueue_read(queue, yb, true, 0, y_need, y, &wait, nullptr), "reading y");
   });
 }
 

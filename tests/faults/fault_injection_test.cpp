@@ -3,12 +3,13 @@
 // made to fail. Each time the call must throw a clear fp4cl::Error naming the operation, the layer
 // must stay usable (the next call gives the bit-identical output of a clean run) and no buffer
 // may leak. The same for layer creation (allocations and program builds).
+#include "cl/fault_injection.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "cl/fault_injection.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fault_support.hpp"
 #include "fp4cl/linear.hpp"
@@ -57,7 +58,8 @@ std::int64_t calls_of(const std::function<void()>& f, unsigned calls = fault_inj
 // ---------------------------------------------------------------- the hook itself
 
 TEST(FaultPlan, ParsesTheEnvironmentSyntax) {
-  const Plan p = fault_injection::parse_plan("calls=enqueue+allocate,at=7,every=100,status=CL_MEM_OBJECT_ALLOCATION_FAILURE");
+  const Plan p =
+      fault_injection::parse_plan("calls=enqueue+allocate,at=7,every=100,status=CL_MEM_OBJECT_ALLOCATION_FAILURE");
   EXPECT_EQ(p.calls, fault_injection::enqueue | fault_injection::allocate);
   EXPECT_EQ(p.at, 7);
   EXPECT_EQ(p.every, 100);
@@ -311,7 +313,9 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
                                               reference::routing_from_topk(ids, weights, T, cfg.top_k));
     ASSERT_TRUE(matches_reference(ref, clean_topk, cfg.output));
     for (bool topk : {true, false}) {
-      auto forward = [&] { return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T); };
+      auto forward = [&] {
+        return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T);
+      };
       const std::int64_t calls = calls_of([&] { forward(); });
       ASSERT_GE(calls, 1 + 2 * 5 + 1);  // reset, 2 chunks × (route, sort, gather, fc1, fc2...), status read
       for (std::int64_t n = 1; n <= calls; ++n) {
@@ -321,7 +325,8 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
           t = thrown_by([&] { forward(); });
         }
         EXPECT_TRUE(is_clear_fault_error(t, CL_OUT_OF_RESOURCES)) << (topk ? "topk" : "logits") << " call " << n;
-        EXPECT_EQ(forward().bf16, (topk ? clean_topk : clean_logits).bf16) << (topk ? "topk" : "logits") << " call " << n;
+        EXPECT_EQ(forward().bf16, (topk ? clean_topk : clean_logits).bf16)
+            << (topk ? "topk" : "logits") << " call " << n;
       }
     }
   }
