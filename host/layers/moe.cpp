@@ -86,7 +86,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
 
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  const MoeProgramOptions options{numerics.options, config.scheme, config.output};
+  MoeProgramOptions options{numerics.options, config.scheme, config.output};
+  if (config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
 
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
@@ -95,6 +96,26 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
+  return MoeLayer(std::move(impl));
+}
+
+MoeLayer MoeLayer::with_context(const Context& ctx) const {
+  const Impl& from = *impl_;
+  if (ctx.opencl_context()() != from.ctx.opencl_context()() || ctx.device()() != from.ctx.device()())
+    fail("MoeLayer::with_context: the context is on another OpenCL context or device than the layer's weights "
+         "(use Context::with_new_queue() of the layer's context, or create a layer there)");
+  auto impl = std::make_shared<Impl>(ctx);
+  impl->config = from.config;
+  impl->shape = from.shape;
+  impl->selection = from.selection;
+  impl->weights = from.weights;  // the same device buffers: read-only after creation
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens);
+  impl->router = std::make_unique<MoeRouter>(ctx);
+  const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
+  MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
+  if (from.config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
+  for (const auto& entry : impl->selection.usable)
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
   return MoeLayer(std::move(impl));
 }
 
@@ -123,10 +144,13 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
                                  after.empty() ? nullptr : &after, &reset),
            "MoE: resetting the status words");
   last = reset;
+  // One strategy for the whole call, chosen by its token count: every chunk runs the same
+  // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
+  // in an order that does not depend on the other pairs of its chunk).
+  MoeStrategyKernels& k = kernels_for(tokens);
   // Every later command waits for its predecessor (the queue may be out of order).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
-    MoeStrategyKernels& k = kernels_for(chunk.tokens);
     call.chunk_strategies.emplace_back(to_string(k.id()));
     router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
@@ -202,10 +226,10 @@ std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
 std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
-  return to_string(impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id);
+  return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
-  return impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).tiles.tile_m;
+  return impl_->selection.for_tokens(tokens, impl_->shape.top_k).tiles.tile_m;
 }
 
 }  // namespace fp4cl
