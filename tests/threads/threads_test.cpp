@@ -124,8 +124,8 @@ TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
           const std::vector<float> y = run_case(mine, layer, c);
           failures.calls++;
           if (y.size() != c.expected.size() || std::memcmp(y.data(), c.expected.data(), y.size() * 4) != 0)
-            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) + " (T = " +
-                         std::to_string(c.tokens) + "): the output differs from the single-threaded run");
+            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
+                         " (T = " + std::to_string(c.tokens) + "): the output differs from the single-threaded run");
         }
       } catch (const std::exception& e) {
         failures.add("thread " + std::to_string(t) + ": " + e.what());
