@@ -139,6 +139,24 @@ TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
   EXPECT_EQ(run_case(ctx, base, cases[0]), cases[0].expected);
 }
 
+TEST(Threads, WithContextOfAnotherOpenCLContextIsAClearError) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 930});
+  MoeConfig cfg;
+  cfg.scheme = {WeightFormat::nvfp4, Activations::bf16};
+  cfg.top_k = 2;
+  const MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const Context other = Context::create();  // the same device, another cl_context
+  try {
+    layer.with_context(other);
+    FAIL() << "with_context accepted a context whose buffers cannot hold the layer's weights";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MoeLayer::with_context: the context is on another OpenCL context"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(layer.with_context(test_context().with_new_queue()));
+}
+
 TEST(Threads, LinearLayersOnTheirOwnQueuesAreBitIdentical) {
   const Context& ctx = test_context();
   const Fp4Weight weight = random_weight(WeightFormat::nvfp4, 96, 128, 77);
