@@ -1,6 +1,7 @@
 // The device's yardsticks, measured in the same run as the benchmarks they judge (the machine may
 // be shared, and its figures vary run to run):
-//   - streaming read: each work-item sums its own contiguous span with float16 loads (CPUs), or
+//   - streaming read: each work-item sums its own contiguous span with float16 loads (CPUs: a
+//     sweep of work-item counts and local sizes 1 and 2), or
 //     neighbouring work-items read neighbouring float4s in a grid loop (GPUs); the best median of
 //     a few work-item counts over a buffer far larger than the last-level cache;
 //   - fp32 FMA peak: 8 independent float16 FMA chains per work-item (DEVICES.md; they fit
@@ -16,7 +17,7 @@ namespace fp4cl::bench {
 
 struct StreamResult {
   double gbps = 0.0;  // best median over the work-item counts tried
-  std::size_t items = 0, bytes = 0;
+  std::size_t items = 0, local = 1, bytes = 0;  // the best configuration's work-items and local size
 };
 
 struct FmaResult {

@@ -92,6 +92,7 @@ std::string format_json(const Report& report) {
   j["device"] = report.device;
   j["peaks"] = {{"stream_gbps", report.peaks.stream.gbps},
                 {"stream_work_items", report.peaks.stream.items},
+                {"stream_local_size", report.peaks.stream.local},
                 {"fma_gflops", report.peaks.fma.gflops},
                 {"fma_work_items", report.peaks.fma.items}};
   j["rows"] = nlohmann::json::array();

@@ -26,8 +26,8 @@ void run_stream(const StreamArgs& a) {
   Context ctx = bench_context();
   fmt::print("device: {}\n", ctx.info().describe());
   const StreamResult s = measure_stream_read(ctx, a.mib, a.iters, a.items);
-  fmt::print("stream read: {} MiB, {} work-items: {:.2f} GB/s (median of {})\n", s.bytes >> 20, s.items, s.gbps,
-             a.iters);
+  fmt::print("stream read: {} MiB, {} work-items in groups of {}: {:.2f} GB/s (best median of {})\n", s.bytes >> 20,
+             s.items, s.local, s.gbps, a.iters);
   if (a.fma) {
     const FmaResult f = measure_fma_peak(ctx, a.iters);
     fmt::print("fp32 FMA: {} work-items x {} float16 chains: {:.1f} GFLOP/s (median of {})\n", f.items, f.chains,

@@ -78,55 +78,19 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
   }
 }
 
-__kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
-    __global const uint* gate_w, __global const moe_scale_t* gate_s, __global const uint* up_w,
-    __global const moe_scale_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
-    __global const float* x1, __global const int* tiles, __global const int* chunk_info,
-    __global const float* fc2_input_scale, __global float* x2) {
+// The bf16 SwiGLU of one pair's gate and up sums.
+inline floatV moe_swiglu(floatV g, floatV u, float2 f) { return moe_round_bf16(moe_silu(g * f.x) * (u * f.y)); }
+
 #if MOE_W4A4
-  __local float a_local[MOE_TILE_M * MOE_LOCAL * MOE_VEC];
-#endif
-  // Work-groups past the chunk's tiles do nothing, but still reach the barrier below (no early
-  // return: a work-group must meet its barriers together, and compilers cannot tell that the
-  // condition is uniform).
-  const int tile = get_group_id(1);
-  const bool active = tile < chunk_info[0];
-  const int e = active ? tiles[3 * tile] : 0, start = active ? tiles[3 * tile + 1] : 0;
-  const int count = active ? tiles[3 * tile + 2] : 0;
-  const int lid = get_local_id(0), r = get_global_id(0) * MOE_VEC;
-  if (active && r < inter) {
-    const long group = (long)e * ((inter + MOE_GROUP - 1) / MOE_GROUP) + r / MOE_GROUP;
-    const int lane = r % MOE_GROUP;
-    const long words = group * (hidden / 8) * MOE_GROUP + lane;
-    const long scales = group * (hidden / MOE_BLOCK) * MOE_GROUP + lane;
-    floatV hg[MOE_TILE_M], hu[MOE_TILE_M];
-#define MOE_FC1_DOT(n) \
-  moe_fc1_dot(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, start, count, n, hg, hu)
-    if (count == 1) MOE_FC1_DOT(1);
-#if MOE_TILE_M >= 4
-    else if (count <= 2) MOE_FC1_DOT(2);
-#endif
-#if MOE_TILE_M >= 8
-    else if (count <= 4) MOE_FC1_DOT(4);
-#endif
-    else MOE_FC1_DOT(MOE_TILE_M);
-#undef MOE_FC1_DOT
-    const float2 f = vload2(e, fc1_factor);
-    for (int m = 0; m < MOE_TILE_M && m < count; ++m) {
-      const floatV a = moe_round_bf16(moe_silu(hg[m] * f.x) * (hu[m] * f.y));
-#if MOE_W4A4
-      moe_storeV(a, a_local + (m * MOE_LOCAL + lid) * MOE_VEC);
-#else
-      moe_storeV(a, x2 + (long)(start + m) * inter + r);
-#endif
-    }
-  }
-#if MOE_W4A4
-  // Quantize each block of the work-group's a values (moe_quant.cl).
-  barrier(CLK_LOCAL_MEM_FENCE);
+// Quantizes each block of the work-group's a values of the first `count` pairs of a tile from
+// slot `start` (a_local: pair m's rows at (m · MOE_LOCAL + lid) · MOE_VEC; moe_quant.cl). Called
+// by every work-item of the group, between barriers.
+inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start, int count, int inter,
+                                  __global const float* fc2_input_scale, __global float* x2) {
+  const int lid = get_local_id(0);
   const int rows = MOE_LOCAL * MOE_VEC, blocks = rows / MOE_BLOCK, r0 = get_group_id(0) * rows;
 #ifdef MOE_NVFP4
-  const float gs = active ? fc2_input_scale[e] : 1.0f;
+  const float gs = count > 0 ? fc2_input_scale[e] : 1.0f;
 #else
   const float gs = 1.0f;
 #endif
@@ -138,5 +102,117 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
       moe_quantize_block(v, gs, x2 + (long)(start + m) * inter + rb);
     }
   }
+}
+#endif
+
+#if MOE_PANEL
+// A run's FC1 sums (moe_fp4_vec.cl, "Prefill panels"): the work-item's gate and up rows are
+// decoded once per K slice into `panel` (gate, then up) and multiplied with each of the run's
+// `count` pairs from slot `start`, MOE_TILE_M pairs at a time in registers.
+inline void moe_fc1_panel(const __global uint* gw, const __global moe_scale_t* gs, const __global uint* uw,
+                          const __global moe_scale_t* us, int hidden, int scale_exp, const __global float* x1,
+                          int start, int count, floatV* ag, floatV* au, __local float* panel) {
+  __local float* pg = panel;
+  __local float* pu = panel + MOE_PANEL_K * MOE_VEC;
+  for (int i = 0; i < MOE_PANEL_TILES * MOE_TILE_M; ++i) ag[i] = au[i] = (floatV)(0.0f);
+  for (int k0 = 0; k0 < hidden; k0 += MOE_PANEL_K) {
+    const int kn = min(MOE_PANEL_K, hidden - k0);
+    moe_panel_decode(gw, gs, scale_exp, k0, kn, pg);
+    moe_panel_decode(uw, us, scale_exp, k0, kn, pu);
+    for (int m0 = 0; m0 < count; m0 += MOE_TILE_M) {
+      const __global float* xr[MOE_TILE_M];
+      floatV g[MOE_TILE_M], u[MOE_TILE_M];
+#pragma unroll
+      for (int m = 0; m < MOE_TILE_M; ++m) {
+        xr[m] = x1 + (long)(start + min(m0 + m, count - 1)) * hidden + k0;
+        g[m] = ag[m0 + m];
+        u[m] = au[m0 + m];
+      }
+      for (int k = 0; k < kn; ++k) {
+        const floatV dg = moe_loadV(pg + k * MOE_VEC), du = moe_loadV(pu + k * MOE_VEC);
+#pragma unroll
+        for (int m = 0; m < MOE_TILE_M; ++m) {
+          const floatV xv = (floatV)(xr[m][k]);
+          g[m] = fma(dg, xv, g[m]);
+          u[m] = fma(du, xv, u[m]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < MOE_TILE_M; ++m) {
+        ag[m0 + m] = g[m];
+        au[m0 + m] = u[m];
+      }
+    }
+  }
+}
+#define MOE_FC1_PAIRS (MOE_PANEL_TILES * MOE_TILE_M)
+#else
+#define MOE_FC1_PAIRS MOE_TILE_M
+#endif
+
+__kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
+    __global const uint* gate_w, __global const moe_scale_t* gate_s, __global const uint* up_w,
+    __global const moe_scale_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
+    __global const float* x1, __global const int* tiles, __global const int* chunk_info,
+    __global const float* fc2_input_scale, __global float* x2) {
+#if MOE_W4A4
+  __local float a_local[MOE_TILE_M * MOE_LOCAL * MOE_VEC];
+#endif
+  // Work-groups past the chunk's tiles (and, with panels, those whose tile another work-group
+  // serves) compute nothing, but still reach the barriers below (no early return: a work-group
+  // must meet its barriers together, and compilers cannot tell that the condition is uniform).
+  const int tile = get_group_id(1);
+  const bool active = tile < chunk_info[0];
+  const int e = active ? tiles[3 * tile] : 0, start = active ? tiles[3 * tile + 1] : 0;
+  const int count = active ? tiles[3 * tile + 2] : 0;
+  const int lid = get_local_id(0), r = get_global_id(0) * MOE_VEC;
+  int pairs = count;  // the pairs from `start` this work-group serves
+#if MOE_PANEL
+  __local float panel[MOE_LOCAL * 2 * MOE_PANEL_K * MOE_VEC];
+  const int run = active ? moe_panel_run(tiles, chunk_info[0], tile, &pairs) : 1;
+  if (run == 0) pairs = 0;
+#endif
+  floatV hg[MOE_FC1_PAIRS], hu[MOE_FC1_PAIRS];
+  if (pairs > 0 && r < inter) {
+    const long group = (long)e * ((inter + MOE_GROUP - 1) / MOE_GROUP) + r / MOE_GROUP;
+    const int lane = r % MOE_GROUP;
+    const long words = group * (hidden / 8) * MOE_GROUP + lane;
+    const long scales = group * (hidden / MOE_BLOCK) * MOE_GROUP + lane;
+#define MOE_FC1_DOT(n) \
+  moe_fc1_dot(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, start, count, n, hg, hu)
+#if MOE_PANEL
+    if (run > 1)
+      moe_fc1_panel(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, start, pairs,
+                    hg, hu, panel + lid * 2 * MOE_PANEL_K * MOE_VEC);
+    else
+#endif
+    if (count == 1) MOE_FC1_DOT(1);
+#if MOE_TILE_M >= 4
+    else if (count <= 2) MOE_FC1_DOT(2);
+#endif
+#if MOE_TILE_M >= 8
+    else if (count <= 4) MOE_FC1_DOT(4);
+#endif
+    else MOE_FC1_DOT(MOE_TILE_M);
+#undef MOE_FC1_DOT
+  }
+  const float2 f = vload2(e, fc1_factor);
+#if MOE_W4A4
+  // Tile by tile, each block of the work-group's a values is quantized (moe_quant.cl). The trip
+  // count is a constant, so every work-item meets the same barriers.
+#pragma unroll
+  for (int t = 0; t < MOE_FC1_PAIRS / MOE_TILE_M; ++t) {
+    const int n = clamp(pairs - t * MOE_TILE_M, 0, MOE_TILE_M);
+    if (t > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous tile's quantization has read a_local
+    if (r < inter)
+      for (int m = 0; m < n; ++m)
+        moe_storeV(moe_swiglu(hg[t * MOE_TILE_M + m], hu[t * MOE_TILE_M + m], f), a_local + (m * MOE_LOCAL + lid) * MOE_VEC);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    moe_fc1_quantize_tile(a_local, e, start + t * MOE_TILE_M, n, inter, fc2_input_scale, x2);
+  }
+#else
+  (void)fc2_input_scale;
+  if (r < inter)
+    for (int m = 0; m < pairs; ++m) moe_storeV(moe_swiglu(hg[m], hu[m], f), x2 + (long)(start + m) * inter + r);
 #endif
 }

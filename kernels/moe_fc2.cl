@@ -82,15 +82,57 @@ inline void moe_store_out(floatV o, __global void* out, long i) {
 #endif
 }
 
+#if MOE_PANEL
+// A run's FC2 (moe_fp4_vec.cl, "Prefill panels"): y[pair, rows] for its `count` pairs from `start`.
+inline void moe_fc2_panel(const __global uint* w, const __global moe_scale_t* s, int inter, int scale_exp,
+                          const __global float* x2, int start, int count, float f, __global const int* slot_pair,
+                          int hidden, int n0, __global float* y, __local float* panel) {
+  floatV acc[MOE_PANEL_TILES * MOE_TILE_M];
+  for (int i = 0; i < MOE_PANEL_TILES * MOE_TILE_M; ++i) acc[i] = (floatV)(0.0f);
+  for (int k0 = 0; k0 < inter; k0 += MOE_PANEL_K) {
+    const int kn = min(MOE_PANEL_K, inter - k0);
+    moe_panel_decode(w, s, scale_exp, k0, kn, panel);
+    for (int m0 = 0; m0 < count; m0 += MOE_TILE_M) {
+      const __global float* xr[MOE_TILE_M];
+      floatV a[MOE_TILE_M];
+#pragma unroll
+      for (int m = 0; m < MOE_TILE_M; ++m) {
+        xr[m] = x2 + (long)(start + min(m0 + m, count - 1)) * inter + k0;
+        a[m] = acc[m0 + m];
+      }
+      for (int k = 0; k < kn; ++k) {
+        const floatV d = moe_loadV(panel + k * MOE_VEC);
+#pragma unroll
+        for (int m = 0; m < MOE_TILE_M; ++m) a[m] = fma(d, (floatV)(xr[m][k]), a[m]);
+      }
+#pragma unroll
+      for (int m = 0; m < MOE_TILE_M; ++m) acc[m0 + m] = a[m];
+    }
+  }
+  for (int m = 0; m < count; ++m) moe_storeV(acc[m] * f, y + (long)slot_pair[start + m] * hidden + n0);
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
     __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
     __global const int* slot_pair, __global float* y) {
   const int n0 = get_global_id(0) * MOE_VEC, tile = get_group_id(1);
   if (n0 >= hidden || tile >= chunk_info[0]) return;
-  const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
+  const int e = tiles[3 * tile], start = tiles[3 * tile + 1];
+  int count = tiles[3 * tile + 2];
   const __global uint* w = w2 + moe_fc2_words(e, n0, hidden, inter);
   const __global moe_scale_t* s = w2_s + moe_fc2_scales(e, n0, hidden, inter);
+#if MOE_PANEL
+  __local float panel[MOE_LOCAL * MOE_PANEL_K * MOE_VEC];
+  const int run = moe_panel_run(tiles, chunk_info[0], tile, &count);
+  if (run == 0) return;
+  if (run > 1) {
+    moe_fc2_panel(w, s, inter, scale_exp, x2, start, count, fc2_factor[e], slot_pair, hidden, n0, y,
+                  panel + get_local_id(0) * MOE_PANEL_K * MOE_VEC);
+    return;
+  }
+#endif
   floatV h[MOE_TILE_M];
   if (count == 1) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 1, h);
 #if MOE_TILE_M >= 4

@@ -99,4 +99,60 @@ inline floatV moe_round_bf16(floatV v) {
 
 inline floatV moe_silu(floatV g) { return g / (1.0f + exp(-g)); }
 
+// Prefill panels (CPU layouts: MOE_VEC >= 8, i.e. SIMD vectors of rows). An expert that received
+// more pairs than one tile holds is served by "runs" of up to MOE_PANEL_TILES consecutive tiles:
+// the work-group of a run's first tile decodes its rows' weights once per MOE_PANEL_K-element
+// slice of K into local memory (each work-item its own slice) and multiplies that decoded panel
+// with every pair of the run, MOE_TILE_M pairs at a time in registers; the work-groups of the
+// run's other tiles do nothing. The decode (4 vector instructions per element) is then paid once
+// per MOE_PANEL_TILES·MOE_TILE_M pairs instead of once per MOE_TILE_M, and the inner loop is a
+// load of decoded weights and MOE_TILE_M FMAs. Each output is still one FMA chain over k in
+// order with the same decoded values, so a pair's result does not depend on the run it is in.
+// GPUs (MOE_VEC < 8) and the decode strategy's one-pair tiles keep one tile per work-group.
+// MOE_NO_PANEL turns panels off.
+#if MOE_VEC >= 8 && MOE_TILE_M >= 4 && !defined(MOE_NO_PANEL)
+#define MOE_PANEL 1
+#ifndef MOE_PANEL_K
+#define MOE_PANEL_K 256
+#endif
+#ifndef MOE_PANEL_TILES
+#define MOE_PANEL_TILES 4
+#endif
+#else
+#define MOE_PANEL 0
+#endif
+
+#if MOE_PANEL
+// The run the work-group of `tile` serves: returns its number of tiles (0: another work-group
+// serves this tile; 1 with *pairs = the tile's count: an expert with a single tile, served the
+// usual way) and the run's pair count. Tiles of one expert are consecutive and full but for the
+// last (moe_dispatch.cl), so the run's slots are contiguous from the tile's first slot.
+inline int moe_panel_run(__global const int* tiles, int num_tiles, int tile, int* pairs) {
+  const int e = tiles[3 * tile];
+  int first = tile;
+  while (first > 0 && tiles[3 * (first - 1)] == e) --first;
+  int last = tile;
+  while (last + 1 < num_tiles && tiles[3 * (last + 1)] == e && last - tile + 1 < MOE_PANEL_TILES) ++last;
+  *pairs = tiles[3 * tile + 2];
+  if (first == last && (tile + 1 >= num_tiles || tiles[3 * (tile + 1)] != e)) return 1;
+  if ((tile - first) % MOE_PANEL_TILES != 0) return 0;
+  for (int t = tile + 1; t <= last; ++t) *pairs += tiles[3 * t + 2];
+  return last - tile + 1;
+}
+
+// Decodes elements k0 .. k0+kn-1 (whole blocks) of the work-item's rows into panel[k - k0].
+inline void moe_panel_decode(const __global uint* w, const __global moe_scale_t* s, int scale_exp, int k0, int kn,
+                             __local float* panel) {
+  for (int b = k0 / MOE_BLOCK; b < (k0 + kn) / MOE_BLOCK; ++b) {
+    const floatV sv = moe_block_scales(s + b * MOE_GROUP, scale_exp);
+    for (int q = 0; q < MOE_BLOCK / 8; ++q) {
+      const int g = b * (MOE_BLOCK / 8) + q;
+      const uintV word = moe_loadV(w + (long)g * MOE_GROUP);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) moe_storeV(moe_e2m1(word, j) * sv, panel + (8 * g + j - k0) * MOE_VEC);
+    }
+  }
+}
+#endif
+
 #endif  // FP4CL_MOE_FP4_VEC_CL

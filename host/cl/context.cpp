@@ -1,5 +1,6 @@
 #include "fp4cl/context.hpp"
 
+#include "cl/fault_injection.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
@@ -20,6 +21,7 @@ Context::Context(std::shared_ptr<State> state) : state_(std::move(state)) {}
 Context Context::create() { return create(device_selector_from_env()); }
 
 Context Context::create(std::string_view selector) {
+  fault_injection::arm_from_env_once();
   SelectedDevice selected = select_device(selector);
   auto state = std::make_shared<State>();
   state->device = selected.device;
@@ -37,6 +39,7 @@ Context Context::create(std::string_view selector) {
 }
 
 Context Context::wrap(::cl_context context, ::cl_command_queue queue) {
+  fault_injection::arm_from_env_once();
   if (!context) fail("Context::wrap: the cl_context is null");
   if (!queue) fail("Context::wrap: the cl_command_queue is null");
   // Everything is checked before fp4cl takes a reference, so a refused pair leaves the caller's

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cl/opencl_calls.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
 #include "layers/moe_expert_map.hpp"
@@ -39,6 +40,9 @@ struct MoeLayer::Impl {
   MoeWorkspace ws;
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
+  // The layer's last enqueued command, kept across failed calls: the next call waits for it
+  // (calls share the workspace).
+  cl::Event last;
 
   explicit Impl(const Context& c) : ctx(c) {}
 
@@ -65,6 +69,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
+  if (config.max_tokens > INT_MAX / config.top_k)
+    fail("MoE: max_tokens = {} × top_k = {} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
+         "chunks of max_tokens anyway",
+         config.max_tokens, config.top_k);
 
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;
@@ -128,10 +136,14 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
     check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
   }
   const cl::CommandQueue& queue = ctx.queue();
-  cl::Event last;
-  check_cl(queue.enqueueWriteBuffer(ws.status, CL_FALSE, 0, sizeof(kStatusReset), kStatusReset,
-                                    wait.empty() ? nullptr : &wait, &last),
+  std::vector<cl::Event> after = wait;
+  if (last()) after.push_back(last);
+  // `last` always holds the latest command that reached the queue, also when a later one fails.
+  cl::Event reset;
+  check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
+                                 after.empty() ? nullptr : &after, &reset),
            "MoE: resetting the status words");
+  last = reset;
   // One strategy for the whole call, chosen by its token count: every chunk runs the same
   // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
   // in an order that does not depend on the other pairs of its chunk).
@@ -172,13 +184,14 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
   if (call.tokens == 0) return stats;
   cl_int status[4] = {0, 0, 0, 0};
   const std::vector<cl::Event> wait{call.done};
-  check_cl(m.ctx.queue().enqueueReadBuffer(m.ws.status, CL_TRUE, 0, sizeof(status), status, &wait),
+  check_cl(opencl::enqueue_read(m.ctx.queue(), m.ws.status, true, 0, sizeof(status), status, &wait, nullptr),
            "MoE: reading the status words");
   const int k = m.shape.top_k;
   if (status[0] != INT_MAX) {
     cl_int id = 0;
     if (call.topk_ids()) {
-      check_cl(m.ctx.queue().enqueueReadBuffer(call.topk_ids, CL_TRUE, static_cast<std::size_t>(status[0]) * 4, 4, &id),
+      check_cl(opencl::enqueue_read(m.ctx.queue(), call.topk_ids, true, static_cast<std::size_t>(status[0]) * 4, 4, &id,
+                                    nullptr, nullptr),
                "MoE: reading the invalid topk id");
     }
     fail("MoE: topk_ids[{}, {}] = {} is outside [0, {}) (the number of global experts); the slot was skipped and "

@@ -14,6 +14,11 @@ bool same_device_model(const DeviceIdentity& a, const DeviceIdentity& b) {
   return a.platform == b.platform && a.vendor == b.vendor && a.name == b.name && a.compute_units == b.compute_units;
 }
 
+// Another model of the same platform, vendor and device class (CPU, GPU).
+bool similar_device(const DeviceIdentity& a, const DeviceIdentity& b) {
+  return a.platform == b.platform && a.vendor == b.vendor && a.kind == b.kind && a.kind != DeviceKind::other;
+}
+
 // The entries of `device` with the key, sorted by bucket.
 std::vector<const Entry*> entries_of(const DeviceTuning& device, const LookupKey& key) {
   std::vector<const Entry*> out;
@@ -58,6 +63,21 @@ Match find_entries(const Database& db, const DeviceIdentity& device, const Looku
     m.entries = std::move(entries);
     m.note = fmt::format("tuned with driver {}, running driver {}", d.device.driver, device.driver);
     return m;
+  }
+  // No entry for this device model: a similar device's (same platform, vendor and class, e.g. the
+  // shipped PoCL database tuned on another x86 CPU of the same vendor), those with the same
+  // compute-unit count first. Better than the class defaults, which no one measured for the shape.
+  for (const bool same_units : {true, false}) {
+    for (const DeviceTuning& d : db.devices) {
+      if (!similar_device(d.device, device) || (d.device.compute_units == device.compute_units) != same_units) continue;
+      std::vector<const Entry*> entries = entries_of(d, key);
+      if (entries.empty()) continue;
+      m.device = &d;
+      m.entries = std::move(entries);
+      m.similar = true;
+      m.note = fmt::format("tuned on a similar device: {}", d.device.describe());
+      return m;
+    }
   }
   return m;
 }

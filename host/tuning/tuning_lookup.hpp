@@ -3,7 +3,11 @@
 //
 // A device matches on platform, vendor, name and compute units (a CPU device's name does not
 // say how many cores it has). An entry recorded under another driver version still matches when
-// no entry of the running driver does; the match then says so (`note`). Shapes match exactly.
+// no entry of the running driver does; the match then says so (`note`). When neither has an
+// entry for the key, a similar device's entries are used: same platform, vendor and device class
+// (CPU or GPU), preferring the same compute-unit count (so the shipped PoCL database, tuned on
+// one x86 CPU, serves PoCL on another CPU of that vendor); the note names that device. Only then
+// do the layers fall back to the built-in class defaults. Shapes match exactly.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,7 @@ struct Match {
   const DeviceTuning* device = nullptr;  // null: no entry of this device in the database
   std::vector<const Entry*> entries;     // the key's entries, by increasing bucket; may be empty
   std::string note;                      // e.g. "tuned with driver 3.0, running 3.1"
+  bool similar = false;                  // the entries are a similar device's (see above)
 };
 
 Match find_entries(const Database& db, const DeviceIdentity& device, const LookupKey& key);

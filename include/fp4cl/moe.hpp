@@ -73,6 +73,9 @@ struct MoeConfig {
   bool renormalize = true;  // router-logit path: divide the k weights by their sum
   // Workspace capacity in tokens, allocated once at creation. A larger batch is processed in
   // chunks of this many tokens (never refused), with the strategy chosen for the whole call.
+  // The capacity is lowered where a workspace buffer would exceed the device's largest
+  // allocation; max_tokens × top_k must stay below 2^31, and a workspace that would take more
+  // than half the device's memory is refused (fp4cl::Error).
   std::int64_t max_tokens = 256;
   // true: a token's output bits do not depend on max_tokens (chunking), nor on the other tokens
   // of a call as long as it runs the same strategy (force one with `kernel` to make that always

@@ -57,12 +57,22 @@ TEST(TuningLookup, BucketBoundaries) {
 TEST(TuningLookup, MissingDeviceOrShapeFindsNothing) {
   Database db;
   db.put(device(), linear_entry(1, "gemv_rows"));
-  EXPECT_TRUE(find_entries(db, device("1.0", 16), kKey).entries.empty());  // another core count
-  DeviceIdentity other = device();
-  other.name = "Other";
-  const Match none = find_entries(db, other, kKey);
-  EXPECT_TRUE(none.entries.empty());
-  EXPECT_EQ(none.device, nullptr);
+  for (const char* field : {"platform", "vendor", "kind"}) {
+    DeviceIdentity other = device();
+    other.name = "Other";
+    if (std::string(field) == "platform") other.platform = "Q";
+    if (std::string(field) == "vendor") other.vendor = "W";
+    if (std::string(field) == "kind") other.kind = DeviceKind::gpu;
+    const Match none = find_entries(db, other, kKey);
+    EXPECT_TRUE(none.entries.empty()) << "another " << field;
+    EXPECT_EQ(none.device, nullptr) << "another " << field;
+  }
+  DeviceIdentity unknown_kind = device();
+  unknown_kind.kind = DeviceKind::other;
+  Database other_db;
+  other_db.put(unknown_kind, linear_entry(1, "gemv_rows"));
+  unknown_kind.name = "Other";
+  EXPECT_TRUE(find_entries(other_db, unknown_kind, kKey).entries.empty());  // no class to compare
   LookupKey shape = kKey;
   shape.shape["n"] = 128;
   EXPECT_TRUE(find_entries(db, device(), shape).entries.empty());
@@ -84,6 +94,39 @@ TEST(TuningLookup, AnotherDriverMatchesWithANoteOnlyWhenTheRunningOneHasNoEntry)
   ASSERT_EQ(m.entries.size(), 1u);
   EXPECT_EQ(m.entries[0]->kernel, "new");
   EXPECT_TRUE(m.note.empty());
+}
+
+TEST(TuningLookup, ASimilarDeviceServesWhenTheModelHasNoEntry) {
+  // Same platform, vendor and class, another model (the CI machine's CPU may not be the one the
+  // shipped database was tuned on): its entries, with a note naming it; the same core count first.
+  Database db;
+  DeviceIdentity tuned16 = device("1.0", 16), tuned2 = device("1.0", 2);
+  tuned16.name = "pthread-skylake-avx512-EPYC";
+  tuned2.name = "pthread-znver4-EPYC";
+  db.put(tuned16, linear_entry(1, "sixteen"));
+  db.put(tuned2, linear_entry(1, "two"));
+  DeviceIdentity running = device("1.0", 2);
+  running.name = "pthread-haswell-EPYC";
+  Match m = find_entries(db, running, kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_EQ(m.entries[0]->kernel, "two");
+  EXPECT_TRUE(m.similar);
+  EXPECT_NE(m.note.find("pthread-znver4-EPYC"), std::string::npos) << m.note;
+  running.compute_units = 4;  // no model with 4 units: any similar one
+  m = find_entries(db, running, kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_TRUE(m.similar);
+  // The running model's own entries win over a similar device's, and carry no note.
+  db.put(running, linear_entry(1, "own"));
+  m = find_entries(db, running, kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_EQ(m.entries[0]->kernel, "own");
+  EXPECT_FALSE(m.similar);
+  EXPECT_TRUE(m.note.empty());
+  // A similar device without the shape does not help.
+  LookupKey shape = kKey;
+  shape.shape["n"] = 128;
+  EXPECT_TRUE(find_entries(db, running, shape).entries.empty());
 }
 
 }  // namespace
