@@ -25,3 +25,8 @@ install(FILES ${CMAKE_BINARY_DIR}/generated/fp4cl-config.cmake
 file(RELATIVE_PATH FP4CL_PC_PREFIX_FROM_PCDIR /root/${FP4CL_PKGCONFIG_DIR} /root)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/fp4cl.pc.in ${CMAKE_BINARY_DIR}/generated/fp4cl.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/generated/fp4cl.pc DESTINATION ${FP4CL_PKGCONFIG_DIR})
+
+# The Python binding (pure ctypes, python/fp4cl): PYTHONPATH=<prefix>/<libdir>/python3/site-packages;
+# it finds the libfp4cl.so installed beside it by itself (README "Python").
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/fp4cl DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/site-packages
+        PATTERN __pycache__ EXCLUDE)

@@ -21,6 +21,14 @@
 // two partial sums of each row, so that four FMA chains (gate, up) hide the FMA latency while
 // the accumulators, scales and words still fit in 16 AVX2 registers.
 #define MOE_CHAINS(n) ((n) == 1 ? 2 : 1)
+// MOE_BATCH_INVARIANT (MoeConfig::batch_invariant): every tile uses the chains of a full tile, so
+// a pair's sums run in one order whatever the number of pairs its tile holds, and its bits do not
+// depend on the rest of the batch. Otherwise a tile of one pair gets more chains (faster).
+#ifdef MOE_BATCH_INVARIANT
+#define MOE_FC1_CHAINS(n) MOE_CHAINS(MOE_TILE_M)
+#else
+#define MOE_FC1_CHAINS(n) MOE_CHAINS(n)
+#endif
 
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
@@ -29,7 +37,7 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
-  const int chains = MOE_CHAINS(n);
+  const int chains = MOE_FC1_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
   floatV ag[2 * MOE_TILE_M], au[2 * MOE_TILE_M];
   #pragma unroll

@@ -16,13 +16,19 @@
 // Independent accumulator chains per token: with few tokens, elements alternate between
 // MOE_CHAINS(n) partial sums so that about four FMA chains hide the FMA latency.
 #define MOE_CHAINS(n) ((n) >= 4 ? 1 : 4 / (n))
+// MOE_BATCH_INVARIANT: the chains of a full tile for every tile (see moe_fc1.cl).
+#ifdef MOE_BATCH_INVARIANT
+#define MOE_FC2_CHAINS(n) MOE_CHAINS(MOE_TILE_M)
+#else
+#define MOE_FC2_CHAINS(n) MOE_CHAINS(n)
+#endif
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
 __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
-  const int chains = MOE_CHAINS(n);
+  const int chains = MOE_FC2_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
   floatV acc[4 * MOE_TILE_M];
   #pragma unroll

@@ -6,7 +6,8 @@ set -euo pipefail
 
 debs=(cmake g++ make pkg-config python3 python3-pip ccache
       ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
-      libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+      libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+      clang-14 libclang-rt-14-dev)  # libFuzzer and clang's sanitizer runtimes (tools/run-tests.sh)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -18,10 +19,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Interop tests compare with implementations no one here wrote (numpy, ml_dtypes, safetensors).
+# Interop tests compare with implementations no one here wrote (numpy, ml_dtypes, safetensors);
+# pytest runs the Python binding's tests.
 py=${PYTHON:-python3}
-if ! "$py" -c 'import numpy, ml_dtypes, safetensors' 2>/dev/null; then
-  echo "fp4cl: installing PyPI packages: numpy ml_dtypes safetensors" >&2
-  "$py" -m pip install -q numpy ml_dtypes safetensors 2>/dev/null ||
-    "$py" -m pip install -q --break-system-packages numpy ml_dtypes safetensors
+if ! "$py" -c 'import numpy, ml_dtypes, safetensors, pytest' 2>/dev/null; then
+  echo "fp4cl: installing PyPI packages: numpy ml_dtypes safetensors pytest" >&2
+  "$py" -m pip install -q numpy ml_dtypes safetensors pytest 2>/dev/null ||
+    "$py" -m pip install -q --break-system-packages numpy ml_dtypes safetensors pytest
 fi

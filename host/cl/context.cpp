@@ -1,5 +1,6 @@
 #include "fp4cl/context.hpp"
 
+#include "cl/fault_injection.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
@@ -12,7 +13,7 @@ struct Context::State {
   cl::CommandQueue queue;
   DeviceInfo info;
   bool profiling = false;
-  std::unique_ptr<ProgramCache> programs;
+  std::shared_ptr<ProgramCache> programs;  // shared by with_new_queue() copies
 };
 
 Context::Context(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -20,6 +21,7 @@ Context::Context(std::shared_ptr<State> state) : state_(std::move(state)) {}
 Context Context::create() { return create(device_selector_from_env()); }
 
 Context Context::create(std::string_view selector) {
+  fault_injection::arm_from_env_once();
   SelectedDevice selected = select_device(selector);
   auto state = std::make_shared<State>();
   state->device = selected.device;
@@ -30,13 +32,14 @@ Context Context::create(std::string_view selector) {
   state->queue = cl::CommandQueue(state->context, state->device, CL_QUEUE_PROFILING_ENABLE, &err);
   check_cl(err, "creating a command queue on {}", state->info.name);
   state->profiling = true;
-  state->programs = std::make_unique<ProgramCache>(state->context, state->device, state->info,
+  state->programs = std::make_shared<ProgramCache>(state->context, state->device, state->info,
                                                    ProgramCache::disk_dir_from_env());
   log::info("device {}", state->info.describe());
   return Context(std::move(state));
 }
 
 Context Context::wrap(::cl_context context, ::cl_command_queue queue) {
+  fault_injection::arm_from_env_once();
   if (!context) fail("Context::wrap: the cl_context is null");
   if (!queue) fail("Context::wrap: the cl_command_queue is null");
   // Everything is checked before fp4cl takes a reference, so a refused pair leaves the caller's
@@ -66,9 +69,18 @@ Context Context::wrap(::cl_context context, ::cl_command_queue queue) {
   state->device = cl::Device(device, /*retainObject=*/true);  // a no-op for root devices
   state->profiling = (properties & CL_QUEUE_PROFILING_ENABLE) != 0;
   state->info = query_device_info(state->device);
-  state->programs = std::make_unique<ProgramCache>(state->context, state->device, state->info,
+  state->programs = std::make_shared<ProgramCache>(state->context, state->device, state->info,
                                                    ProgramCache::disk_dir_from_env());
   log::info("device {} (wrapped context)", state->info.describe());
+  return Context(std::move(state));
+}
+
+Context Context::with_new_queue() const {
+  auto state = std::make_shared<State>(*state_);
+  cl_int err = CL_SUCCESS;
+  state->queue = cl::CommandQueue(state->context, state->device,
+                                  state->profiling ? CL_QUEUE_PROFILING_ENABLE : cl_command_queue_properties{0}, &err);
+  check_cl(err, "creating another command queue on {}", state->info.name);
   return Context(std::move(state));
 }
 

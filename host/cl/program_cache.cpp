@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 
+#include "cl/opencl_calls.hpp"
 #include "cl/binary_cache.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
@@ -74,7 +75,7 @@ cl::Program ProgramCache::load_cached(const std::string& entry, const std::strin
   std::vector<cl_int> binary_status;
   cl_int err = CL_SUCCESS;
   cl::Program program(context_, {device_}, binaries, &binary_status, &err);
-  if (err == CL_SUCCESS) err = program.build({device_}, options.c_str());
+  if (err == CL_SUCCESS) err = opencl::build_program(program, device_, options);
   if (err == CL_SUCCESS) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.disk_hits;
@@ -125,7 +126,7 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
   cl_int err = CL_SUCCESS;
   cl::Program program(context_, source, false, &err);
   check_cl(err, "creating the program {}", kernel_file);
-  err = program.build({device_}, options.c_str());
+  err = opencl::build_program(program, device_, options);
   if (err != CL_SUCCESS) {
     const std::string failure_log = build_log(program, device_);
     throw Error(fmt::format("building {} with options \"{}\" on {}: {} ({})\nbuild log:\n{}", kernel_file, options,

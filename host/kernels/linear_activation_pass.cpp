@@ -1,5 +1,6 @@
 #include "kernels/linear_activation_pass.hpp"
 
+#include "cl/opencl_calls.hpp"
 #include "cl/exact_division.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_build_options.hpp"
@@ -52,8 +53,8 @@ cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x,
   const std::size_t steps = static_cast<std::size_t>(kpad_ / kFp4RowStep);
   const std::size_t global0 = (steps + local_ - 1) / local_ * local_;
   cl::Event event;
-  check_cl(ctx.queue().enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(global0, static_cast<std::size_t>(m)),
-                                            cl::NDRange(local_, 1), wait, &event),
+  check_cl(opencl::enqueue_kernel(ctx.queue(), kernel_, cl::NDRange(global0, static_cast<std::size_t>(m)),
+                                  cl::NDRange(local_, 1), wait, &event),
            "enqueueing the linear activation pass ({} tokens, k = {})", m, k_);
   return event;
 }

@@ -2,6 +2,7 @@
 // reused by every token of a work-group (prefill).
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
@@ -80,9 +81,8 @@ class GemmTiledKernel final : public RowsLinearKernel {
     const auto groups0 = static_cast<std::size_t>((layout().n + tiles_.tile_n - 1) / tiles_.tile_n);
     const auto groups1 = static_cast<std::size_t>((m + tiles_.tile_m - 1) / tiles_.tile_m);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(kernels()[0], cl::NullRange,
-                                              cl::NDRange(groups0 * local0, groups1 * local1),
-                                              cl::NDRange(local0, local1), &wait, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), kernels()[0], cl::NDRange(groups0 * local0, groups1 * local1),
+                                    cl::NDRange(local0, local1), &wait, &event),
              "enqueueing linear_gemm ({} tokens, n = {}, k = {})", m, layout().n, layout().k);
     return event;
   }

@@ -3,6 +3,7 @@
 // lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales.
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
@@ -76,6 +77,8 @@ class GemvIntKernel final : public LinearKernel {
 
   void apply(const Context& ctx, const LinearCall& call) override {
     std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+    if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace, "the activation codes");
     set_arg(3, *call.y, "the output");
     set_arg(4, *call.bias, "the bias");
@@ -86,14 +89,10 @@ class GemvIntKernel final : public LinearKernel {
     const auto groups = static_cast<std::size_t>(weights_->info.groups);
     const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(run, cl::NullRange,
-                                              cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                              cl::NDRange(local, 1), &pass, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
+                                    cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_int ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
-    if (call.events) {
-      call.events->push_back(pass.front());
-      call.events->push_back(event);
-    }
+    if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }

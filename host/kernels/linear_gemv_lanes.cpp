@@ -3,6 +3,7 @@
 // activations come from the same pre-pass as the rows kernels'.
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
@@ -72,6 +73,8 @@ class GemvLanesKernel final : public LinearKernel {
 
   void apply(const Context& ctx, const LinearCall& call) override {
     std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+    if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace, "the split activations");
     set_arg(3, *call.y, "the output");
     set_arg(4, *call.bias, "the bias");
@@ -82,14 +85,10 @@ class GemvLanesKernel final : public LinearKernel {
     const auto groups = static_cast<std::size_t>(weights_->info.groups);
     const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(run, cl::NullRange,
-                                              cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                              cl::NDRange(local, 1), &pass, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
+                                    cl::NDRange(local, 1), &pass, &event),
              "enqueueing linear_gemv_lanes ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
-    if (call.events) {
-      call.events->push_back(pass.front());
-      call.events->push_back(event);
-    }
+    if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }

@@ -1,6 +1,7 @@
 // Strategy "gemv_rows": kernels/linear_gemv.cl, one weight row per work-item (decode).
 #include <fmt/format.h>
 
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
@@ -64,8 +65,7 @@ class GemvRowsKernel final : public RowsLinearKernel {
     const std::size_t global0 = (n + local - 1) / local * local;
     const auto groups = static_cast<std::size_t>((m + per_item - 1) / per_item);
     cl::Event event;
-    check_cl(ctx.queue().enqueueNDRangeKernel(run, cl::NullRange, cl::NDRange(global0, groups),
-                                              cl::NDRange(local, 1), &wait, &event),
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(global0, groups), cl::NDRange(local, 1), &wait, &event),
              "enqueueing linear_gemv ({} tokens, n = {}, k = {})", m, layout().n, layout().k);
     return event;
   }

@@ -75,15 +75,14 @@ std::uint64_t RowsLinearKernel::weight_bytes() const { return weights_ ? weights
 
 void RowsLinearKernel::apply(const Context& ctx, const LinearCall& call) {
   std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+  // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+  if (call.events) call.events->push_back(pass.front());
   set_arg(2, *call.workspace, "the split activations");
   set_arg(3, *call.y, "the output");
   set_arg(4, *call.bias, "the bias");
   set_arg(6, static_cast<cl_uint>(call.m), "the token count");
   cl::Event matmul = launch(ctx, call.m, pass);
-  if (call.events) {
-    call.events->push_back(pass.front());
-    call.events->push_back(matmul);
-  }
+  if (call.events) call.events->push_back(matmul);
 }
 
 }  // namespace fp4cl

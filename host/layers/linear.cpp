@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "cl/opencl_calls.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "layers/linear_plan.hpp"
 #include "prepare/fp4_weight_checks.hpp"
@@ -26,11 +27,8 @@ std::size_t buffer_size(const cl::Buffer& b, const char* what) {
   return size;
 }
 
-cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, void* host, const char* what) {
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1), host, &err);
-  check_cl(err, "Linear: allocating {} ({} bytes)", what, bytes);
-  return b;
+cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, const void* host, const char* what) {
+  return allocate_buffer(ctx, flags, bytes, host, fmt::format("Linear: {}", what));
 }
 
 }  // namespace
@@ -52,8 +50,40 @@ struct Linear::State {
   LinearConfig config;
   std::vector<Step> steps;
   cl::Buffer workspace, bias;
-  cl::Buffer host_x, host_y;  // staging for run(), allocated on its first use
-  std::vector<cl::Event> events;
+  // Staging for run() and for calls beyond max_tokens: staging_tokens rows of x and of y,
+  // allocated (both or neither) on first use.
+  cl::Buffer stage_x, stage_y;
+  std::int64_t staging_tokens = 0;
+  std::vector<cl::Event> events;  // the commands of the last enqueue
+  // The layer's last enqueued command, kept across failed calls: the next call waits for it
+  // (calls share the workspace and the staging buffers).
+  cl::Event last;
+
+  void allocate_staging() {
+    if (stage_x()) return;
+    const std::int64_t row = std::max<std::int64_t>(config.k * 2, config.n * static_cast<std::int64_t>(output_bytes(config.output)));
+    const std::int64_t tokens = std::max<std::int64_t>(1, std::min<std::int64_t>(config.max_tokens, static_cast<std::int64_t>(max_alloc_bytes(ctx)) / row));
+    // Into locals first: a failed second allocation must not leave a half-made pair behind.
+    cl::Buffer x = make_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(tokens * config.k) * 2, nullptr,
+                               "the staging input");
+    cl::Buffer y = make_buffer(ctx, CL_MEM_READ_WRITE,
+                               static_cast<std::size_t>(tokens * config.n) * output_bytes(config.output), nullptr,
+                               "the staging output");
+    stage_x = std::move(x);
+    stage_y = std::move(y);
+    staging_tokens = tokens;
+  }
+
+  // Remembers the last command that reached the queue, whether the call succeeded or not.
+  void record_last() {
+    if (!events.empty()) last = events.back();
+  }
+
+  // One call of at most max_tokens tokens on the layer's kernels.
+  void enqueue_direct(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m, const std::vector<cl::Event>& after);
+  // Linear::run: host arrays through the staging buffers, in chunks.
+  template <typename Out>
+  void run_on_host(Linear& layer, const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<Out>& y);
 
   const Step& step_for(std::int64_t m) const {
     for (const Step& s : steps)
@@ -105,13 +135,13 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
     }
     s->steps.push_back({step.last_tokens, kernel, step.kernel, step.origin});
   }
-  if (workspace > ctx.info().max_alloc_bytes)
+  if (workspace > max_alloc_bytes(ctx))
     fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
-         workspace, ctx.info().name, ctx.info().max_alloc_bytes);
+         workspace, ctx.info().name, max_alloc_bytes(ctx));
   s->workspace = make_buffer(ctx, CL_MEM_READ_WRITE, workspace, nullptr, "the linear workspace");
   if (config.has_bias)
     s->bias = make_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, options.bias.size() * sizeof(float),
-                          const_cast<float*>(options.bias.data()), "the bias");
+                          options.bias.data(), "the bias");
   Linear layer(std::move(s));
   log::info("{}", layer.describe());
   return layer;
@@ -121,9 +151,8 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
                           const std::vector<cl::Event>& wait) {
   State& s = *state_;
   if (m < 0) fail("Linear: m = {} tokens; must be at least 0", m);
-  if (m > s.config.max_tokens)
-    fail("Linear: m = {} tokens exceeds the layer's max_tokens = {} (LinearOptions::max_tokens)", m,
-         s.config.max_tokens);
+  if (m > std::numeric_limits<std::int32_t>::max())
+    fail("Linear: m = {} tokens; at most 2^31-1 per call", m);
   const std::size_t x_need = static_cast<std::size_t>(m * s.config.k) * 2;
   const std::size_t y_need = static_cast<std::size_t>(m * s.config.n) * output_bytes(s.config.output);
   const std::size_t x_size = buffer_size(x, "x"), y_size = buffer_size(y, "y");
@@ -134,70 +163,104 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
     fail("Linear: the y buffer has {} bytes; {} tokens × n = {} {} values need {}", y_size, m, s.config.n,
          to_string(s.config.output), y_need);
 
-  // The previous call's last command joins the wait list: calls share the workspace, and a queue
-  // the caller brought may be out of order.
   std::vector<cl::Event> after = wait;
-  if (!s.events.empty()) after.push_back(s.events.back());
+  if (s.last()) after.push_back(s.last);
   s.events.clear();
-  cl::Event done;
+  try {
+    if (m <= s.config.max_tokens) {
+      s.enqueue_direct(x, y, m, after);
+    } else {
+      // Beyond the workspace: chunks of the staging capacity, copied through the staging buffers.
+      s.allocate_staging();
+      const std::size_t x_row = static_cast<std::size_t>(s.config.k) * 2;
+      const std::size_t y_row = static_cast<std::size_t>(s.config.n) * output_bytes(s.config.output);
+      for (std::int64_t offset = 0; offset < m; offset += s.staging_tokens) {
+        const std::int64_t rows = std::min(s.staging_tokens, m - offset);
+        cl::Event copied;
+        check_cl(opencl::enqueue_copy(s.ctx.queue(), x, s.stage_x, static_cast<std::size_t>(offset) * x_row, 0,
+                                      static_cast<std::size_t>(rows) * x_row, after.empty() ? nullptr : &after, &copied),
+                 "Linear: copying tokens {}..{} of x to the staging buffer", offset, offset + rows - 1);
+        s.events.push_back(copied);
+        s.enqueue_direct(s.stage_x, s.stage_y, rows, {copied});
+        const std::vector<cl::Event> computed{s.events.back()};
+        cl::Event out;
+        check_cl(opencl::enqueue_copy(s.ctx.queue(), s.stage_y, y, 0, static_cast<std::size_t>(offset) * y_row,
+                                      static_cast<std::size_t>(rows) * y_row, &computed, &out),
+                 "Linear: copying tokens {}..{} of y from the staging buffer", offset, offset + rows - 1);
+        s.events.push_back(out);
+        after = {out};
+      }
+    }
+  } catch (...) {
+    s.record_last();
+    throw;
+  }
+  s.record_last();
+  return s.last;
+}
+
+void Linear::State::enqueue_direct(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
+                                   const std::vector<cl::Event>& after) {
   if (m == 0) {
-    check_cl(s.ctx.queue().enqueueMarkerWithWaitList(&after, &done), "Linear: enqueueing the marker of a 0-token call");
-    s.events.push_back(done);
-    return done;
+    cl::Event done;
+    check_cl(opencl::enqueue_marker(ctx.queue(), &after, &done), "Linear: enqueueing the marker of a 0-token call");
+    events.push_back(done);
+    return;
   }
   LinearCall call;
   call.x = &x;
   call.y = &y;
-  call.bias = &s.bias;
-  call.workspace = &s.workspace;
+  call.bias = &bias;
+  call.workspace = &workspace;
   call.m = m;
   call.wait = &after;
-  call.events = &s.events;
-  s.step_for(m).kernel->apply(s.ctx, call);
-  return s.events.back();
+  call.events = &events;
+  step_for(m).kernel->apply(ctx, call);
 }
 
-namespace {
-
 template <typename Out>
-void run_on_host(Linear& layer, const Context& ctx, cl::Buffer& host_x, cl::Buffer& host_y,
-                 const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<Out>& y) {
+void Linear::State::run_on_host(Linear& layer, const std::vector<std::uint16_t>& x, std::int64_t m,
+                                std::vector<Out>& y) {
+  State& s = *this;
   if (m < 0) fail("Linear::run: m = {} tokens; must be at least 0", m);
   if (static_cast<std::int64_t>(x.size()) != m * layer.k())
     fail("Linear::run: x has {} values; m × k = {} × {} = {} expected", x.size(), m, layer.k(), m * layer.k());
   y.assign(static_cast<std::size_t>(m * layer.n()), Out{});
   if (m == 0) return;
-  if (m > layer.options().max_tokens)
-    fail("Linear::run: m = {} tokens exceeds the layer's max_tokens = {}", m, layer.options().max_tokens);
-  const std::int64_t max_tokens = layer.options().max_tokens;
-  if (!host_x()) {
-    host_x = make_buffer(ctx, CL_MEM_READ_ONLY, static_cast<std::size_t>(max_tokens * layer.k()) * 2, nullptr,
-                         "the staging input");
-    host_y = make_buffer(ctx, CL_MEM_WRITE_ONLY, static_cast<std::size_t>(max_tokens * layer.n()) * sizeof(Out),
-                         nullptr, "the staging output");
+  s.allocate_staging();
+  const std::vector<cl::Event> previous = s.last() ? std::vector<cl::Event>{s.last} : std::vector<cl::Event>{};
+  // Chunks of the staging capacity (max_tokens unless a buffer of that many would be too large).
+  for (std::int64_t offset = 0; offset < m; offset += s.staging_tokens) {
+    const std::int64_t rows = std::min(s.staging_tokens, m - offset);
+    cl::Event written;
+    try {
+      check_cl(opencl::enqueue_write(s.ctx.queue(), s.stage_x, false, 0, static_cast<std::size_t>(rows * layer.k()) * 2,
+                                     x.data() + offset * layer.k(), offset == 0 && !previous.empty() ? &previous : nullptr,
+                                     &written),
+               "Linear::run: copying x to the device");
+      const std::vector<cl::Event> after{layer.enqueue(s.stage_x, s.stage_y, rows, {written})};
+      check_cl(opencl::enqueue_read(s.ctx.queue(), s.stage_y, true, 0, static_cast<std::size_t>(rows * layer.n()) * sizeof(Out),
+                                    y.data() + offset * layer.n(), &after, nullptr),
+               "Linear::run: copying y from the device");
+    } catch (...) {
+      // The write reads the caller's x: it must be over before the error reaches the caller.
+      if (written()) written.wait();
+      throw;
+    }
   }
-  cl::Event written;
-  check_cl(ctx.queue().enqueueWriteBuffer(host_x, CL_FALSE, 0, x.size() * 2, x.data(), nullptr, &written),
-           "Linear::run: copying x to the device");
-  const cl::Event done = layer.enqueue(host_x, host_y, m, {written});
-  const std::vector<cl::Event> after{done};
-  check_cl(ctx.queue().enqueueReadBuffer(host_y, CL_TRUE, 0, y.size() * sizeof(Out), y.data(), &after),
-           "Linear::run: copying y from the device");
 }
-
-}  // namespace
 
 void Linear::run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<std::uint16_t>& y) {
   if (state_->config.output != OutputType::bf16)
     fail("Linear::run: the layer's output type is {}; pass a std::vector<float>", to_string(state_->config.output));
-  run_on_host(*this, state_->ctx, state_->host_x, state_->host_y, x, m, y);
+  state_->run_on_host(*this, x, m, y);
 }
 
 void Linear::run(const std::vector<std::uint16_t>& x, std::int64_t m, std::vector<float>& y) {
   if (state_->config.output != OutputType::fp32)
     fail("Linear::run: the layer's output type is {}; pass a std::vector<std::uint16_t>",
          to_string(state_->config.output));
-  run_on_host(*this, state_->ctx, state_->host_x, state_->host_y, x, m, y);
+  state_->run_on_host(*this, x, m, y);
 }
 
 std::int64_t Linear::n() const { return state_->config.n; }

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cl/opencl_calls.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
 #include "layers/moe_expert_map.hpp"
@@ -39,6 +40,9 @@ struct MoeLayer::Impl {
   MoeWorkspace ws;
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
+  // The layer's last enqueued command, kept across failed calls: the next call waits for it
+  // (calls share the workspace).
+  cl::Event last;
 
   explicit Impl(const Context& c) : ctx(c) {}
 
@@ -65,6 +69,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
+  if (config.max_tokens > INT_MAX / config.top_k)
+    fail("MoE: max_tokens = {} × top_k = {} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
+         "chunks of max_tokens anyway",
+         config.max_tokens, config.top_k);
 
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;
@@ -78,7 +86,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
 
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  const MoeProgramOptions options{numerics.options, config.scheme, config.output};
+  MoeProgramOptions options{numerics.options, config.scheme, config.output};
+  if (config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
 
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
@@ -87,6 +96,26 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
+  return MoeLayer(std::move(impl));
+}
+
+MoeLayer MoeLayer::with_context(const Context& ctx) const {
+  const Impl& from = *impl_;
+  if (ctx.opencl_context()() != from.ctx.opencl_context()() || ctx.device()() != from.ctx.device()())
+    fail("MoeLayer::with_context: the context is on another OpenCL context or device than the layer's weights "
+         "(use Context::with_new_queue() of the layer's context, or create a layer there)");
+  auto impl = std::make_shared<Impl>(ctx);
+  impl->config = from.config;
+  impl->shape = from.shape;
+  impl->selection = from.selection;
+  impl->weights = from.weights;  // the same device buffers: read-only after creation
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens);
+  impl->router = std::make_unique<MoeRouter>(ctx);
+  const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
+  MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
+  if (from.config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
+  for (const auto& entry : impl->selection.usable)
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
   return MoeLayer(std::move(impl));
 }
 
@@ -107,14 +136,21 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
     check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
   }
   const cl::CommandQueue& queue = ctx.queue();
-  cl::Event last;
-  check_cl(queue.enqueueWriteBuffer(ws.status, CL_FALSE, 0, sizeof(kStatusReset), kStatusReset,
-                                    wait.empty() ? nullptr : &wait, &last),
+  std::vector<cl::Event> after = wait;
+  if (last()) after.push_back(last);
+  // `last` always holds the latest command that reached the queue, also when a later one fails.
+  cl::Event reset;
+  check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
+                                 after.empty() ? nullptr : &after, &reset),
            "MoE: resetting the status words");
+  last = reset;
+  // One strategy for the whole call, chosen by its token count: every chunk runs the same
+  // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
+  // in an order that does not depend on the other pairs of its chunk).
+  MoeStrategyKernels& k = kernels_for(tokens);
   // Every later command waits for its predecessor (the queue may be out of order).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
-    MoeStrategyKernels& k = kernels_for(chunk.tokens);
     call.chunk_strategies.emplace_back(to_string(k.id()));
     router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
@@ -148,13 +184,14 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
   if (call.tokens == 0) return stats;
   cl_int status[4] = {0, 0, 0, 0};
   const std::vector<cl::Event> wait{call.done};
-  check_cl(m.ctx.queue().enqueueReadBuffer(m.ws.status, CL_TRUE, 0, sizeof(status), status, &wait),
+  check_cl(opencl::enqueue_read(m.ctx.queue(), m.ws.status, true, 0, sizeof(status), status, &wait, nullptr),
            "MoE: reading the status words");
   const int k = m.shape.top_k;
   if (status[0] != INT_MAX) {
     cl_int id = 0;
     if (call.topk_ids()) {
-      check_cl(m.ctx.queue().enqueueReadBuffer(call.topk_ids, CL_TRUE, static_cast<std::size_t>(status[0]) * 4, 4, &id),
+      check_cl(opencl::enqueue_read(m.ctx.queue(), call.topk_ids, true, static_cast<std::size_t>(status[0]) * 4, 4, &id,
+                                    nullptr, nullptr),
                "MoE: reading the invalid topk id");
     }
     fail("MoE: topk_ids[{}, {}] = {} is outside [0, {}) (the number of global experts); the slot was skipped and "
@@ -189,10 +226,10 @@ std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
 std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
-  return to_string(impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).id);
+  return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
-  return impl_->selection.for_tokens(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k).tiles.tile_m;
+  return impl_->selection.for_tokens(tokens, impl_->shape.top_k).tiles.tile_m;
 }
 
 }  // namespace fp4cl

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cl/opencl_calls.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -20,11 +21,8 @@ void set_args(cl::Kernel& kernel, const char* name, const Args&... args) {
 cl_int as_int(std::int64_t v) { return static_cast<cl_int>(v); }
 
 cl::Buffer device_buffer(const Context& ctx, const char* what, std::int64_t bytes) {
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)),
-               nullptr, &err);
-  check_cl(err, "MoE: allocating the workspace buffer {} ({} bytes)", what, bytes);
-  return b;
+  return allocate_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)), nullptr,
+                         fmt::format("MoE: the workspace buffer {}", what));
 }
 
 }  // namespace
@@ -38,7 +36,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
                                     std::int64_t max_tokens) {
   const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(),
                                    [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
-  const auto max_alloc = static_cast<std::int64_t>(ctx.info().max_alloc_bytes);
+  const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
   MoeWorkspace ws;
@@ -50,6 +48,13 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   for (const auto& e : selection.usable)
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden + 4 * P * shape.intermediate +
+                             (grouped ? 4 * P * shape.hidden : 0);
+  // The weights and the caller's buffers need room too: a workspace may take half the memory.
+  if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
+    fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
+         "all, and a workspace may take at most half (lower MoeConfig::max_tokens: larger batches run in chunks)",
+         max_tokens, total, ws.max_tokens, ctx.info().name, ctx.info().global_mem_bytes);
   ws.pair_expert = device_buffer(ctx, "pair_expert", 4 * P);
   ws.pair_weight = device_buffer(ctx, "pair_weight", 4 * P);
   ws.pair_slot = device_buffer(ctx, "pair_slot", 4 * P);
@@ -70,7 +75,7 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
   std::vector<cl::Event> wait;
   if (last()) wait.push_back(last);
   cl::Event event;
-  check_cl(queue.enqueueNDRangeKernel(kernel, cl::NullRange, global, local, wait.empty() ? nullptr : &wait, &event),
+  check_cl(opencl::enqueue_kernel(queue, kernel, global, local, wait.empty() ? nullptr : &wait, &event),
            "enqueueing the MoE kernel {}", name);
   launches.push_back({name, event});
   last = event;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cl/opencl_calls.hpp"
 #include "common/formats.cl"
 #include "support/check.hpp"
 
@@ -11,16 +12,13 @@ namespace fp4cl {
 namespace {
 
 template <typename T>
-cl::Buffer upload(const Context& ctx, const char* what, const std::vector<T>& data) {
+cl::Buffer upload(const Context& ctx, const std::string& what, const std::vector<T>& data) {
   const std::size_t bytes = data.size() * sizeof(T);
-  if (bytes > ctx.info().max_alloc_bytes)
-    fail("MoE: {} needs a buffer of {} bytes; {} allows at most {} per buffer", what, bytes, ctx.info().name,
-         ctx.info().max_alloc_bytes);
-  cl_int err = CL_SUCCESS;
-  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, std::max<std::size_t>(bytes, sizeof(T)),
-               const_cast<T*>(data.data()), &err);
-  check_cl(err, "MoE: allocating {} ({} bytes)", what, bytes);
-  return b;
+  if (data.empty()) {
+    const T zero{};
+    return allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof(T), &zero, fmt::format("MoE: {}", what));
+  }
+  return allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, data.data(), fmt::format("MoE: {}", what));
 }
 
 // The exponent of 2 applied to MXFP4 block scales: as close to undoing the E2M1 decode's
@@ -114,13 +112,13 @@ void upload_matrix(const Context& ctx, const char* what, const std::vector<std::
   const std::int64_t block = block_size(format);
   if (format == WeightFormat::nvfp4) {
     const auto m = interleave_rows<std::uint16_t>(packed, scales, E, N, row0, rows, K, block, group, pad, e4m3_as_fp16);
-    words = upload(ctx, what, m.words);
-    scale_buffer = upload(ctx, what, m.scales);
+    words = upload(ctx, fmt::format("{} codes", what), m.words);
+    scale_buffer = upload(ctx, fmt::format("{} block scales", what), m.scales);
   } else {
     const auto m = interleave_rows<std::uint8_t>(packed, scales, E, N, row0, rows, K, block, group, pad,
                                                  [](std::uint8_t b) { return b; });
-    words = upload(ctx, what, m.words);
-    scale_buffer = upload(ctx, what, m.scales);
+    words = upload(ctx, fmt::format("{} codes", what), m.words);
+    scale_buffer = upload(ctx, fmt::format("{} block scales", what), m.scales);
   }
 }
 

@@ -1,4 +1,5 @@
 // Host launcher of kernels/quantize.cl: argument checks, kernel selection, NDRange, events.
+#include "cl/opencl_calls.hpp"
 #include "fp4cl/quantize.hpp"
 
 #include <limits>
@@ -128,13 +129,13 @@ cl::Event launch(const Context& ctx, cl::Kernel& kernel, std::int64_t items, std
   const std::vector<cl::Event>* wait = wait_for.empty() ? nullptr : &wait_for;
   cl_int err = CL_SUCCESS;
   if (items == 0 || rows == 0) {
-    err = ctx.queue().enqueueMarkerWithWaitList(wait, &event);
+    err = opencl::enqueue_marker(ctx.queue(), wait, &event);
     check_cl(err, "{}: enqueueing a marker for an empty matrix", call);
     return event;
   }
   const cl::NDRange global(round_up(static_cast<std::size_t>(items), local[0]),
                            round_up(static_cast<std::size_t>(rows), local[1]));
-  err = ctx.queue().enqueueNDRangeKernel(kernel, cl::NullRange, global, cl::NDRange(local[0], local[1]), wait, &event);
+  err = opencl::enqueue_kernel(ctx.queue(), kernel, global, cl::NDRange(local[0], local[1]), wait, &event);
   check_cl(err, "{}: enqueueing a {} × {} grid with work-groups of {} × {}", call, global[0], global[1], local[0],
            local[1]);
   return event;

@@ -2,6 +2,7 @@
 
 #include "fp4cl/formats.hpp"
 #include "prepare/fp4_row_layout.hpp"
+#include "cl/opencl_calls.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -53,18 +54,13 @@ Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& w, Fp4LanesOrder order) {
 }
 
 DeviceFp4LanesLayout upload_fp4_lanes_layout(const Context& ctx, const Fp4LanesLayout& layout) {
-  if (layout.codes.size() > ctx.info().max_alloc_bytes)
-    fail("FP4 weight [{}, {}]: {} bytes of codes exceed the largest buffer {} allocates ({} bytes)", layout.info.n,
-         layout.info.k, layout.codes.size(), ctx.info().name, ctx.info().max_alloc_bytes);
   DeviceFp4LanesLayout d;
   d.info = layout.info;
-  cl_int err = CL_SUCCESS;
-  d.codes = cl::Buffer(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.codes.size(),
-                       const_cast<std::uint8_t*>(layout.codes.data()), &err);
-  check_cl(err, "uploading FP4 weight codes ({} bytes)", layout.codes.size());
-  d.scales = cl::Buffer(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.scales.size(),
-                        const_cast<std::uint8_t*>(layout.scales.data()), &err);
-  check_cl(err, "uploading FP4 block scales ({} bytes)", layout.scales.size());
+  const std::string weight = fmt::format("FP4 weight [{}, {}]", layout.info.n, layout.info.k);
+  d.codes = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.codes.size(), layout.codes.data(),
+                            weight + " codes");
+  d.scales = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.scales.size(), layout.scales.data(),
+                             weight + " block scales");
   d.bytes = layout.codes.size() + layout.scales.size();
   return d;
 }

@@ -1,6 +1,11 @@
 // A Context is the device, OpenCL context, command queue and program cache fp4cl works with.
-// It is cheap to copy (shared state) and may be used from several threads (the program cache is
-// thread-safe). It either owns its OpenCL objects or wraps the ones a serving runtime already has.
+// It is cheap to copy (shared state). It either owns its OpenCL objects or wraps the ones a
+// serving runtime already has.
+//
+// Thread safety (README "Thread safety"): a Context and its copies may be used from any number of
+// threads at once; its program cache is thread-safe (a program is built once, concurrent requests
+// wait for it). Layers are not: give each thread its own queue (with_new_queue()) and its own
+// layer on that queue (MoeLayer::with_context() shares the prepared weights of an existing layer).
 #pragma once
 
 #include <memory>
@@ -25,6 +30,12 @@ class Context {
   // queue must be in-order and belong to `context`. Throws fp4cl::Error (taking no reference)
   // for a null handle, a queue of another context or an out-of-order queue.
   static Context wrap(::cl_context context, ::cl_command_queue queue);
+
+  // A Context on the same OpenCL context, device and program cache (programs built through either
+  // serve both) with a new in-order queue of its own, fp4cl-owned, with profiling when this
+  // context's queue has it. Buffers and layers' weights of one are valid in the other. For
+  // several threads, or several streams of work that must not wait for each other.
+  Context with_new_queue() const;
 
   const cl::Context& opencl_context() const;
   const cl::Device& device() const;

@@ -31,7 +31,8 @@ enum class OutputType { bf16, fp32 };
 const char* to_string(OutputType t);
 
 struct LinearOptions {
-  // The largest number of tokens (rows of x) one call may pass; it sizes the layer's workspace.
+  // The number of tokens (rows of x) the layer's workspace holds. A call with more tokens runs in
+  // chunks of max_tokens through staging buffers (allocated on first need), never refused.
   std::int64_t max_tokens = 512;
   OutputType output = OutputType::bf16;
   // Bias [n] added to every output row (fp32; a BF16 bias converts exactly). Empty: no bias.
@@ -67,7 +68,8 @@ class Linear {
 
   // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
   // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.
-  // 0 ≤ m ≤ max_tokens; m = 0 enqueues only a marker. Each call also waits for the previous
+  // 0 ≤ m < 2^31; m = 0 enqueues only a marker; m > max_tokens runs in chunks, each copied through
+  // the layer's staging buffers (device-to-device copies). Each call also waits for the previous
   // one (its calls share the layer's workspace). A Linear is not thread-safe: one thread
   // enqueues at a time.
   cl::Event enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
@@ -83,8 +85,9 @@ class Linear {
   const QuantScheme& scheme() const;
   const LinearOptions& options() const;
 
-  // For benchmarks: the events of the commands of the last enqueue (activation pass, matmul), in
-  // order, and the bytes of prepared weights (codes and block scales) that one call streams.
+  // For benchmarks: the events of the commands of the last enqueue (activation pass, matmul; the
+  // staging copies too when it ran beyond max_tokens), in order, and the bytes of prepared
+  // weights (codes and block scales) that one call streams.
   const std::vector<cl::Event>& last_events() const;
   std::uint64_t weight_bytes() const;
   // The kernel strategy that serves a call of m tokens; that kernel with its tuning parameters

@@ -15,6 +15,14 @@
 //     stored dequant-direction scales (vLLM's alpha; Fp4Experts::w13_input_scale, w2_input_scale).
 //   - Dot products, SwiGLU and the top-k sum are fp32; the output is rounded once (BF16 or fp32).
 //   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
+//   Batch invariance: the strategy is chosen once per call, by the call's token count, and runs
+//   every chunk of it. The `decode` strategy computes each pair alone, so a token's output bits
+//   depend only on its own row and routing. The `grouped` strategy sums a pair's dot products in
+//   an order that depends on how many pairs share its tile (one pair gets more accumulator
+//   chains, for speed), so a token's bits can depend on the other tokens of the call and on how
+//   the call is cut into chunks (max_tokens) — within the reference bound, and bit-identical run
+//   to run. MoeConfig::batch_invariant = true removes that dependence. The two strategies may
+//   round differently from each other (within the bound).
 //
 // Routing: either router logits [T, E_global] fp32 (softmax over all experts, top-k chosen by
 // logit value with ties to the lower expert index, optional renormalization, computed on the
@@ -64,8 +72,16 @@ struct MoeConfig {
   int top_k = 1;        // k, 1 <= k <= E_global
   bool renormalize = true;  // router-logit path: divide the k weights by their sum
   // Workspace capacity in tokens, allocated once at creation. A larger batch is processed in
-  // chunks of this many tokens (never refused).
+  // chunks of this many tokens (never refused), with the strategy chosen for the whole call.
+  // The capacity is lowered where a workspace buffer would exceed the device's largest
+  // allocation; max_tokens × top_k must stay below 2^31, and a workspace that would take more
+  // than half the device's memory is refused (fp4cl::Error).
   std::int64_t max_tokens = 256;
+  // true: a token's output bits do not depend on max_tokens (chunking), nor on the other tokens
+  // of a call as long as it runs the same strategy (force one with `kernel` to make that always
+  // so): every `grouped` tile sums in the order of a full tile. Costs speed where tiles hold few
+  // pairs (small batches that run `grouped`).
+  bool batch_invariant = false;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
   std::vector<std::int32_t> expert_map;
   MoeFc2InputScale fc2_input_scale = MoeFc2InputScale::dynamic;
@@ -110,6 +126,8 @@ struct MoeStats {
   std::uint64_t weight_bytes = 0;   // FP4 codes + block scales streamed: expert_passes × per expert
 };
 
+// Thread safety: a MoeLayer holds one call's state (workspace, kernel arguments), so one thread
+// uses it at a time; other threads use layers of their own (with_context()).
 class MoeLayer {
  public:
   // Validates the experts and the configuration (clear errors naming the tensor or field),
@@ -125,6 +143,13 @@ class MoeLayer {
                                   const MoeConfig& config);
   static MoeLayer from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view layer,
                                   const MoeConfig& config, const MoeLoadOptions& load);
+
+  // A layer on `ctx` that shares this layer's prepared weights on the device (read-only after
+  // creation) and has a workspace and kernel objects of its own, so that the two may run at the
+  // same time from different threads. `ctx` must be on this layer's OpenCL context (typically
+  // Context::with_new_queue() of it); throws fp4cl::Error otherwise. Same configuration, same
+  // kernels: the same inputs give the same bits on either.
+  MoeLayer with_context(const Context& ctx) const;
 
   // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on.
   MoeCall enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
@@ -151,8 +176,8 @@ class MoeLayer {
   const QuantScheme& scheme() const;
   // FP4 codes + block scales of one expert (FC1 and FC2).
   std::uint64_t expert_weight_bytes() const;
-  // The strategy a chunk of `tokens` tokens runs with, and its tile: how many pairs of one
-  // expert share each pass over the expert's weights.
+  // The strategy a call of `tokens` tokens runs with (every chunk of it), and its tile: how many
+  // pairs of one expert share each pass over the expert's weights.
   std::string strategy_for(std::int64_t tokens) const;
   int tile_pairs_for(std::int64_t tokens) const;
 

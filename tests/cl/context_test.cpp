@@ -114,6 +114,30 @@ TEST(ContextCreate, CopiesShareOneState) {
   EXPECT_EQ(a.queue()(), b.queue()());
 }
 
+TEST(ContextNewQueue, SharesContextDeviceAndProgramsWithAQueueOfItsOwn) {
+  const Context a = Context::create();
+  const Context b = a.with_new_queue();
+  EXPECT_NE(a.queue()(), b.queue()());
+  EXPECT_EQ(a.opencl_context()(), b.opencl_context()());
+  EXPECT_EQ(a.device()(), b.device()());
+  EXPECT_EQ(&a.programs(), &b.programs());
+  EXPECT_EQ(b.queue().getInfo<CL_QUEUE_CONTEXT>()(), a.opencl_context()());
+  const cl_command_queue_properties props = b.queue().getInfo<CL_QUEUE_PROPERTIES>();
+  EXPECT_TRUE(props & CL_QUEUE_PROFILING_ENABLE);
+  EXPECT_FALSE(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+  expect_runs_a_kernel(b);
+}
+
+TEST(ContextNewQueue, OfAWrappedContextKeepsItsProfilingChoice) {
+  RawQueue raw;  // no profiling
+  const Context wrapped = Context::wrap(raw.context, raw.queue);
+  const Context other = wrapped.with_new_queue();
+  EXPECT_FALSE(other.profiling_enabled());
+  EXPECT_EQ(other.opencl_context()(), raw.context);
+  EXPECT_NE(other.queue()(), raw.queue);
+  expect_runs_a_kernel(other);
+}
+
 TEST(ContextWrap, RetainsWhatItUsesAndReleasesOnlyThat) {
   RawQueue raw(CL_QUEUE_PROFILING_ENABLE);
   ASSERT_NE(raw.queue, nullptr);

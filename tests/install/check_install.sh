@@ -68,9 +68,19 @@ ${CC:-cc} -std=c99 -Wall -Wextra -Werror -o "$work/run_layers_pc" "$run_layers_c
   -Wl,-rpath,"$(pkg-config --variable=libdir fp4cl)"
 "$work/run_layers_pc" "$work/model" "$work/out_pkgconfig" > /dev/null
 
-echo "== outputs of the three builds"
+echo "== the installed tree moved elsewhere (relocatable pkg-config file)"
+mv "$prefix" "$work/moved"
+export PKG_CONFIG_PATH="$work/moved/$libdir/pkgconfig"
+[ "$(pkg-config --variable=libdir fp4cl)" -ef "$work/moved/$libdir" ] || fail "fp4cl.pc does not follow the moved prefix"
+${CC:-cc} -std=c99 -o "$work/run_layers_moved" "$run_layers_c" $(pkg-config --cflags --libs fp4cl) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir fp4cl)"
+mkdir "$work/out_moved"
+"$work/run_layers_moved" "$work/model" "$work/out_moved" > /dev/null
+
+echo "== outputs of the four builds"
 for f in layers.txt linear_x.bin linear_y.bin moe_x.bin moe_ids.bin moe_weights.bin moe_out.bin; do
   cmp "$work/out_in_tree/$f" "$work/out_cmake/$f" || fail "$f differs between the in-tree and the CMake consumer build"
   cmp "$work/out_in_tree/$f" "$work/out_pkgconfig/$f" || fail "$f differs between the in-tree and the pkg-config build"
+  cmp "$work/out_in_tree/$f" "$work/out_moved/$f" || fail "$f differs between the in-tree and the moved-prefix build"
 done
 echo "install_package: OK"

@@ -208,7 +208,8 @@ TEST_P(MoeDispatch, RerunsAreBitIdentical) {
   }
 }
 
-// A batch larger than the workspace runs in chunks: the same bits as one pass.
+// A batch larger than the workspace runs in chunks: the same bits as one pass. (Exact data: the
+// sums are exact in any order. test_moe_chunks.cpp covers generic data, with batch_invariant.)
 TEST_P(MoeDispatch, ChunksAreBitIdenticalToOnePass) {
   const std::int64_t T = 30, E = 8;
   const Fp4Experts ex = make_experts({WeightFormat::mxfp4, E, 64, 64, Data::exact, 81});

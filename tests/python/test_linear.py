@@ -1,0 +1,81 @@
+"""Linear layers through the binding, every scheme and layout, against the independent NumPy
+reference (value ± a rigorous fp32 bound, BF16 and fp32 outputs)."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4_reference as ref
+from conftest import LINEAR
+
+
+def inputs(k, rows=7, seed=11):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, k)) * 2.0
+    x[1] = 0.0  # an all-zero row: zero block scales (W4A4)
+    x[2] *= 1e-3  # a small row: its blocks scale on their own
+    x[3, :16] = 0.0  # a zero block next to non-zero ones
+    return x.astype(ml_dtypes.bfloat16)
+
+
+def check(result, y, what):
+    ok = result.accepts(y)
+    assert ok.all(), (f"{what}: {int((~ok).sum())} of {ok.size} outputs outside the reference's bound; first at "
+                      f"{np.argwhere(~ok)[0]}: got {y[tuple(np.argwhere(~ok)[0])]}, reference "
+                      f"{result.value[tuple(np.argwhere(~ok)[0])]} ± {result.bound[tuple(np.argwhere(~ok)[0])]}")
+
+
+@pytest.mark.parametrize("output", ["bf16", "fp32"])
+def test_linear_matches_reference(fp4cl, context, checkpoint, output):
+    scheme, layout, path = checkpoint
+    reference = ref.Checkpoint(path)
+    assert reference.scheme == scheme
+    w = reference.weight(LINEAR)
+    with context.open(path) as model:
+        info = model.layer(LINEAR)
+        assert (info.kind, info.scheme) == ("linear", scheme)
+        assert (info.out_features, info.in_features) == w.codes.shape
+        with model.linear(LINEAR, max_tokens=16, output=output) as layer:
+            assert (layer.n, layer.k, layer.scheme) == (*w.codes.shape, scheme)
+            x = inputs(layer.k)
+            y = layer.run(x)
+    assert y.dtype == (ml_dtypes.bfloat16 if output == "bf16" else np.float32)
+    assert y.shape == (x.shape[0], w.codes.shape[0])
+    result = ref.linear(w, x.view(np.uint16))
+    check(result, y, f"{scheme} {layout} {output}")
+    # Not a vacuous comparison: the outputs are non-trivial and the bound is tight.
+    assert np.count_nonzero(y[0]) > 0.9 * y.shape[1]
+    assert not y[1].astype(np.float32).any()  # a zero row gives zero
+    assert np.all(result.bound[0] < 1e-3 * np.abs(result.value[0]).max())
+
+
+def test_linear_one_row_and_out_array(fp4cl, context, checkpoints):
+    path = checkpoints.get("nvfp4", "compressed-tensors")
+    with context.open(path) as model, model.linear(LINEAR, output="fp32") as layer:
+        x = inputs(layer.k)
+        y_all = layer.run(x)
+        y_row = layer.run(x[0])  # 1-D x: one row, 1-D y (bit for bit the [1, k] batch: the same kernel)
+        assert y_row.shape == (layer.n,) and np.array_equal(y_row, layer.run(x[:1])[0])
+        out = np.full((x.shape[0], layer.n), np.nan, np.float32)
+        assert layer.run(x, out=out) is out and np.array_equal(out, y_all)
+        empty = layer.run(np.zeros((0, layer.k), ml_dtypes.bfloat16))
+        assert empty.shape == (0, layer.n)
+
+
+def test_linear_layers_by_index(fp4cl, context, checkpoints):
+    path = checkpoints.get("mxfp4a16", "compressed-tensors")
+    reference = ref.Checkpoint(path)
+    with context.open(path) as model:
+        layers = model.layers
+        linears = [l for l in layers if l.kind == "linear"]
+        names = [l.name for l in layers]
+        assert [l.index for l in layers] == list(range(len(layers)))
+        # every attention projection of the decoder layer is a quantized linear layer
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            assert f"model.layers.0.self_attn.{proj}" in names
+        assert sum(l.kind == "moe" for l in layers) == 1
+        for info in linears:
+            w = reference.weight(info.name)
+            with model.linear(info.index, max_tokens=4) as layer:
+                x = inputs(layer.k, rows=4, seed=info.index)
+                check(ref.linear(w, x.view(np.uint16)), layer.run(x), info.name)

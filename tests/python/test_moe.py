@@ -1,0 +1,112 @@
+"""MoE layers through the binding, every scheme and layout, against the independent NumPy
+reference: precomputed top-k and router logits, BF16 and fp32 outputs, expert parallelism."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4_reference as ref
+from conftest import MODEL, MOE_PREFIX
+
+T = 9
+
+
+def inputs(h, tokens=T, seed=5):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((tokens, h)) * 1.5).astype(ml_dtypes.bfloat16)
+    ids = np.stack([rng.permutation(MODEL["experts"])[:MODEL["topk"]] for _ in range(tokens)]).astype(np.int32)
+    ids[0] = [1, 1]  # the same expert twice: both slots count
+    weights = rng.uniform(0.1, 1.0, ids.shape).astype(np.float32)
+    logits = (rng.standard_normal((tokens, MODEL["experts"])) * 2).astype(np.float32)
+    return x, ids, weights, logits
+
+
+def check(result, y, what):
+    ok = result.accepts(y)
+    assert ok.all(), (f"{what}: {int((~ok).sum())} of {ok.size} outputs outside the reference's bound; first at "
+                      f"{np.argwhere(~ok)[0]}: got {y[tuple(np.argwhere(~ok)[0])]}, reference "
+                      f"{result.value[tuple(np.argwhere(~ok)[0])]} ± {result.bound[tuple(np.argwhere(~ok)[0])]} "
+                      f"({result.stats})")
+    # Non-trivial outputs, and a bound far below the outputs' size: relative to each token's
+    # largest output, the median bound is under 0.2 % and nearly all are under 5 % (a block whose
+    # re-quantization the reference cannot pin down widens its token's whole row).
+    assert np.count_nonzero(y) > 0.9 * y.size
+    rel = result.bound / np.abs(result.value).max(axis=1, keepdims=True)
+    assert np.median(rel) < 2e-3 and np.mean(rel < 0.05) > 0.9, (np.median(rel), np.mean(rel < 0.05), result.stats)
+
+
+@pytest.mark.parametrize("output", ["bf16", "fp32"])
+def test_moe_topk_matches_reference(fp4cl, context, checkpoint, output):
+    scheme, layout, path = checkpoint
+    reference = ref.Moe(ref.Checkpoint(path), MOE_PREFIX)
+    with context.open(path) as model:
+        info = model.layer(MOE_PREFIX)
+        assert (info.kind, info.scheme, info.num_experts, info.top_k) == ("moe", scheme, MODEL["experts"],
+                                                                          MODEL["topk"])
+        assert (info.hidden, info.intermediate) == (MODEL["hidden"], MODEL["inter"])
+        with model.moe(MOE_PREFIX, output=output) as moe:
+            assert (moe.num_experts, moe.top_k, moe.hidden, moe.scheme) == (4, 2, MODEL["hidden"], scheme)
+            x, ids, weights, _ = inputs(moe.hidden)
+            y = moe.run(x, ids, weights)
+    assert y.dtype == (ml_dtypes.bfloat16 if output == "bf16" else np.float32) and y.shape == x.shape
+    check(reference.run(x.view(np.uint16), ids, weights), y, f"{scheme} {layout} {output}")
+
+
+def test_moe_router_logits_match_reference(fp4cl, context, checkpoint):
+    scheme, layout, path = checkpoint
+    reference_ckpt = ref.Checkpoint(path)
+    reference = ref.Moe(reference_ckpt, MOE_PREFIX)
+    with context.open(path) as model:
+        for renormalize in (True, False):
+            with model.moe(MOE_PREFIX, renormalize=renormalize, output="fp32") as moe:
+                x, _, _, logits = inputs(moe.hidden, seed=8)
+                y = moe.run_logits(x, logits)
+            result, _ = reference.run_logits(x.view(np.uint16), logits, MODEL["topk"], renormalize)
+            check(result, y, f"{scheme} {layout} logits renormalize={renormalize}")
+
+
+def test_moe_expert_map_splits_experts_over_ranks(fp4cl, context, checkpoints):
+    # Two "ranks" each hold every expert but answer for half of the global ids: their outputs
+    # are each rank's reference, and they sum to the whole layer within the bounds.
+    path = checkpoints.get("nvfp4", "modelopt")
+    reference_ckpt = ref.Checkpoint(path)
+    maps = [[0, 1, -1, -1], [-1, -1, 2, 3]]
+    x, ids, weights, _ = inputs(MODEL["hidden"], seed=9)
+    parts, bounds = [], []
+    with context.open(path) as model:
+        for expert_map in maps:
+            with model.moe(MOE_PREFIX, output="fp32", expert_map=expert_map) as moe:
+                assert moe.num_experts == 4
+                y = moe.run(x, ids, weights)
+            check_map = ref.Moe(reference_ckpt, MOE_PREFIX, expert_map=expert_map)
+            result = check_map.run(x.view(np.uint16), ids, weights)
+            ok = result.accepts(y)
+            assert ok.all(), f"expert_map {expert_map}: {int((~ok).sum())} outputs outside the bound"
+            parts.append(y.astype(np.float64))
+            bounds.append(result.bound)
+        with model.moe(MOE_PREFIX, output="fp32") as moe:
+            whole = moe.run(x, ids, weights).astype(np.float64)
+    full = ref.Moe(reference_ckpt, MOE_PREFIX).run(x.view(np.uint16), ids, weights)
+    assert np.all(np.abs(parts[0] + parts[1] - whole) <= bounds[0] + bounds[1] + full.bound)
+
+
+def test_moe_batch_larger_than_max_tokens_runs_in_chunks(fp4cl, context, checkpoints):
+    path = checkpoints.get("mxfp4", "compressed-tensors")
+    reference = ref.Moe(ref.Checkpoint(path), MOE_PREFIX)
+    x, ids, weights, _ = inputs(MODEL["hidden"], tokens=11, seed=10)
+    with context.open(path) as model, model.moe(MOE_PREFIX, max_tokens=4) as moe:
+        assert moe.max_tokens == 4
+        y = moe.run(x, ids, weights)
+    check(reference.run(x.view(np.uint16), ids, weights), y, "11 tokens, max_tokens 4")
+
+
+def test_moe_one_token_as_1d_arrays(fp4cl, context, checkpoints):
+    # Compared with the same token as a [1, H] batch: a batch of another size may run another
+    # kernel strategy, which sums in another order (equal within the bound, not bit for bit).
+    path = checkpoints.get("nvfp4a16", "modelopt")
+    x, ids, weights, logits = inputs(MODEL["hidden"], seed=12)
+    with context.open(path) as model, model.moe(MOE_PREFIX, output="fp32") as moe:
+        one = moe.run(x[4], ids[4], weights[4])
+        assert one.shape == (moe.hidden,) and np.array_equal(one, moe.run(x[4:5], ids[4:5], weights[4:5])[0])
+        one = moe.run_logits(x[4], logits[4])
+        assert one.shape == (moe.hidden,) and np.array_equal(one, moe.run_logits(x[4:5], logits[4:5])[0])
