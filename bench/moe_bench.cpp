@@ -150,7 +150,8 @@ void run_moe(const MoeArgs& a) {
                                  row.kernel, layers[0].tile_pairs_for(tokens), routings, copies);
         row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
         row.tokens = tokens;
-        row.weight_bytes = expert_bytes * distinct / static_cast<double>(routings);
+        row.weight_bytes = static_cast<double>(layers[0].expert_weight_bytes_for(tokens)) * distinct /
+                           static_cast<double>(routings);
         row.flops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.inter) *
                     static_cast<double>(shape.hidden);
         row.command = reproduce(a, shape, scheme, kernel, tokens);
