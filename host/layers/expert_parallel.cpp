@@ -36,7 +36,8 @@ struct GrowingBuffer {
 };
 
 struct Shard {
-  Shard(Context c, MoeLayer l, std::vector<std::int32_t> m) : ctx(std::move(c)), layer(std::move(l)), map(std::move(m)) {}
+  Shard(Context c, MoeLayer l, std::vector<std::int32_t> m)
+      : ctx(std::move(c)), layer(std::move(l)), map(std::move(m)) {}
   Context ctx;
   MoeLayer layer;
   std::vector<std::int32_t> map;
@@ -83,9 +84,10 @@ ExpertParallelMoe ExpertParallelMoe::create(const std::vector<Context>& devices,
                                             const std::vector<std::vector<std::int32_t>>& expert_maps) {
   if (devices.empty()) fail("ExpertParallelMoe: no devices given (one context per shard is needed)");
   if (!config.expert_map.empty())
-    fail("ExpertParallelMoe: MoeConfig::expert_map must be empty (it has {} entries); the partition gives each "
-         "shard its map",
-         config.expert_map.size());
+    fail(
+        "ExpertParallelMoe: MoeConfig::expert_map must be empty (it has {} entries); the partition gives each "
+        "shard its map",
+        config.expert_map.size());
   if (expert_maps.size() != devices.size())
     fail("ExpertParallelMoe: {} expert maps for {} devices (one map per device)", expert_maps.size(), devices.size());
   check_expert_partition(expert_maps, experts.num_experts);
