@@ -318,7 +318,7 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
         return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T);
       };
       const std::int64_t calls = calls_of([&] { forward(); });
-      ASSERT_GE(calls, 1 + 2 * 5 + 1);  // reset, 2 chunks × (route, sort, gather, fc1, fc2...), status read
+      ASSERT_GE(calls, 1 + 2 * 3 + 1);  // reset, 2 chunks × (route, then 2 to 5 kernels), status read
       for (std::int64_t n = 1; n <= calls; ++n) {
         Thrown t;
         {

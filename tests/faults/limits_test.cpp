@@ -108,16 +108,17 @@ TEST(MoeLimits, AWorkspaceBeyondTheLargestAllocationRunsMoreChunks) {
     cfg.kernel = kernel;
     MoeLayer whole = MoeLayer::create(ctx, ex, cfg);
     const DeviceResult one = run_topk(whole, cfg.output, x, ids, weights, T);
-    // The largest expert tensor is 8 × 64 × 64 / 2 = 16 KiB; x1 needs 4 × H bytes per pair.
+    // The largest expert tensor is 32 KiB (gate and up together in the split layout); x1 needs
+    // 4 × H bytes per pair: 64 tokens of k = 2 fit, not the default 256.
     std::int64_t capacity = 0;
     DeviceResult chunked;
     {
-      PretendMaxAlloc limit(16 * 1024);
+      PretendMaxAlloc limit(32 * 1024);
       MoeLayer small = MoeLayer::create(ctx, ex, cfg);
       capacity = small.max_tokens();
       chunked = run_topk(small, cfg.output, x, ids, weights, T);
     }
-    EXPECT_EQ(capacity, 16 * 1024 / (4 * H) / 2) << kernel;
+    EXPECT_EQ(capacity, 32 * 1024 / (4 * H) / 2) << kernel;
     EXPECT_EQ(chunked.call.chunk_strategies.size(), static_cast<std::size_t>((T + capacity - 1) / capacity)) << kernel;
     EXPECT_EQ(chunked.bf16, one.bf16) << kernel;
   }
