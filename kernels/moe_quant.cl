@@ -16,19 +16,26 @@
 #define MOE_QUANT_BLOCK 32
 #endif
 
-// v: the block's values (BF16 numbers); gs: the NVFP4 quant-direction global scale (ignored by MXFP4).
-inline void moe_quantize_block(const float* v, float gs, __global float* out) {
-  float amax = 0.0f;
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) amax = fp4cl_amax_step(amax, v[i]);
+// v: the block's values (BF16 numbers); gs: the NVFP4 quant-direction global scale (ignored by
+// MXFP4); out: global or (the _local variant) local memory.
 #ifdef MOE_NVFP4
-  const uint sb = nvfp4_scale_byte(amax, gs);
-  const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb);
+#define MOE_QUANT_SCALE(amax, gs, mult, s)        \
+  const uint sb = nvfp4_scale_byte(amax, gs);     \
+  const float mult = nvfp4_multiplier(sb, gs), s = e4m3_decode(sb)
 #else
-  const uint sb = mxfp4_scale_byte(amax);
-  const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);
-  (void)gs;
+#define MOE_QUANT_SCALE(amax, gs, mult, s) \
+  const uint sb = mxfp4_scale_byte(amax);  \
+  const float mult = mxfp4_multiplier(sb), s = e8m0_decode(sb);  \
+  (void)gs
 #endif
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s;
-}
+#define MOE_QUANTIZE_BLOCK(name, space)                                                            \
+  inline void name(const float* v, float gs, space float* out) {                                  \
+    float amax = 0.0f;                                                                             \
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) amax = fp4cl_amax_step(amax, v[i]);                  \
+    MOE_QUANT_SCALE(amax, gs, mult, s);                                                            \
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s; \
+  }
+MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)
+MOE_QUANTIZE_BLOCK(moe_quantize_block_local, __local)
 
 #endif  // FP4CL_MOE_QUANT_CL

@@ -15,7 +15,7 @@ namespace fp4cl {
 
 namespace {
 
-constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode};
+constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode, MoeStrategy::split};
 
 // Defaults by device class. CPUs (PoCL): each work-item owns one SIMD vector of rows, small
 // work-groups, tiles sized so the accumulators (2 × tile_m vectors in FC1) stay in registers.
@@ -30,6 +30,15 @@ MoeLayout default_layout(const DeviceInfo& device, unsigned float_width) {
 MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout& layout, const MoeProblem& p) {
   const int block = p.scheme.block_size();
   MoeTiles t;
+  if (s == MoeStrategy::split) {
+    // FC1: 256 work-items (64 on CPUs) in lane groups of split_lanes(H); under W4A4 each work-group
+    // covers whole blocks of intermediate rows. FC2: the same budget over lanes × slots × rows.
+    t.local_i = device.kind == DeviceKind::cpu ? 64 : 256;
+    t.local_h = t.local_i;
+    const int lanes = std::max(1, std::min(split_lanes(p.hidden), t.local_i));
+    t.tile_m = p.scheme.w4a16() ? 1 : std::max(1, block / (t.local_i / lanes));
+    return t;
+  }
   if (device.kind == DeviceKind::cpu) {
     t.tile_m = s == MoeStrategy::grouped ? (layout.vec >= 16 ? 8 : 4) : 1;
     t.local_i = std::max(1, block / layout.vec);  // a whole FP4 block per work-group
@@ -43,9 +52,39 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
 }
 
 std::int64_t default_decode_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 16 : 64; }
+// GPUs: split while each expert gets at most ~2 pairs on average (it streams an expert once per
+// pair), and up to 512 pairs. Measured on an H100 (bench/gpu/results-h100.md, every strategy
+// forced): split is 2-20x faster at T = 1 and 8 on qwen3-30b-a3b and mixtral-8x7b, level with
+// grouped at 512 pairs over 128 experts, 1.5x slower at 128 pairs over 8 experts.
+std::int64_t default_split_max_pairs(const DeviceInfo& device, const MoeProblem& p) {
+  return device.kind == DeviceKind::cpu ? 0 : std::min<std::int64_t>(512, 2 * p.local_experts);
+}
+
+// "" when the split strategy with these tiles can serve the problem on the device, else why not.
+std::string split_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
+  if (p.hidden % 32 != 0 || p.intermediate % 32 != 0)
+    return fmt::format("H = {} and I = {} must be multiples of 32", p.hidden, p.intermediate);
+  const SplitGeometry g = split_geometry(t, p);
+  if (t.local_i % g.lanes1 != 0)
+    return fmt::format("the FC1 work-group of {} is not a multiple of its {} lanes per row", t.local_i, g.lanes1);
+  const auto widest = static_cast<std::size_t>(std::max(g.local1, g.local2()));
+  if (widest > device.max_work_group_size)
+    return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
+  const int block = p.scheme.block_size();
+  if (!p.scheme.w4a16() && g.rows1() % block != 0)
+    return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", g.rows1(),
+                       to_string(p.scheme.weight), block);
+  const auto local_bytes = static_cast<std::uint64_t>(p.hidden + 2 * g.rows1() * g.lanes1 + g.rows1()) * 4u;
+  if (local_bytes > device.local_mem_bytes)
+    return fmt::format("FC1 needs {} bytes of local memory (the token's H = {} activations), the device has {}",
+                       local_bytes, p.hidden, device.local_mem_bytes);
+  return {};
+}
 
 // "" when a strategy with these tiles can serve the problem on the device, else why not.
-std::string refusal(const MoeTiles& t, const MoeLayout& layout, const DeviceInfo& device, const MoeProblem& p) {
+std::string refusal(MoeStrategy id, const MoeTiles& t, const MoeLayout& layout, const DeviceInfo& device,
+                    const MoeProblem& p) {
+  if (id == MoeStrategy::split) return split_refusal(t, device, p);
   const int block = p.scheme.block_size();
   if (!p.scheme.w4a16() && (t.local_i * layout.vec) % block != 0)
     return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", t.local_i * layout.vec,
@@ -83,12 +122,14 @@ std::map<std::string, int> tile_overrides() {
     }
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < 1)
       fail("FP4CL_MOE_TILES: '{}' is not key=positive integer", item);
-    static const char* const kKeys[] = {"vec", "group", "decode_max_pairs", "grouped.tile_m", "grouped.local_i",
-                                        "grouped.local_h", "decode.tile_m", "decode.local_i", "decode.local_h"};
+    static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
+                                        "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
+                                        "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
+                                        "split.local_h"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
-      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, "
-           "<grouped|decode>.<tile_m|local_i|local_h>",
+      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
+           "<grouped|decode|split>.<tile_m|local_i|local_h>",
            key);
     out[key] = value;
   }
@@ -107,7 +148,32 @@ std::string valid_names() {
 
 }  // namespace
 
-const char* to_string(MoeStrategy s) { return s == MoeStrategy::grouped ? "grouped" : "decode"; }
+const char* to_string(MoeStrategy s) {
+  switch (s) {
+    case MoeStrategy::grouped: return "grouped";
+    case MoeStrategy::decode: return "decode";
+    case MoeStrategy::split: return "split";
+  }
+  return "?";
+}
+
+int split_lanes(std::int64_t k) {
+  if (k % 32 != 0) return 0;
+  int lanes = 1;
+  while (lanes < 32 && k % (32 * lanes * 2) == 0) lanes *= 2;
+  return lanes;
+}
+
+SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
+  SplitGeometry g;
+  g.lanes1 = std::max(1, std::min(split_lanes(p.hidden), t.local_i));
+  g.local1 = t.local_i;
+  g.rows_per_group = t.tile_m;
+  g.lanes2 = std::max(1, std::min(split_lanes(p.intermediate), t.local_h));
+  g.slots = std::max(1, std::min(p.top_k, t.local_h / g.lanes2));
+  g.rows2 = std::max(1, t.local_h / (g.lanes2 * g.slots));
+  return g;
+}
 
 std::vector<std::string> moe_kernel_strategies() {
   std::vector<std::string> names;
@@ -119,6 +185,10 @@ const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top
   if (forced || usable.size() == 1) return usable.front();
   const std::int64_t pairs = tokens * top_k;
   for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::split && pairs <= split_max_pairs) return e;
+  }
+  for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::split) continue;
     if (e.id == MoeStrategy::decode && pairs > decode_max_pairs) {
       log::debug("MoE: {} tokens × k = {} pairs: decode refused (it serves up to {} pairs)", tokens, pairs,
                  decode_max_pairs);
@@ -157,6 +227,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device));
   apply(overrides, "decode_max_pairs", decode_max_pairs);
   sel.decode_max_pairs = decode_max_pairs;
+  int split_max_pairs = static_cast<int>(default_split_max_pairs(device, problem));
+  apply(overrides, "split_max_pairs", split_max_pairs);
+  sel.split_max_pairs = split_max_pairs;
   const auto tiles_for = [&](MoeStrategy id) {
     MoeTiles t = default_tiles(id, device, sel.layout, problem);
     const std::string prefix = std::string(to_string(id)) + ".";
@@ -173,7 +246,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       if (name != to_string(id)) continue;
       known = true;
       const MoeTiles tiles = tiles_for(id);
-      const std::string why = refusal(tiles, sel.layout, device, problem);
+      const std::string why = refusal(id, tiles, sel.layout, device, problem);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
       sel.usable.push_back({id, tiles});
       sel.forced = true;
@@ -184,8 +257,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   }
   std::string reasons;
   for (MoeStrategy id : kAll) {
+    if (id == MoeStrategy::split && sel.split_max_pairs == 0) continue;  // CPUs: only when forced or asked for
     const MoeTiles tiles = tiles_for(id);
-    const std::string why = refusal(tiles, sel.layout, device, problem);
+    const std::string why = refusal(id, tiles, sel.layout, device, problem);
     if (why.empty()) {
       sel.usable.push_back({id, tiles});
       log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",

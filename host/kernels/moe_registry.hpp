@@ -5,12 +5,18 @@
 //            per tile and reused across its pairs (many tokens).
 //   decode   one pair per tile, FC2 fused with the top-k sum: each (token, expert) pair streams
 //            its expert's weights once and nothing else is launched for the reduction (few tokens).
+//   split    (GPUs) every row split over many work-items of a work-group, one work-group per
+//            (row tile, pair) in FC1 and per (row tile, token) in FC2 with the top-k sum; no sort,
+//            no gather: route, FC1, FC2 (kernels/moe_split.cl, its own weight layout).
 //
 // FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
-// of T tokens runs `decode` when T·k <= decode_max_pairs, else `grouped`.
+// of T tokens runs `split` when T·k <= split_max_pairs (GPU devices only, by default
+// min(512, 2·E_local): CPUs never build it unless it is forced or split_max_pairs is set), else `decode` when T·k <= decode_max_pairs,
+// else `grouped`.
 // FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
-// overrides the defaults of the layout, the tiles and the crossover (for tuning; an unknown key
-// or a value the device refuses is an error). Between the two, the tuning database's entries for
+// overrides the defaults of the layout, the tiles and the crossovers (for tuning; an unknown key
+// or a value the device refuses is an error). For `split`, tile_m is the FC1 rows per lane group,
+// local_i the FC1 work-group size and local_h the FC2 work-group size budget (SplitGeometry). Between the two, the tuning database's entries for
 // the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES.
 #pragma once
 
@@ -24,7 +30,7 @@
 
 namespace fp4cl {
 
-enum class MoeStrategy { grouped, decode };
+enum class MoeStrategy { grouped, decode, split };
 
 // The weight layout of a layer on a device (kernels/moe_fp4_vec.cl), passed as -D defines.
 struct MoeLayout {
@@ -47,6 +53,18 @@ struct MoeProblem {
 
 const char* to_string(MoeStrategy s);
 
+// The launch geometry of the split strategy (kernels/moe_split.cl) for a problem and its tiles.
+struct SplitGeometry {
+  int lanes1 = 1, local1 = 1, rows_per_group = 1;  // FC1: lanes per row (K = H), work-group, rows per lane group
+  int lanes2 = 1, slots = 1, rows2 = 1;            // FC2: lanes per row (K = I), slot lanes, rows per work-group
+  int rows1() const { return local1 / lanes1 * rows_per_group; }
+  int local2() const { return lanes2 * slots * rows2; }
+};
+// Lanes per row for a reduction length k: the largest power of two <= 32 with k % (32·lanes) == 0
+// (0 when k is not a multiple of 32).
+int split_lanes(std::int64_t k);
+SplitGeometry split_geometry(const MoeTiles& tiles, const MoeProblem& problem);
+
 struct MoeSelection {
   struct Entry {
     MoeStrategy id;
@@ -56,6 +74,7 @@ struct MoeSelection {
   std::vector<Entry> usable;  // the strategies this layer builds, in selection order
   bool forced = false;        // one strategy named by FP4CL_MOE_KERNEL or the config
   std::int64_t decode_max_pairs = 0;
+  std::int64_t split_max_pairs = 0;
 
   // The strategy for a chunk of `tokens` tokens (logs at debug why the other was not taken).
   const Entry& for_tokens(std::int64_t tokens, int top_k) const;

@@ -89,11 +89,14 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   MoeProgramOptions options{numerics.options, config.scheme, config.output};
   if (config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
 
-  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group);
+  bool interleaved = false, split = false;
+  for (const auto& entry : impl->selection.usable) (entry.id == MoeStrategy::split ? split : interleaved) = true;
+  impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
+                                     interleaved, split);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
   return MoeLayer(std::move(impl));
@@ -114,8 +117,10 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
   MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
   if (from.config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
+  const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
+                           from.shape.top_k};
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
   return MoeLayer(std::move(impl));
 }
 
@@ -148,7 +153,7 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
   // in an order that does not depend on the other pairs of its chunk).
   MoeStrategyKernels& k = kernels_for(tokens);
-  // Every later command waits for its predecessor (the queue may be out of order).
+  // Every later command runs after its predecessor: the queue is in order (Context checks it).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
     call.chunk_strategies.emplace_back(to_string(k.id()));
@@ -203,7 +208,9 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
          m.shape.local_experts);
   stats.expert_passes = status[2];
   stats.local_pairs = status[3];
-  stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) * m.weights.bytes_per_expert;
+  const bool split = !call.chunk_strategies.empty() && call.chunk_strategies.front() == to_string(MoeStrategy::split);
+  stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) *
+                       (split ? m.weights.split_bytes_per_expert : m.weights.bytes_per_expert);
   return stats;
 }
 
@@ -224,12 +231,20 @@ std::int64_t MoeLayer::intermediate() const { return impl_->shape.intermediate; 
 int MoeLayer::top_k() const { return impl_->shape.top_k; }
 std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
-std::uint64_t MoeLayer::expert_weight_bytes() const { return impl_->weights.bytes_per_expert; }
+std::uint64_t MoeLayer::expert_weight_bytes() const {
+  return impl_->selection.usable.front().id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert
+                                                                  : impl_->weights.bytes_per_expert;
+}
+std::uint64_t MoeLayer::expert_weight_bytes_for(std::int64_t tokens) const {
+  const MoeStrategy id = impl_->selection.for_tokens(tokens, impl_->shape.top_k).id;
+  return id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert : impl_->weights.bytes_per_expert;
+}
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
-  return impl_->selection.for_tokens(tokens, impl_->shape.top_k).tiles.tile_m;
+  const MoeSelection::Entry& e = impl_->selection.for_tokens(tokens, impl_->shape.top_k);
+  return e.id == MoeStrategy::split ? 1 : e.tiles.tile_m;  // split: every pair streams its expert's rows itself
 }
 
 }  // namespace fp4cl

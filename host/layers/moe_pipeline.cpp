@@ -48,8 +48,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   for (const auto& e : selection.usable)
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
-  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden + 4 * P * shape.intermediate +
-                             (grouped ? 4 * P * shape.hidden : 0);
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
+                             4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
     fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
@@ -72,10 +72,10 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
 
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
                 const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last) {
-  std::vector<cl::Event> wait;
-  if (last()) wait.push_back(last);
+  // fp4cl's queues are in order (Context refuses others), so each kernel already runs after
+  // `last`; an explicit wait list would only cost time (NVIDIA's OpenCL adds ~10 µs a launch).
   cl::Event event;
-  check_cl(opencl::enqueue_kernel(queue, kernel, global, local, wait.empty() ? nullptr : &wait, &event),
+  check_cl(opencl::enqueue_kernel(queue, kernel, global, local, nullptr, &event),
            "enqueueing the MoE kernel {}", name);
   launches.push_back({name, event});
   last = event;
@@ -102,8 +102,23 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 }
 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
-                                       const MoeLayout& layout, const MoeProgramOptions& o)
+                                       const MoeLayout& layout, const MoeProgramOptions& o, const MoeProblem& problem)
     : id_(entry.id), tiles_(entry.tiles), layout_(layout) {
+  if (id_ == MoeStrategy::split) {
+    split_ = split_geometry(tiles_, problem);
+    BuildOptions b = o.numerics;
+    if (o.scheme.weight == WeightFormat::nvfp4) b.define("MOE_NVFP4");
+    b.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
+    BuildOptions fc1 = b, fc2 = b;
+    fc1.define("SPLIT_LANES1", split_.lanes1)
+        .define("SPLIT_LOCAL1", split_.local1)
+        .define("SPLIT_RPG", split_.rows_per_group)
+        .define("SPLIT_HIDDEN", static_cast<int>(problem.hidden));
+    fc2.define("SPLIT_LANES2", split_.lanes2).define("SPLIT_SLOTS", split_.slots).define("SPLIT_ROWS2", split_.rows2);
+    fc1_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc1", fc1);
+    fc2_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc2", fc2);
+    return;
+  }
   // Each file gets only the defines it reads, so layers share programs where they can.
   BuildOptions format = o.numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
@@ -129,9 +144,33 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
 }
 
+void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                       const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
+                                       cl::Event& last) {
+  const std::int64_t pairs = c.tokens * s.top_k;
+  const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, offset = as_int(c.token_offset);
+  const SplitGeometry& g = split_;
+  set_args(fc1_, "moe_split_fc1", w.split_w13, w.split_w13_scales, w.fc1_factor, w.fc1_input_scale, w.fc2_input_scale,
+           I, w.scale_exp, k, offset, *c.x, ws.pair_expert, ws.x2, ws.status);
+  const std::size_t tiles1 = static_cast<std::size_t>((s.intermediate + g.rows1() - 1) / g.rows1());
+  moe_launch(queue, fc1_, "moe_split_fc1",
+             cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
+             cl::NDRange(static_cast<std::size_t>(g.local1), 1), launches, last);
+  set_args(fc2_, "moe_split_fc2", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
+           ws.pair_expert, ws.pair_weight, k, offset, *c.out);
+  const std::size_t tiles2 = static_cast<std::size_t>((s.hidden + g.rows2 - 1) / g.rows2);
+  moe_launch(queue, fc2_, "moe_split_fc2",
+             cl::NDRange(tiles2 * static_cast<std::size_t>(g.local2()), static_cast<std::size_t>(c.tokens)),
+             cl::NDRange(static_cast<std::size_t>(g.local2()), 1), launches, last);
+}
+
 void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                  const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
                                  cl::Event& last) {
+  if (id_ == MoeStrategy::split) {
+    enqueue_split(queue, s, w, ws, c, launches, last);
+    return;
+  }
   const std::int64_t pairs = c.tokens * s.top_k;
   const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tiles_.tile_m);
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, E = as_int(s.local_experts);

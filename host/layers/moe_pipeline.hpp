@@ -1,6 +1,7 @@
 // The device side of one MoE forward chunk: the workspace (allocated once, for the layer's
 // token capacity) and the kernels of one strategy with how they are enqueued:
 //   route (topk ids or logits) -> sort -> gather -> fc1 -> grouped: fc2, reduce | decode: fc2_reduce
+//   route -> split_fc1 -> split_fc2 (the split strategy: no sort, FC1 reads the caller's x)
 // OpenCL 1.2 has no grid-wide synchronization, so each global dependency (all pairs routed
 // before sorting, sorted before gathering, every expert's FC2 done before the top-k sum) is a
 // kernel boundary; everything else is fused.
@@ -54,7 +55,7 @@ struct MoeChunk {
   MoeRoutingInput routing;
 };
 
-// Enqueues `kernel` after `last` (if any), records it, and makes it the new `last`.
+// Enqueues `kernel` (after `last`: the queue is in order), records it, and makes it the new `last`.
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
                 const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last);
 
@@ -79,17 +80,20 @@ struct MoeProgramOptions {
 class MoeStrategyKernels {
  public:
   MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeLayout& layout,
-                     const MoeProgramOptions& options);
+                     const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
   // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
 
  private:
+  void enqueue_split(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+                     const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
   MoeStrategy id_;
   MoeTiles tiles_;
   MoeLayout layout_;
-  cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_
+  cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
+  SplitGeometry split_;
   std::size_t sort_local_limit_ = 1;
 };
 

@@ -5,6 +5,7 @@
 
 #include "cl/opencl_calls.hpp"
 #include "common/formats.cl"
+#include "kernels/moe_registry.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -124,8 +125,47 @@ void upload_matrix(const Context& ctx, const char* what, const std::vector<std::
 
 }  // namespace
 
+SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
+                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block) {
+  const std::int64_t L = split_lanes(K);
+  if (L < 1) fail("MoE: the split layout needs K = {} to be a multiple of 32", K);
+  const std::int64_t steps = K / (32 * L), G = std::max<std::int64_t>(1, 4 * L / block), blocks = K / block;
+  SplitLayout out;
+  out.words.assign(static_cast<std::size_t>(E * N * K / 8), 0u);
+  out.scales.assign(static_cast<std::size_t>(E * N * steps * G * 8), 0u);
+  for (std::int64_t row = 0; row < E * N; ++row) {
+    const std::uint8_t* bytes = &packed[static_cast<std::size_t>(row * K / 2)];
+    const auto nibble = [&](std::int64_t k) -> std::uint32_t {
+      const std::uint8_t b = bytes[k / 2];
+      return (k % 2 == 0) ? (b & 0xFu) : (b >> 4);
+    };
+    std::uint32_t* words = &out.words[static_cast<std::size_t>(row * K / 8)];
+    std::uint8_t* sc = &out.scales[static_cast<std::size_t>(row * steps * G * 8)];
+    for (std::int64_t s = 0; s < steps; ++s) {
+      for (std::int64_t l = 0; l < L; ++l) {
+        for (std::int64_t i = 0; i < 4; ++i) {
+          std::uint32_t w = 0;
+          for (std::int64_t j = 0; j < 8; ++j) {
+            const std::int64_t q = 2 * i + j / 4, c = j % 4;
+            w |= nibble(s * 32 * L + 4 * L * q + 4 * l + c) << (4 * j);
+          }
+          words[(s * L + l) * 4 + i] = w;
+        }
+      }
+      for (std::int64_t g = 0; g < G; ++g) {
+        for (std::int64_t q = 0; q < 8; ++q) {
+          const std::int64_t blk = (s * 32 * L + 4 * L * q + g * block) / block;
+          sc[(s * G + g) * 8 + q] = scales[static_cast<std::size_t>(row * blocks + blk)];
+        }
+      }
+    }
+  }
+  return out;
+}
+
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
-                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group) {
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,
+                                    bool interleaved, bool split) {
   const bool nv = ex.format == WeightFormat::nvfp4, w4a4 = !config.scheme.w4a16();
   const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
   MoeDeviceWeights w;
@@ -156,11 +196,25 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   }
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
+  if (split) {
+    const std::int64_t block = block_size(ex.format);
+    const SplitLayout w13 = split_layout(ex.w13_packed, ex.w13_scales, E, 2 * I, H, block);
+    const SplitLayout w2 = split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
+    w.split_w13 = upload(ctx, "w13 (split layout)", w13.words);
+    w.split_w13_scales = upload(ctx, "w13 scales (split layout)", w13.scales);
+    w.split_w2 = upload(ctx, "w2 (split layout)", w2.words);
+    w.split_w2_scales = upload(ctx, "w2 scales (split layout)", w2.scales);
+    w.split_bytes_per_expert =
+        static_cast<std::uint64_t>(4 * (w13.words.size() + w2.words.size()) + w13.scales.size() + w2.scales.size()) /
+        static_cast<std::uint64_t>(E);
+  }
+  if (interleaved) {
   upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,
                 w.gate_scales);
   upload_matrix(ctx, "w13 (up rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, I, I, H, group, pad, w.up,
                 w.up_scales);
   upload_matrix(ctx, "w2", ex.w2_packed, ex.w2_scales, ex.format, E, H, 0, H, I, group, pad, w.down, w.down_scales);
+  }
   w.fc1_factor = upload(ctx, "the FC1 factors", fc1);
   w.fc2_factor = upload(ctx, "the FC2 factors", fc2);
   w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);

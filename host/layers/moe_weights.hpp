@@ -18,7 +18,11 @@ namespace fp4cl {
 struct MoeDeviceWeights {
   // uint words [E, groups(rows), K/8, group] and block scales [E, groups(rows), K/block, group]:
   // fp16 (the exact value of each E4M3 scale) for NVFP4, the E8M0 bytes for MXFP4.
+  // Uploaded only when the grouped or decode strategy is built (`interleaved`).
   cl::Buffer gate, gate_scales, up, up_scales, down, down_scales;
+  // The split strategy's layout (kernels/moe_split.cl), only when it is built: w13 [E, 2I, H]
+  // and w2 [E, H, I] as uint4 words, their block scales as raw E4M3 / E8M0 bytes.
+  cl::Buffer split_w13, split_w13_scales, split_w2, split_w2_scales;
   cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
   cl::Buffer fc2_factor;       // float [E]
   cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
@@ -27,12 +31,22 @@ struct MoeDeviceWeights {
   // Block scales are decoded as s × 2^scale_exp: with the E2M1 decode's 2^e2m1_exp every
   // weight × scale product is a normal fp32 number; the factors carry 2^-(scale_exp + e2m1_exp).
   int scale_exp = 0;
-  std::uint64_t bytes_per_expert = 0;  // FP4 codes + block scales of FC1 and FC2, as stored here
+  std::uint64_t bytes_per_expert = 0;        // FP4 codes + block scales of FC1 and FC2, as stored here
+  std::uint64_t split_bytes_per_expert = 0;  // the same in the split layout
 };
 
 // `experts` must have passed check_moe_experts; `expert_map` is the resolved map; `group` the
-// layout's interleave (MOE_GROUP).
+// layout's interleave (MOE_GROUP); `interleaved` / `split`: which layouts to upload.
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config,
-                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group);
+                                    const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,
+                                    bool interleaved = true, bool split = false);
+
+// The split layout of one stacked matrix [E, N, K] (host side, for upload and for tests).
+struct SplitLayout {
+  std::vector<std::uint32_t> words;
+  std::vector<std::uint8_t> scales;
+};
+SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
+                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block);
 
 }  // namespace fp4cl

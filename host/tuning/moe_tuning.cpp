@@ -29,6 +29,8 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
   if (match.entries.empty()) return out;
   const Entry* first_decode = nullptr;
   const Entry* last_grouped = nullptr;
+  const Entry* first_split = nullptr;
+  std::size_t first_not_split_index = match.entries.size();
   std::size_t first_grouped_index = match.entries.size();
   for (std::size_t i = 0; i < match.entries.size(); ++i) {
     const Entry& e = *match.entries[i];
@@ -39,7 +41,10 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
         return {};
       }
     }
-    if (e.kernel == "decode") {
+    if (e.kernel != "split") first_not_split_index = std::min(first_not_split_index, i);
+    if (e.kernel == "split") {
+      if (!first_split) first_split = &e;
+    } else if (e.kernel == "decode") {
       if (!first_decode) first_decode = &e;
     } else if (e.kernel == "grouped") {
       last_grouped = &e;
@@ -62,7 +67,16 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
     const auto it = layout.params.find(name);
     if (it != layout.params.end()) out[name] = static_cast<int>(it->second);
   }
-  for (const Entry* e : {first_decode, last_grouped}) {
+  // Split (GPUs) up to the bucket before the first one another strategy won.
+  if (first_split) {
+    std::int64_t split_max_tokens = std::numeric_limits<int>::max() / key.top_k;
+    if (first_not_split_index == 0) split_max_tokens = 0;
+    else if (first_not_split_index < match.entries.size())
+      split_max_tokens = last_tokens_of_bucket(match.entries[first_not_split_index - 1]->tokens,
+                                               match.entries[first_not_split_index]->tokens);
+    out["split_max_pairs"] = static_cast<int>(split_max_tokens * key.top_k);
+  }
+  for (const Entry* e : {first_decode, last_grouped, first_split}) {
     if (!e) continue;
     for (const char* name : {"tile_m", "local_i", "local_h"}) {
       const auto it = e->params.find(name);

@@ -3,6 +3,9 @@
 //   vec, group                       the weight layout, shared by both strategies
 //   decode.<tile_m|local_i|local_h>  from the smallest tuned bucket that `decode` won
 //   grouped.<tile_m|local_i|local_h> from the largest tuned bucket that `grouped` won
+//   split.<tile_m|local_i|local_h>   from the smallest tuned bucket that `split` won
+//   split_max_pairs                  (only when `split` won a bucket) the last token count of the
+//                                    last split bucket before the first bucket another won × k
 //   decode_max_pairs                 where the buckets switch from decode to grouped: the last
 //                                    token count of the last decode bucket × k (the nearest-bucket
 //                                    rule of tuning_lookup.hpp)

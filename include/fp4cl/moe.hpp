@@ -17,11 +17,11 @@
 //   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
 //   Batch invariance: the strategy is chosen once per call, by the call's token count, and runs
 //   every chunk of it. The `decode` strategy computes each pair alone, so a token's output bits
-//   depend only on its own row and routing. The `grouped` strategy sums a pair's dot products in
+//   depend only on its own row and routing; so does `split` (GPUs). The `grouped` strategy sums a pair's dot products in
 //   an order that depends on how many pairs share its tile (one pair gets more accumulator
 //   chains, for speed), so a token's bits can depend on the other tokens of the call and on how
 //   the call is cut into chunks (max_tokens) — within the reference bound, and bit-identical run
-//   to run. MoeConfig::batch_invariant = true removes that dependence. The two strategies may
+//   to run. MoeConfig::batch_invariant = true removes that dependence. The strategies may
 //   round differently from each other (within the bound).
 //
 // Routing: either router logits [T, E_global] fp32 (softmax over all experts, top-k chosen by
@@ -79,8 +79,9 @@ struct MoeConfig {
   std::int64_t max_tokens = 256;
   // true: a token's output bits do not depend on max_tokens (chunking), nor on the other tokens
   // of a call as long as it runs the same strategy (force one with `kernel` to make that always
-  // so): every `grouped` tile sums in the order of a full tile. Costs speed where tiles hold few
-  // pairs (small batches that run `grouped`).
+  // so): every `grouped` tile sums in the order of a full tile, with fewer independent
+  // accumulator chains where a tile holds one or two pairs (README "Expert parallelism" has the
+  // measured cost: `fp4cl-bench moe --batch-invariant`).
   bool batch_invariant = false;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
   std::vector<std::int32_t> expert_map;
@@ -174,8 +175,11 @@ class MoeLayer {
   int top_k() const;
   std::int64_t max_tokens() const;
   const QuantScheme& scheme() const;
-  // FP4 codes + block scales of one expert (FC1 and FC2).
+  // FP4 codes + block scales of one expert (FC1 and FC2), as stored for the layer's first
+  // strategy; _for: for the strategy that serves `tokens` tokens (the split strategy stores
+  // NVFP4 scales as E4M3 bytes, the others as fp16).
   std::uint64_t expert_weight_bytes() const;
+  std::uint64_t expert_weight_bytes_for(std::int64_t tokens) const;
   // The strategy a call of `tokens` tokens runs with (every chunk of it), and its tile: how many
   // pairs of one expert share each pass over the expert's weights.
   std::string strategy_for(std::int64_t tokens) const;

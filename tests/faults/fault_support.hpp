@@ -42,7 +42,8 @@ inline ::testing::AssertionResult is_clear_fault_error(const Thrown& t, int stat
     return ::testing::AssertionFailure() << "status " << t.status << " instead of " << status << ": " << t.message;
   if (t.message.find(cl_status_name(status)) == std::string::npos)
     return ::testing::AssertionFailure() << "the message does not name " << cl_status_name(status) << ": " << t.message;
-  for (const char* op : {"enqueueing", "copying", "reading", "resetting", "allocating", "building", "creating"})
+  for (const char* op :
+       {"enqueueing", "copying", "reading", "writing", "resetting", "allocating", "building", "creating"})
     if (t.message.find(op) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "the message names no operation: " << t.message;
 }

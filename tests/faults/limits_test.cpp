@@ -177,7 +177,9 @@ TEST(MemoryExhausted, AllocationFailuresAreClearErrors) {
       MoeConfig cfg;
       cfg.scheme = kMxW4A4;
       cfg.top_k = 2;
-      moe = thrown_by([&] { MoeLayer::create(ctx, make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 82}), cfg); });
+      moe = thrown_by([&] {
+        MoeLayer::create(ctx, make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 82}), cfg);
+      });
     }
     for (const Thrown* t : {&linear, &moe}) {
       EXPECT_TRUE(is_clear_fault_error(*t, status));
@@ -243,14 +245,16 @@ TEST(AbsurdCapacity, IsRefusedBeforeAnyHugeAllocation) {
     memory = thrown_by([&] { MoeLayer::create(ctx, ex, cfg); });
     allocations = fault_injection::calls_counted();
   }
-  EXPECT_NE(memory.message.find("MoE: max_tokens = 536870912 needs a workspace of"), std::string::npos) << memory.message;
+  EXPECT_NE(memory.message.find("MoE: max_tokens = 536870912 needs a workspace of"), std::string::npos)
+      << memory.message;
   EXPECT_NE(memory.message.find("bytes of memory in all"), std::string::npos) << memory.message;
   EXPECT_LE(allocations, 11);  // the weights only (6 tensors, 5 vectors), no workspace buffer
   EXPECT_EQ(buffers.live(), 0);
 
   LinearOptions o;
   o.max_tokens = std::int64_t{1} << 40;
-  const Thrown linear = thrown_by([&] { Linear::create(ctx, random_weight(WeightFormat::nvfp4, 64, 256, 92), kNvW4A16, o); });
+  const Thrown linear =
+      thrown_by([&] { Linear::create(ctx, random_weight(WeightFormat::nvfp4, 64, 256, 92), kNvW4A16, o); });
   EXPECT_NE(linear.message.find("max_tokens = 1099511627776: must be in 1 .. 2^31-1"), std::string::npos)
       << linear.message;
 }

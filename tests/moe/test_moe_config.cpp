@@ -108,10 +108,10 @@ TEST(MoeConfig, UnknownStrategyListsTheValidOnes) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 8});
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "fastest";
-  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'fastest' (MoeConfig::kernel); valid: grouped, decode");
+  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'fastest' (MoeConfig::kernel); valid: grouped, decode, split");
   cfg.kernel.clear();
   ScopedEnv env("FP4CL_MOE_KERNEL", "marlin");
-  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'marlin' (FP4CL_MOE_KERNEL); valid: grouped, decode");
+  expect_create_error(ex, cfg, "unknown MoE kernel strategy 'marlin' (FP4CL_MOE_KERNEL); valid: grouped, decode, split");
 }
 
 TEST(MoeConfig, EnvironmentForcesAStrategy) {
@@ -125,9 +125,84 @@ TEST(MoeConfig, EnvironmentForcesAStrategy) {
 TEST(MoeConfig, AutomaticSelectionByBatchSize) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 16, 64, 32, Data::exact, 10});
   MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 8));
-  EXPECT_EQ(layer.strategy_for(1), "decode");
+  const bool cpu = test_context().info().kind == DeviceKind::cpu;  // GPUs take split for few pairs
+  EXPECT_EQ(layer.strategy_for(1), cpu ? "decode" : "split");
   EXPECT_EQ(layer.strategy_for(256), "grouped");
-  EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode"}));
+  EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode", "split"}));
+}
+
+// The split strategy joins the automatic choice on a CPU only when split_max_pairs asks for it:
+// split up to split_max_pairs, then decode, then grouped.
+TEST(MoeConfig, SplitJoinsTheAutomaticSelectionWhenAskedFor) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 16, 64, 32, Data::exact, 10});
+  if (test_context().info().kind == DeviceKind::cpu) {
+    MoeLayer plain = MoeLayer::create(test_context(), ex, config(kNvW4A16, 8));
+    EXPECT_NE(plain.strategy_for(1), "split");
+  }
+  ScopedEnv env("FP4CL_MOE_TILES", "split_max_pairs=16,decode_max_pairs=64");
+  MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 8));
+  EXPECT_EQ(layer.strategy_for(2), "split");
+  EXPECT_EQ(layer.strategy_for(3), "decode");
+  EXPECT_EQ(layer.strategy_for(8), "decode");
+  EXPECT_EQ(layer.strategy_for(9), "grouped");
+  // Each serves its own token counts correctly in one layer (both weight layouts uploaded).
+  for (std::int64_t T : {std::int64_t{2}, std::int64_t{9}}) {
+    const auto x = make_activations(T, 64, Data::exact, 40 + T);
+    const auto ids = make_ids(T, 8, 16, 41 + T);
+    const auto w = make_weights(T, 8, 42 + T);
+    MoeConfig cfg = config(kNvW4A16, 8);
+    const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+    EXPECT_TRUE(matches_reference(reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, cfg.top_k)), dev, cfg.output)) << T;
+    EXPECT_EQ(dev.call.chunk_strategies.front(), T == 2 ? "split" : "grouped");
+  }
+}
+
+// The split strategy's GPU configuration (256-wide work-groups, 32 lanes per row, several rows
+// per lane group) and its other geometries, run on whatever device the tests use.
+TEST(MoeConfig, SplitGeometriesMatchReference) {
+  struct Case {
+    QuantScheme scheme;
+    std::int64_t H, I;
+    int top_k;
+    const char* tiles;
+  };
+  const Case cases[] = {
+      {kNvW4A4, 1024, 96, 3, "split.local_i=256,split.local_h=256"},                // 32 lanes, 2 rows per group
+      {kNvW4A16, 1024, 1024, 2, "split.local_i=256,split.local_h=64,split.tile_m=4"},  // 32 lanes, 4 rows
+      {QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}, 256, 64, 5,
+       "split.local_i=32,split.local_h=8,split.tile_m=8"},  // FC2: fewer slot lanes than k
+  };
+  for (const Case& c : cases) {
+    ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
+    const std::int64_t T = 3, E = 6;
+    const Fp4Experts ex = make_experts({c.scheme.weight, E, c.H, c.I, Data::exact, 50});
+    const auto x = make_activations(T, c.H, Data::exact, 51);
+    const auto ids = make_ids(T, c.top_k, E, 52);
+    const auto w = make_weights(T, c.top_k, 53);
+    MoeConfig cfg = config(c.scheme, c.top_k);
+    cfg.kernel = "split";
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, cfg.top_k));
+    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output)) << c.tiles;
+  }
+}
+
+TEST(MoeConfig, SplitRefusalsNameTheReason) {
+  MoeConfig cfg = config(kNvW4A4, 2);
+  cfg.kernel = "split";
+  // H not a multiple of 32.
+  expect_create_error(make_experts({WeightFormat::nvfp4, 4, 48, 32, Data::exact, 60}), cfg,
+                      "H = 48 and I = 32 must be multiples of 32");
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 61});
+  {
+    // 64 / 2 lanes = 32 lane groups × 1 row: fine; 8 work-items / 2 lanes = 4 rows: not a block.
+    ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=8");
+    expect_create_error(ex, cfg, "an FC1 work-group covers 4 rows, not a multiple of the NVFP4 block size 16");
+  }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=3");
+    expect_create_error(ex, cfg, "the FC1 work-group of 3 is not a multiple of its 2 lanes per row");
+  }
 }
 
 // The E2M1 decode for devices that flush denormals, forced here on any device.

@@ -15,7 +15,8 @@ struct Shape {
   std::int64_t hidden, intermediate;
 };
 
-// Both strategies run every shape (each forced), so decode also sees many tokens and grouped few.
+// Every strategy runs every shape (each forced), so decode and split also see many tokens and
+// grouped few.
 const Shape kShapes[] = {
     {0, 8, 2, 64, 64},     {1, 8, 2, 64, 128},  {2, 32, 4, 128, 64}, {5, 128, 8, 64, 64},
     {64, 32, 4, 96, 160},  {300, 8, 2, 64, 32}, {7, 1, 1, 64, 64},   {2, 2, 2, 2880, 2880},
@@ -66,7 +67,7 @@ const QuantScheme kSchemes[] = {{WeightFormat::nvfp4, Activations::fp4_dynamic},
                                 {WeightFormat::mxfp4, Activations::bf16}};
 
 INSTANTIATE_TEST_SUITE_P(All, MoeSchemes,
-                         ::testing::Combine(::testing::ValuesIn(kSchemes), ::testing::Values("grouped", "decode"),
+                         ::testing::Combine(::testing::ValuesIn(kSchemes), ::testing::Values("grouped", "decode", "split"),
                                             ::testing::ValuesIn(kShapes)),
                          name);
 

@@ -191,12 +191,36 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     if (s.id == MoeStrategy::decode) {
       EXPECT_EQ(s.tiles.local_i, 4);
       EXPECT_EQ(s.tiles.local_h, 3);
-    } else {
+    } else if (s.id == MoeStrategy::grouped) {
       EXPECT_EQ(s.tiles.tile_m, 2);
       EXPECT_EQ(s.tiles.local_i, 2);
       EXPECT_EQ(s.tiles.local_h, 1);
     }
   }
+  // A bucket won by split (GPUs) gives it its tiles and the crossover: buckets 1 (split) and 4
+  // (decode) meet at 2 tokens.
+  e.tokens = 1;
+  e.kernel = "split";
+  e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 2}, {"local_i", 64}, {"local_h", 32}};
+  db.put(device, e);
+  e.tokens = 4;
+  e.kernel = "decode";
+  e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 1}, {"local_i", 4}, {"local_h", 3}};
+  db.put(device, e);
+  use_database(db);
+  const MoeSelection with_split = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
+  EXPECT_EQ(with_split.split_max_pairs, 2 * 2);
+  bool has_split = false;
+  for (const MoeSelection::Entry& s : with_split.usable) {
+    if (s.id != MoeStrategy::split) continue;
+    has_split = true;
+    EXPECT_EQ(s.tiles.tile_m, 2);
+    EXPECT_EQ(s.tiles.local_i, 64);
+    EXPECT_EQ(s.tiles.local_h, 32);
+  }
+  EXPECT_TRUE(has_split);
+  EXPECT_EQ(with_split.for_tokens(2, 2).id, MoeStrategy::split);
+  EXPECT_EQ(with_split.for_tokens(3, 2).id, MoeStrategy::decode);
   // FP4CL_MOE_TILES still wins over the database.
   const test::ScopedEnv override_tiles("FP4CL_MOE_TILES", std::string("grouped.tile_m=4"));
   const MoeSelection env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One command for the GPU-performance numbers of the README ("GPU performance"): on a host with
+# an NVIDIA GPU, its OpenCL driver and PyTorch (the lent H100), it builds fp4cl, optionally runs
+# the test suite, measures the copy bandwidth, times fp4cl's MoE layer (qwen3-30b-a3b and
+# mixtral-8x7b, T = 1, 8, 64, 512, NVFP4 W4A16 and W4A4) and linear layers, times the same MoE
+# layer in PyTorch BF16 (bench/gpu/torch_moe_baseline.py), and writes the summary table.
+#
+#   bench/gpu/run-h100.sh [DEB_DIR] [OUT_DIR]
+#     DEB_DIR  Debian packages for a host without apt (see tools/gpu-host-env.sh); default
+#              .device-deps/debs; "-" when the headers and libraries are installed
+#     OUT_DIR  default $OUT, else bench/gpu/out
+#   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
+#   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
+# Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv), torch.csv, devices.txt, results.md
+# (bench/gpu/summarize.py), build.log, ctest.log.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+deb_dir=${1:-$root/.device-deps/debs}
+out=${2:-${OUT:-$root/bench/gpu/out}}
+build=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}
+mkdir -p "$out"
+if [ "$deb_dir" != "-" ]; then
+  eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"
+fi
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+
+log "build ($build)"
+{ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFP4CL_WERROR=ON &&
+  cmake --build "$build" -j"$(nproc)" --target fp4cl_bench; } >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+tail -3 "$out/build.log" >&2
+bench="$build/bench/fp4cl-bench"
+
+log "devices"
+"$bench" devices --measure >"$out/devices.txt" 2>&1
+cat "$out/devices.txt" >&2
+
+log "torch baseline and copy bandwidth"
+python3 "$root/bench/gpu/torch_moe_baseline.py" >"$out/torch.csv" || log "torch baseline failed"
+
+log "fp4cl MoE"
+rm -f "$out/moe.csv"
+for preset in qwen3-30b-a3b mixtral-8x7b; do
+  "$bench" moe --preset "$preset" --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
+    --csv >"$out/moe-$preset.csv" || log "moe $preset failed"
+  if [ -f "$out/moe.csv" ]; then tail -n +2 "$out/moe-$preset.csv" >>"$out/moe.csv"; else cp "$out/moe-$preset.csv" "$out/moe.csv"; fi
+  rm -f "$out/moe-$preset.csv"
+done
+
+if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
+  log "fp4cl MoE, every strategy (where the automatic choice switches)"
+  rm -f "$out/moe-all.csv"
+  for preset in qwen3-30b-a3b mixtral-8x7b; do
+    "$bench" moe --preset "$preset" --tokens 1,8,64 --scheme nvfp4-w4a16 --kernel all --iters 20 --warmup 2 \
+      --csv >"$out/moe-part.csv" || log "moe --kernel all $preset failed"
+    if [ -f "$out/moe-all.csv" ]; then tail -n +2 "$out/moe-part.csv" >>"$out/moe-all.csv"; else cp "$out/moe-part.csv" "$out/moe-all.csv"; fi
+    rm -f "$out/moe-part.csv"
+  done
+fi
+
+log "fp4cl linear"
+rm -f "$out/linear.csv"
+for nk in "4096 4096" "2048 768" "1536 2048" "28672 4096"; do
+  set -- $nk
+  "$bench" linear -n "$1" -k "$2" --tokens 1,8,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
+    --csv >"$out/linear-part.csv" || log "linear $1x$2 failed"
+  if [ -f "$out/linear.csv" ]; then tail -n +2 "$out/linear-part.csv" >>"$out/linear.csv"; else cp "$out/linear-part.csv" "$out/linear.csv"; fi
+  rm -f "$out/linear-part.csv"
+done
+
+python3 "$root/bench/gpu/summarize.py" "$out" >"$out/results.md" && cat "$out/results.md" >&2
+
+if [ "${FP4CL_GPU_CTEST:-0}" = 1 ]; then
+  log "build the tests"
+  cmake --build "$build" -j"$(nproc)" >>"$out/build.log" 2>&1 || grep -E "error|Error" "$out/build.log" | head -20 >&2
+  log "ctest"
+  # Within FP4CL_GPU_DEADLINE seconds of the script's start when set (a lent machine's call limit).
+  budget=$(( ${FP4CL_GPU_DEADLINE:-100000} - SECONDS ))
+  (cd "$build" && timeout "$budget" ctest -j8 --timeout 300 >"$out/ctest.log" 2>&1)
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$out/ctest.log" | tail -40 >&2
+fi
+log "done"

@@ -1,0 +1,280 @@
+// MoE for few (token, expert) pairs on GPUs: every matrix row is split over SPLIT_LANES*
+// work-items (split-K inside a work-group), so that even one token fills the device with
+// work-groups, and the routing's pairs need no sorting.
+//
+//   moe_split_fc1  one work-group per (tile of intermediate rows, pair): stages the pair's token
+//                  (BF16 → fp32; W4A4: quantized per block with the expert's input scale) in
+//                  local memory, streams the tile's gate and up rows, and writes
+//                  a = bf16(silu(g) × up) (W4A4: quantized per block) to x2 [pairs, I].
+//   moe_split_fc2  one work-group per (tile of output rows, token): all k slots of the token at
+//                  once (slot lanes), partial sums reduced in local memory in a fixed order:
+//                  out[t, n] = Σ_s w[t,s] · fc2_factor[e_s] · (W2[e_s] x2[t·k+s])[n].
+//
+// Weight layout ("split layout", host/layers/moe_weights.cpp), per matrix [E, N, K] with L lanes
+// per row (K a multiple of 32·L): row-major rows of K/32 uint4 words; step s of a row holds L
+// uint4, the one of lane l carrying the 32 elements s·32L + 4L·q + 4l + c (q = 0..7, c = 0..3)
+// as nibble 4·(q % 2) + c of component q / 2. A lane's activations for step s are thus the
+// eight float4 at s·32L + 4L·q + 4l: neighbouring lanes read neighbouring activations and
+// neighbouring weight words (coalesced 128-bit loads). Block scales (E4M3 or E8M0 bytes), per
+// row: step s holds G = max(1, 4L/block) groups of 8 bytes, byte q of group g the scale of
+// elements s·32L + 4L·q + g·block (lane l reads group 4l / block as one uint2).
+//
+// Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, MOE_OUT_BF16, MOE_E2M1_NO_DENORM;
+//   FC1: SPLIT_LANES1 (L for K = H), SPLIT_LOCAL1 (work-group size, a multiple of SPLIT_LANES1),
+//        SPLIT_RPG (rows per lane group; W4A4 needs SPLIT_LOCAL1 / SPLIT_LANES1 · SPLIT_RPG to be
+//        a multiple of the block), SPLIT_HIDDEN (H, for the local copy of the token);
+//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group).
+#define MOE_VEC 1
+#include "moe_fp4_vec.cl"
+#include "moe_quant.cl"
+
+#define SPLIT_STEP1 (32 * SPLIT_LANES1)
+#define SPLIT_STEP2 (32 * SPLIT_LANES2)
+#define SPLIT_GROUPS(lanes) (4 * (lanes) >= MOE_BLOCK ? 4 * (lanes) / MOE_BLOCK : 1)
+
+// The eight block scales of a lane for one step, times 2^scale_exp.
+inline void split_scales(uint2 bytes, int scale_exp, float* s) {
+  const uint b[8] = {bytes.x & 0xFF, (bytes.x >> 8) & 0xFF, (bytes.x >> 16) & 0xFF, bytes.x >> 24,
+                     bytes.y & 0xFF, (bytes.y >> 8) & 0xFF, (bytes.y >> 16) & 0xFF, bytes.y >> 24};
+#if defined(MOE_NVFP4) && !defined(MOE_E2M1_NO_DENORM)
+  // Bits 6..0 of the E4M3 byte at bits 26..20 make the float s × 2^-120 (a subnormal E4M3 an fp32
+  // subnormal: exact where denormals are supported, which this decode path implies), the sign
+  // bit at 31; times 2^120 and 2^scale_exp, both exact. (NaN bytes are refused at load.)
+  const float up = as_float((scale_exp + 127) << 23);
+#pragma unroll
+  for (int q = 0; q < 8; ++q) s[q] = as_float(((b[q] << 20) & 0x07F00000u) | ((b[q] << 24) & 0x80000000u)) * 0x1p120f * up;
+#elif defined(MOE_NVFP4)
+  const float up = as_float((scale_exp + 127) << 23);
+#pragma unroll
+  for (int q = 0; q < 8; ++q) s[q] = e4m3_decode(b[q]) * up;
+#else
+#pragma unroll
+  for (int q = 0; q < 8; ++q) s[q] = as_float(((int)b[q] + scale_exp) << 23);
+#endif
+}
+
+// Σ over one lane's 32 elements of one step: weights w (uint4), scales s[8], activations at x
+// (the lane's first float4; the others follow at a stride of 4·lanes floats).
+inline float split_dot_step(uint4 w, const float* s, const __local float* x, int stride) {
+  const uint words[4] = {w.x, w.y, w.z, w.w};
+  float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const float4 xv = vload4(0, x + q * stride);
+    const uint word = words[q / 2];
+    const int j0 = 4 * (q % 2);
+    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
+    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
+    acc0 = fma(a, xv.x, acc0);
+    acc1 = fma(b, xv.y, acc1);
+    acc0 = fma(c, xv.z, acc0);
+    acc1 = fma(d, xv.w, acc1);
+  }
+  return acc0 + acc1;
+}
+
+// The same with the activations in global memory.
+inline float split_dot_step_global(uint4 w, const float* s, const __global float* x, int stride) {
+  const uint words[4] = {w.x, w.y, w.z, w.w};
+  float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const float4 xv = vload4(0, x + q * stride);
+    const uint word = words[q / 2];
+    const int j0 = 4 * (q % 2);
+    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
+    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
+    acc0 = fma(a, xv.x, acc0);
+    acc1 = fma(b, xv.y, acc1);
+    acc0 = fma(c, xv.z, acc0);
+    acc1 = fma(d, xv.w, acc1);
+  }
+  return acc0 + acc1;
+}
+
+#ifdef SPLIT_LANES1
+#define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
+#define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
+
+//   w13 [E, 2I, H] split layout (gate rows 0..I-1, up rows I..2I-1), w13_s its scales
+//   fc1_factor [E, 2], fc1_input_scale [E] (W4A4 NVFP4), fc2_input_scale [E] (W4A4 NVFP4)
+//   x [tokens, H] BF16 (the caller's), pair_expert [pairs], x2 [pairs, I] fp32 (written)
+//   status [4]: [2] += 1 and [3] += 1 for every local pair (each streams its expert once)
+__kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_split_fc1(
+    __global const uint4* w13, __global const uint2* w13_s, __global const float* fc1_factor,
+    __global const float* fc1_input_scale, __global const float* fc2_input_scale, int inter, int scale_exp,
+    int top_k, int token_offset, __global const ushort* x, __global const int* pair_expert, __global float* x2,
+    __global int* status) {
+  __local float xl[SPLIT_HIDDEN];
+  __local float part[SPLIT_ROWS1 * SPLIT_LANES1 * 2];
+  __local float a_local[SPLIT_ROWS1];
+  const int p = get_group_id(1), tile = get_group_id(0), lid = get_local_id(0);
+  const int e = pair_expert[p];
+  if (e < 0) return;  // uniform over the work-group: no barrier is skipped by part of it
+  if (tile == 0 && lid == 0) {
+    atomic_add(&status[2], 1);
+    atomic_add(&status[3], 1);
+  }
+  // The token's activations, as the FC1 input (W4A4: quantized per block).
+  const __global ushort* xt = x + ((long)token_offset + p / top_k) * SPLIT_HIDDEN;
+#if MOE_W4A4
+#ifdef MOE_NVFP4
+  const float gs1 = fc1_input_scale[e];
+#else
+  const float gs1 = 1.0f;
+#endif
+  for (int b = lid; b < SPLIT_HIDDEN / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
+    float v[MOE_QUANT_BLOCK];
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(xt[b * MOE_QUANT_BLOCK + i]);
+    moe_quantize_block_local(v, gs1, xl + b * MOE_QUANT_BLOCK);
+  }
+#else
+  for (int i = lid; i < SPLIT_HIDDEN; i += SPLIT_LOCAL1) xl[i] = bf16_to_float(xt[i]);
+#endif
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  const int lane = lid % SPLIT_LANES1, g = lid / SPLIT_LANES1;
+  const int row0 = tile * SPLIT_ROWS1;
+  const int steps = SPLIT_HIDDEN / SPLIT_STEP1;
+  const long row_words = SPLIT_HIDDEN / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES1);
+  const int sgroup = 4 * SPLIT_LANES1 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
+  float accg[SPLIT_RPG], accu[SPLIT_RPG];
+  const __global uint4* wg[SPLIT_RPG];
+  const __global uint2* sg[SPLIT_RPG];
+#pragma unroll
+  for (int r = 0; r < SPLIT_RPG; ++r) {
+    const int i = min(row0 + r * SPLIT_GROUPS1 + g, inter - 1);  // rows past I repeat the last one
+    const long gate_row = (long)e * 2 * inter + i;
+    wg[r] = w13 + gate_row * row_words + lane;
+    sg[r] = w13_s + gate_row * row_scales + sgroup;
+    accg[r] = 0.0f;
+    accu[r] = 0.0f;
+  }
+  const long up_words = (long)inter * row_words, up_scales = (long)inter * row_scales;
+  for (int st = 0; st < steps; ++st) {
+    const __local float* xs = xl + st * SPLIT_STEP1 + 4 * lane;
+#pragma unroll
+    for (int r = 0; r < SPLIT_RPG; ++r) {
+      const uint4 wgate = wg[r][st * SPLIT_LANES1], wup = wg[r][up_words + st * SPLIT_LANES1];
+      const uint2 bg = sg[r][st * SPLIT_GROUPS(SPLIT_LANES1)], bu = sg[r][up_scales + st * SPLIT_GROUPS(SPLIT_LANES1)];
+      float sgate[8], sup[8];
+      split_scales(bg, scale_exp, sgate);
+      split_scales(bu, scale_exp, sup);
+      accg[r] += split_dot_step(wgate, sgate, xs, 4 * SPLIT_LANES1);
+      accu[r] += split_dot_step(wup, sup, xs, 4 * SPLIT_LANES1);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < SPLIT_RPG; ++r) {
+    const int local_row = r * SPLIT_GROUPS1 + g;
+    part[(local_row * SPLIT_LANES1 + lane) * 2] = accg[r];
+    part[(local_row * SPLIT_LANES1 + lane) * 2 + 1] = accu[r];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // One work-item per row sums its lanes in lane order.
+  if (lid < SPLIT_ROWS1) {
+    float hg = 0.0f, hu = 0.0f;
+    for (int l = 0; l < SPLIT_LANES1; ++l) {
+      hg += part[(lid * SPLIT_LANES1 + l) * 2];
+      hu += part[(lid * SPLIT_LANES1 + l) * 2 + 1];
+    }
+    const float2 f = vload2(e, fc1_factor);
+    const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
+#if MOE_W4A4
+    a_local[lid] = a;
+#else
+    if (row0 + lid < inter) x2[(long)p * inter + row0 + lid] = a;
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if MOE_W4A4
+#ifdef MOE_NVFP4
+  const float gs2 = fc2_input_scale[e];
+#else
+  const float gs2 = 1.0f;
+#endif
+  for (int b = lid; b < SPLIT_ROWS1 / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
+    if (row0 + b * MOE_QUANT_BLOCK < inter) {
+      float v[MOE_QUANT_BLOCK];
+      for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[b * MOE_QUANT_BLOCK + i];
+      moe_quantize_block(v, gs2, x2 + (long)p * inter + row0 + b * MOE_QUANT_BLOCK);
+    }
+  }
+#else
+  (void)a_local;
+  (void)fc2_input_scale;
+#endif
+#if !MOE_W4A4
+  (void)fc1_input_scale;
+#endif
+}
+
+#endif  // SPLIT_LANES1
+
+#ifdef SPLIT_LANES2
+#define SPLIT_LOCAL2 (SPLIT_LANES2 * SPLIT_SLOTS * SPLIT_ROWS2)
+
+inline void split_store_out(float o, __global void* out, long i) {
+#if MOE_OUT_BF16
+  const int u = as_int(o);
+  const int bits = isnan(o) ? ((u >> 16) | 0x40) : ((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+  ((__global ushort*)out)[i] = (ushort)(bits & 0xFFFF);
+#else
+  ((__global float*)out)[i] = o;
+#endif
+}
+
+//   w2 [E, H, I] split layout, w2_s its scales, fc2_factor [E]
+//   x2 [pairs, I] (moe_split_fc1), pair_expert, pair_weight [pairs]
+//   out [tokens, H] BF16 or fp32 (the caller's), token t of the chunk at token_offset + t
+__kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_split_fc2(
+    __global const uint4* w2, __global const uint2* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    int scale_exp, __global const float* x2, __global const int* pair_expert, __global const float* pair_weight,
+    int top_k, int token_offset, __global void* out) {
+  __local float part[SPLIT_ROWS2 * SPLIT_SLOTS * SPLIT_LANES2];
+  __local float dots[SPLIT_ROWS2 * SPLIT_SLOTS];
+  const int t = get_group_id(1), lid = get_local_id(0);
+  const int lane = lid % SPLIT_LANES2, rg = (lid / SPLIT_LANES2) % SPLIT_ROWS2, sl = lid / (SPLIT_LANES2 * SPLIT_ROWS2);
+  const int n = min((int)get_group_id(0) * SPLIT_ROWS2 + rg, hidden - 1);  // rows past H repeat the last one
+  const int steps = inter / SPLIT_STEP2;
+  const long row_words = inter / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES2);
+  const int sgroup = 4 * SPLIT_LANES2 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
+  float result = 0.0f;  // the weighted sum of this work-item's (row, slot lane), used when SPLIT_SLOTS < k
+  for (int s0 = 0; s0 < top_k; s0 += SPLIT_SLOTS) {
+    const int s = s0 + sl, p = t * top_k + s;
+    const int e = s < top_k ? pair_expert[p] : -1;
+    float acc = 0.0f;
+    if (e >= 0) {
+      const long row = (long)e * hidden + n;
+      const __global uint4* w = w2 + row * row_words + lane;
+      const __global uint2* sc = w2_s + row * row_scales + sgroup;
+      const __global float* xs = x2 + (long)p * inter + 4 * lane;
+      for (int st = 0; st < steps; ++st) {
+        float sv[8];
+        split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+        acc += split_dot_step_global(w[st * SPLIT_LANES2], sv, xs + st * SPLIT_STEP2, 4 * SPLIT_LANES2);
+      }
+    }
+    part[(sl * SPLIT_ROWS2 + rg) * SPLIT_LANES2 + lane] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // Lanes summed in order, then slots in order (each slot's dot × its factor and weight).
+    if (lid < SPLIT_ROWS2 * SPLIT_SLOTS) {
+      const int r = lid % SPLIT_ROWS2, ls = lid / SPLIT_ROWS2, ss = s0 + ls, pp = t * top_k + ss;
+      float d = 0.0f;
+      for (int l = 0; l < SPLIT_LANES2; ++l) d += part[(ls * SPLIT_ROWS2 + r) * SPLIT_LANES2 + l];
+      const int ee = ss < top_k ? pair_expert[pp] : -1;
+      dots[ls * SPLIT_ROWS2 + r] = ee >= 0 ? pair_weight[pp] * (d * fc2_factor[ee]) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < SPLIT_ROWS2) {
+      for (int ls = 0; ls < SPLIT_SLOTS && s0 + ls < top_k; ++ls) {
+        const int ee = pair_expert[t * top_k + s0 + ls];
+        if (ee >= 0) result += dots[ls * SPLIT_ROWS2 + lid];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const int row = get_group_id(0) * SPLIT_ROWS2 + lid;
+  if (lid < SPLIT_ROWS2 && row < hidden) split_store_out(result, out, ((long)token_offset + t) * hidden + row);
+}
+#endif  // SPLIT_LANES2
