@@ -33,7 +33,8 @@ run_asan() {
     -DFP4CL_SANITIZE=address,undefined
   cmake --build build-asan -j"$jobs"
   # Tests that cannot run under the sanitizers carry the label no_asan (install_package and
-  # python_binding: uninstrumented programs that load the sanitized libfp4cl.so).
+  # python_binding: uninstrumented programs, the Python interpreter and an outside project, that
+  # load the sanitized libfp4cl.so).
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE no_asan
 }
 
