@@ -96,12 +96,13 @@ inline float split_dot_step_global(uint4 w, const float* s, const __global float
 #define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
 #define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
 
-//   w13 [E, 2I, H] split layout (gate rows 0..I-1, up rows I..2I-1), w13_s its scales
+//   gate, up [E, I, H] split layout, gate_s, up_s their scales
 //   fc1_factor [E, 2], fc1_input_scale [E] (W4A4 NVFP4), fc2_input_scale [E] (W4A4 NVFP4)
 //   x [tokens, H] BF16 (the caller's), pair_expert [pairs], x2 [pairs, I] fp32 (written)
 //   status [4]: [2] += 1 and [3] += 1 for every local pair (each streams its expert once)
 __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_split_fc1(
-    __global const uint4* w13, __global const uint2* w13_s, __global const float* fc1_factor,
+    __global const uint4* gate, __global const uint2* gate_s, __global const uint4* up, __global const uint2* up_s,
+    __global const float* fc1_factor,
     __global const float* fc1_input_scale, __global const float* fc2_input_scale, int inter, int scale_exp,
     int top_k, int token_offset, __global const ushort* x, __global const int* pair_expert, __global float* x2,
     __global int* status) {
@@ -139,24 +140,22 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
   const long row_words = SPLIT_HIDDEN / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES1);
   const int sgroup = 4 * SPLIT_LANES1 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
   float accg[SPLIT_RPG], accu[SPLIT_RPG];
-  const __global uint4* wg[SPLIT_RPG];
-  const __global uint2* sg[SPLIT_RPG];
+  long row_of[SPLIT_RPG];
 #pragma unroll
   for (int r = 0; r < SPLIT_RPG; ++r) {
     const int i = min(row0 + r * SPLIT_GROUPS1 + g, inter - 1);  // rows past I repeat the last one
-    const long gate_row = (long)e * 2 * inter + i;
-    wg[r] = w13 + gate_row * row_words + lane;
-    sg[r] = w13_s + gate_row * row_scales + sgroup;
+    row_of[r] = (long)e * inter + i;
     accg[r] = 0.0f;
     accu[r] = 0.0f;
   }
-  const long up_words = (long)inter * row_words, up_scales = (long)inter * row_scales;
   for (int st = 0; st < steps; ++st) {
     const __local float* xs = xl + st * SPLIT_STEP1 + 4 * lane;
 #pragma unroll
     for (int r = 0; r < SPLIT_RPG; ++r) {
-      const uint4 wgate = wg[r][st * SPLIT_LANES1], wup = wg[r][up_words + st * SPLIT_LANES1];
-      const uint2 bg = sg[r][st * SPLIT_GROUPS(SPLIT_LANES1)], bu = sg[r][up_scales + st * SPLIT_GROUPS(SPLIT_LANES1)];
+      const long wi = row_of[r] * row_words + lane + st * SPLIT_LANES1;
+      const long si = row_of[r] * row_scales + sgroup + st * SPLIT_GROUPS(SPLIT_LANES1);
+      const uint4 wgate = gate[wi], wup = up[wi];
+      const uint2 bg = gate_s[si], bu = up_s[si];
       float sgate[8], sup[8];
       split_scales(bg, scale_exp, sgate);
       split_scales(bu, scale_exp, sup);

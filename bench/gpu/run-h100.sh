@@ -8,7 +8,7 @@
 #   bench/gpu/run-h100.sh [DEB_DIR] [OUT_DIR]
 #     DEB_DIR  Debian packages for a host without apt (see tools/gpu-host-env.sh); default
 #              .device-deps/debs; "-" when the headers and libraries are installed
-#     OUT_DIR  default $OUT, else bench/gpu/out
+#     OUT_DIR  default $OUT, else build-gpu-out (git-ignored)
 #   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
 # Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv), torch.csv, devices.txt, results.md
@@ -16,7 +16,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 deb_dir=${1:-$root/.device-deps/debs}
-out=${2:-${OUT:-$root/bench/gpu/out}}
+out=${2:-${OUT:-$root/build-gpu-out}}
 build=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}
 mkdir -p "$out"
 if [ "$deb_dir" != "-" ]; then

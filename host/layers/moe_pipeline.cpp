@@ -150,7 +150,7 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, offset = as_int(c.token_offset);
   const SplitGeometry& g = split_;
-  set_args(fc1_, "moe_split_fc1", w.split_w13, w.split_w13_scales, w.fc1_factor, w.fc1_input_scale, w.fc2_input_scale,
+  set_args(fc1_, "moe_split_fc1", w.split_gate, w.split_gate_scales, w.split_up, w.split_up_scales, w.fc1_factor, w.fc1_input_scale, w.fc2_input_scale,
            I, w.scale_exp, k, offset, *c.x, ws.pair_expert, ws.x2, ws.status);
   const std::size_t tiles1 = static_cast<std::size_t>((s.intermediate + g.rows1() - 1) / g.rows1());
   moe_launch(queue, fc1_, "moe_split_fc1",

@@ -198,15 +198,28 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
   if (split) {
     const std::int64_t block = block_size(ex.format);
-    const SplitLayout w13 = split_layout(ex.w13_packed, ex.w13_scales, E, 2 * I, H, block);
+    // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H].
+    const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
+      std::vector<std::uint8_t> out;
+      out.reserve(v.size() / 2);
+      for (std::int64_t e = 0; e < E; ++e) {
+        const auto begin = v.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * row_bytes);
+        out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(I * row_bytes));
+      }
+      return out;
+    };
+    const SplitLayout g = split_layout(half(ex.w13_packed, H / 2, 0), half(ex.w13_scales, H / block, 0), E, I, H, block);
+    const SplitLayout u = split_layout(half(ex.w13_packed, H / 2, I), half(ex.w13_scales, H / block, I), E, I, H, block);
     const SplitLayout w2 = split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
-    w.split_w13 = upload(ctx, "w13 (split layout)", w13.words);
-    w.split_w13_scales = upload(ctx, "w13 scales (split layout)", w13.scales);
+    w.split_gate = upload(ctx, "w13 gate rows (split layout)", g.words);
+    w.split_gate_scales = upload(ctx, "w13 gate scales (split layout)", g.scales);
+    w.split_up = upload(ctx, "w13 up rows (split layout)", u.words);
+    w.split_up_scales = upload(ctx, "w13 up scales (split layout)", u.scales);
     w.split_w2 = upload(ctx, "w2 (split layout)", w2.words);
     w.split_w2_scales = upload(ctx, "w2 scales (split layout)", w2.scales);
-    w.split_bytes_per_expert =
-        static_cast<std::uint64_t>(4 * (w13.words.size() + w2.words.size()) + w13.scales.size() + w2.scales.size()) /
-        static_cast<std::uint64_t>(E);
+    w.split_bytes_per_expert = static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + w2.words.size()) +
+                                                          g.scales.size() + u.scales.size() + w2.scales.size()) /
+                               static_cast<std::uint64_t>(E);
   }
   if (interleaved) {
   upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,

@@ -20,9 +20,9 @@ struct MoeDeviceWeights {
   // fp16 (the exact value of each E4M3 scale) for NVFP4, the E8M0 bytes for MXFP4.
   // Uploaded only when the grouped or decode strategy is built (`interleaved`).
   cl::Buffer gate, gate_scales, up, up_scales, down, down_scales;
-  // The split strategy's layout (kernels/moe_split.cl), only when it is built: w13 [E, 2I, H]
-  // and w2 [E, H, I] as uint4 words, their block scales as raw E4M3 / E8M0 bytes.
-  cl::Buffer split_w13, split_w13_scales, split_w2, split_w2_scales;
+  // The split strategy's layout (kernels/moe_split.cl), only when it is built: gate and up
+  // [E, I, H] and w2 [E, H, I] as uint4 words, their block scales as raw E4M3 / E8M0 bytes.
+  cl::Buffer split_gate, split_gate_scales, split_up, split_up_scales, split_w2, split_w2_scales;
   cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
   cl::Buffer fc2_factor;       // float [E]
   cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
