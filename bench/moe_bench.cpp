@@ -39,6 +39,7 @@ struct MoeArgs {
   std::int64_t hidden = 0, inter = 0, experts = 0;
   int topk = 0;
   std::string output = "bf16";
+  bool batch_invariant = false;
 };
 
 struct MoeShape {
@@ -89,6 +90,7 @@ std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& sc
   cmd += fmt::format(" --scheme {} --tokens {}", tuning::scheme_key(scheme), tokens);
   if (!kernel.empty()) cmd += " --kernel " + kernel;
   if (a.output != "bf16") cmd += " --output " + a.output;
+  if (a.batch_invariant) cmd += " --batch-invariant";
   return cmd + common_command_options(a.run);
 }
 
@@ -112,6 +114,7 @@ void run_moe(const MoeArgs& a) {
       config.max_tokens = max_tokens;
       config.kernel = kernel;
       config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
+      config.batch_invariant = a.batch_invariant;
       std::vector<MoeLayer> layers{MoeLayer::create(ctx, experts[0], config)};
       const double expert_bytes = static_cast<double>(layers[0].expert_weight_bytes());
       // Copies of the whole layer only when all its experts fit in the rotation span.
@@ -197,6 +200,8 @@ void register_moe(CLI::App& app) {
   moe->add_option("--experts", a->experts, "E, routed experts")->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
   moe->add_option("--topk", a->topk, "k, experts per token")->check(CLI::Range(1, 64));
   moe->add_option("--output", a->output, "bf16 | fp32")->capture_default_str();
+  moe->add_flag("--batch-invariant", a->batch_invariant,
+                "MoeConfig::batch_invariant: every grouped tile sums in the order of a full tile");
   moe->callback([a] { run_moe(*a); });
 }
 

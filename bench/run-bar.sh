@@ -7,7 +7,11 @@
 #
 # Each command runs REPEATS times; the table quotes, per row, the median over the runs of the
 # row's fraction of its own run's peak (the machine may be shared: a run's kernels and its peaks
-# see the same load), with the GB/s or GFLOP/s and the peak of the run that gave that median.
+# see the same load), with the GB/s or GFLOP/s and the peak of the run that gave that median,
+# and the same result as a fraction of the highest peak any run measured (conservative: on a
+# loaded machine a run's own yardstick can be measured low). A row meets the bar when both
+# fractions do; a same-run fraction above 100 % says the yardstick was under-measured, and the
+# row's verdict is "unknown".
 # Prints the Markdown table on stdout (progress and the raw JSON paths on stderr) and the load
 # average before and after, which says how busy the machine was.
 set -euo pipefail
@@ -38,15 +42,18 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "run-bar.sh: raw results in $out" >&2
 
 python3 - "$out" "$load_before" "$load_after" "${commands[@]}" <<'EOF'
-import glob, json, os, statistics, sys
+import glob, json, os, sys
 
 out, load_before, load_after, commands = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 rows = {}  # (op, shape, scheme, tokens) -> list of (fraction, row, peaks)
 device = ""
+best_stream = best_fma = 0.0  # the highest peaks any run measured
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     with open(path) as f:
         report = json.load(f)
     device = report["device"]
+    best_stream = max(best_stream, report["peaks"]["stream_gbps"])
+    best_fma = max(best_fma, report["peaks"]["fma_gflops"])
     for r in report["rows"]:
         key = (r["op"], r["shape"], r["scheme"], r["tokens"])
         decode = r["op"] == "linear" or r["tokens"] <= 8
@@ -54,9 +61,11 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         rows.setdefault(key, []).append((frac, r, report["peaks"]))
 
 print(f"Device: {device}. Load average (1, 5, 15 min) before: {load_before}, after: {load_after}.")
+print(f"Highest peaks measured over the runs: stream read {best_stream:.1f} GB/s, fp32 FMA {best_fma:.0f} GFLOP/s.")
 print()
-print("| layer | scheme | tokens | kernel | µs per call | result | of the peak measured in the same run | bar | met |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| layer | scheme | tokens | kernel | µs per call | result | of the peak measured in the same run "
+      "| of the highest peak | bar | met |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for key in sorted(rows, key=lambda k: (k[0] != "moe", k[1], k[3], k[2])):
     op, shape, scheme, tokens = key
     runs = sorted(rows[key], key=lambda x: x[0])
@@ -65,15 +74,23 @@ for key in sorted(rows, key=lambda k: (k[0] != "moe", k[1], k[3], k[2])):
     if decode:
         result = f"{r['gbps']:.1f} GB/s of weights"
         peak = f"{100 * frac:.0f} % of {peaks['stream_gbps']:.1f} GB/s read"
+        conservative = r["gbps"] / best_stream
         bar = 0.50
     else:
         result = f"{r['gflops']:.1f} GFLOP/s"
         peak = f"{100 * frac:.0f} % of {peaks['fma_gflops']:.0f} GFLOP/s FMA"
+        conservative = r["gflops"] / best_fma
         bar = 0.30
     name = ("MoE " if op == "moe" else "linear ") + shape
     spread = f" (runs: {', '.join(f'{100 * x[0]:.0f}' for x in runs)} %)" if len(runs) > 1 else ""
+    # A fraction above 100 % means the run's yardstick was measured while the machine was busier
+    # than during the kernel: that run cannot say whether the bar is met.
+    if frac > 1.0:
+        met = "unknown (peak under-measured: machine loaded)"
+    else:
+        met = "yes" if min(frac, conservative) >= bar else "no"
     print(f"| {name} | {scheme} | {tokens} | {r['kernel']} | {r['us_median']:.0f} | {result} | {peak}{spread} "
-          f"| {100 * bar:.0f} % | {'yes' if frac >= bar else 'no'} |")
+          f"| {100 * conservative:.0f} % | {100 * bar:.0f} % | {met} |")
 print()
 print("```sh")
 for c in commands:

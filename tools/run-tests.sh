@@ -32,7 +32,9 @@ run_asan() {
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_C_FLAGS_RELEASE=-O1 \
     -DFP4CL_SANITIZE=address,undefined
   cmake --build build-asan -j"$jobs"
-  # Tests that cannot run under the sanitizers carry the label no_asan (none at present).
+  # Tests that cannot run under the sanitizers carry the label no_asan (install_package and
+  # python_binding: uninstrumented programs, the Python interpreter and an outside project, that
+  # load the sanitized libfp4cl.so).
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE no_asan
 }
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "capi/capi_internal.hpp"
+#include "cl/opencl_calls.hpp"
 
 namespace fp4cl::capi {
 
@@ -40,7 +41,7 @@ void hand_out_event(const fp4cl::Context& ctx, const cl::Event& event, const std
   cl::Event out = event;
   if (out() == nullptr) {
     cl::Event marker;
-    const cl_int status = ctx.queue().enqueueMarkerWithWaitList(wait.empty() ? nullptr : &wait, &marker);
+    const cl_int status = fp4cl::opencl::enqueue_marker(ctx.queue(), wait.empty() ? nullptr : &wait, &marker);
     if (status != CL_SUCCESS)
       throw fp4cl::Error(fmt::format("enqueueing the marker of an empty call: {} ({})", cl_status_name(status), status),
                          status);
@@ -58,8 +59,8 @@ const cl::Buffer& staging_for(const fp4cl::Context& ctx, fp4cl_staging_buffer& s
   if (staging.bytes < bytes) {
     staging.buffer = cl::Buffer();
     staging.bytes = 0;
-    cl_int status = CL_SUCCESS;
-    cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+    cl::Buffer b;
+    const cl_int status = fp4cl::opencl::create_buffer(ctx.opencl_context(), CL_MEM_READ_WRITE, bytes, nullptr, b);
     if (status != CL_SUCCESS)
       throw fp4cl::Error(fmt::format("allocating a {} byte device buffer for {}: {} ({})", bytes, what,
                                      cl_status_name(status), status),

@@ -1,8 +1,10 @@
 // C API: linear layers (fp4cl_linear_*).
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "capi/capi_internal.hpp"
+#include "cl/opencl_calls.hpp"
 
 using fp4cl::capi::guarded;
 using fp4cl::capi::raise;
@@ -39,11 +41,11 @@ std::size_t output_bytes(const fp4cl::Linear& layer) {
   return layer.options().output == fp4cl::OutputType::bf16 ? 2 : 4;
 }
 
-void check_tokens(const fp4cl::Linear& layer, std::int64_t m) {
+void check_tokens(std::int64_t m) {
   if (m < 0) raise(FP4CL_ERROR_INVALID_ARGUMENT, "m = {} tokens: must be at least 0", m);
-  if (m > layer.options().max_tokens)
-    raise(FP4CL_ERROR_INVALID_ARGUMENT, "m = {} tokens exceeds the layer's max_tokens = {} (fp4cl_linear_options)",
-          m, layer.options().max_tokens);
+  // More than max_tokens run in chunks of max_tokens (the C++ layer does it).
+  if (m > std::numeric_limits<std::int32_t>::max())
+    raise(FP4CL_ERROR_INVALID_ARGUMENT, "m = {} tokens: at most 2^31-1 per call", m);
 }
 
 }  // namespace
@@ -98,7 +100,7 @@ fp4cl_status fp4cl_linear_enqueue(fp4cl_linear* layer, cl_mem x, cl_mem y, int64
                                   const cl_event* wait_list, cl_event* done) {
   return guarded("fp4cl_linear_enqueue", FP4CL_ERROR_INVALID_ARGUMENT, [&] {
     require(layer, "layer");
-    check_tokens(layer->layer, m);
+    check_tokens(m);
     const cl::Buffer xb = fp4cl::capi::wrap_buffer(layer->ctx, x, "x");
     const cl::Buffer yb = fp4cl::capi::wrap_buffer(layer->ctx, y, "y");
     const std::vector<cl::Event> wait = fp4cl::capi::wrap_wait_list(num_wait, wait_list);
@@ -112,7 +114,7 @@ fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, size_t x_b
   return guarded("fp4cl_linear_run", FP4CL_ERROR_INVALID_ARGUMENT, [&] {
     require(layer, "layer");
     fp4cl::Linear& l = layer->layer;
-    check_tokens(l, m);
+    check_tokens(m);
     if (m == 0) return;
     require(x, "x");
     require(y, "y");
@@ -125,10 +127,10 @@ fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, size_t x_b
     const cl::Buffer& yb = fp4cl::capi::staging_for(layer->ctx, layer->y, y_need, "y");
     const cl::CommandQueue& queue = layer->ctx.queue();
     cl::Event written;
-    fp4cl::capi::check(queue.enqueueWriteBuffer(xb, CL_TRUE, 0, x_need, x, nullptr, &written), "writing x");
+    fp4cl::capi::check(fp4cl::opencl::enqueue_write(queue, xb, true, 0, x_need, x, nullptr, &written), "writing x");
     const cl::Event event = l.enqueue(xb, yb, m, {written});
     const std::vector<cl::Event> wait{event};
-    fp4cl::capi::check(queue.enqueueReadBuffer(yb, CL_TRUE, 0, y_need, y, &wait), "reading y");
+    fp4cl::capi::check(fp4cl::opencl::enqueue_read(queue, yb, true, 0, y_need, y, &wait, nullptr), "reading y");
   });
 }
 

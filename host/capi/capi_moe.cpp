@@ -3,6 +3,7 @@
 #include <string>
 
 #include "capi/capi_internal.hpp"
+#include "cl/opencl_calls.hpp"
 
 using fp4cl::capi::guarded;
 using fp4cl::capi::raise;
@@ -113,14 +114,15 @@ HostCall check_host_arrays(const fp4cl_moe& layer, const uint16_t* x, size_t x_b
 }
 
 void write(const fp4cl::Context& ctx, const cl::Buffer& b, const void* data, std::size_t bytes, const char* what) {
-  fp4cl::capi::check(ctx.queue().enqueueWriteBuffer(b, CL_TRUE, 0, bytes, data), what);
+  fp4cl::capi::check(fp4cl::opencl::enqueue_write(ctx.queue(), b, true, 0, bytes, data, nullptr, nullptr), what);
 }
 
 void run_and_read(fp4cl_moe& layer, const fp4cl::MoeCall& call, void* out, std::size_t out_bytes) {
   layer.last_call.reset();
   layer.layer.finish(call);
-  fp4cl::capi::check(layer.ctx.queue().enqueueReadBuffer(layer.out.buffer, CL_TRUE, 0, out_bytes, out),
-                     "reading out");
+  fp4cl::capi::check(
+      fp4cl::opencl::enqueue_read(layer.ctx.queue(), layer.out.buffer, true, 0, out_bytes, out, nullptr, nullptr),
+      "reading out");
 }
 
 }  // namespace

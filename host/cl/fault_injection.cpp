@@ -57,11 +57,16 @@ unsigned parse_calls(const std::string& text) {
   while (pos <= text.size()) {
     const std::size_t end = std::min(text.find('+', pos), text.size());
     const std::string name = text.substr(pos, end - pos);
-    if (name == "allocate") calls |= allocate;
-    else if (name == "build") calls |= build;
-    else if (name == "enqueue") calls |= enqueue;
-    else if (name == "all") calls |= kAllCalls;
-    else fail("FP4CL_FAULT_INJECT: calls='{}': '{}' is not allocate, build, enqueue or all", text, name);
+    if (name == "allocate")
+      calls |= allocate;
+    else if (name == "build")
+      calls |= build;
+    else if (name == "enqueue")
+      calls |= enqueue;
+    else if (name == "all")
+      calls |= kAllCalls;
+    else
+      fail("FP4CL_FAULT_INJECT: calls='{}': '{}' is not allocate, build, enqueue or all", text, name);
     pos = end + 1;
   }
   return calls;
@@ -106,7 +111,8 @@ int detail::on_call_slow(Call kind) {
   }
   if ((plan.calls & kind) == 0) return 0;
   const std::int64_t n = ++g_calls;
-  const bool fails = plan.at > 0 && (n == plan.at || (plan.every > 0 && n > plan.at && (n - plan.at) % plan.every == 0));
+  const bool fails =
+      plan.at > 0 && (n == plan.at || (plan.every > 0 && n > plan.at && (n - plan.at) % plan.every == 0));
   if (!fails) return 0;
   ++g_faults;
   log::debug("fault injection: {} #{} fails with {}", to_string(kind), n, cl_status_name(plan.status));
@@ -124,11 +130,16 @@ Plan parse_plan(const std::string& spec) {
     const std::size_t eq = item.find('=');
     if (eq == std::string::npos) fail("FP4CL_FAULT_INJECT: '{}' is not key=value", item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "calls") plan.calls = parse_calls(value);
-    else if (key == "at") plan.at = parse_count(key, value);
-    else if (key == "every") plan.every = parse_count(key, value);
-    else if (key == "status") plan.status = parse_status(value);
-    else fail("FP4CL_FAULT_INJECT: unknown key '{}' (keys: calls, at, every, status)", key);
+    if (key == "calls")
+      plan.calls = parse_calls(value);
+    else if (key == "at")
+      plan.at = parse_count(key, value);
+    else if (key == "every")
+      plan.every = parse_count(key, value);
+    else if (key == "status")
+      plan.status = parse_status(value);
+    else
+      fail("FP4CL_FAULT_INJECT: unknown key '{}' (keys: calls, at, every, status)", key);
   }
   if (plan.status >= 0) fail("FP4CL_FAULT_INJECT: status {} is not an OpenCL error (negative)", plan.status);
   return plan;

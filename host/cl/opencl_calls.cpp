@@ -26,8 +26,8 @@ cl::Buffer allocate_buffer(const Context& ctx, cl_mem_flags flags, std::size_t b
     fail("{} needs {} bytes; {} allocates at most {} bytes per buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)", what, bytes,
          ctx.info().name, limit);
   cl::Buffer buffer;
-  const cl_int status =
-      opencl::create_buffer(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1), const_cast<void*>(host), buffer);
+  const cl_int status = opencl::create_buffer(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1),
+                                              const_cast<void*>(host), buffer);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY)
     throw Error(fmt::format("{}: allocating {} bytes on {}: {} ({}): the device's memory ({} bytes in all) is "
                             "exhausted",
@@ -81,16 +81,16 @@ cl_int enqueue_copy(const cl::CommandQueue& queue, const cl::Buffer& src, const 
 }
 
 cl_int enqueue_fill(const cl::CommandQueue& queue, const cl::Buffer& buffer, const void* pattern,
-                    std::size_t pattern_bytes, std::size_t offset, std::size_t bytes, const std::vector<cl::Event>* wait,
-                    cl::Event* event) {
+                    std::size_t pattern_bytes, std::size_t offset, std::size_t bytes,
+                    const std::vector<cl::Event>* wait, cl::Event* event) {
   if (const int injected = on_call(fault_injection::enqueue)) return injected;
   std::vector<cl_event> events;
   if (wait)
     for (const cl::Event& e : *wait) events.push_back(e());
   cl_event out = nullptr;
   const cl_int err = ::clEnqueueFillBuffer(queue(), buffer(), pattern, pattern_bytes, offset, bytes,
-                                           static_cast<cl_uint>(events.size()), events.empty() ? nullptr : events.data(),
-                                           event ? &out : nullptr);
+                                           static_cast<cl_uint>(events.size()),
+                                           events.empty() ? nullptr : events.data(), event ? &out : nullptr);
   if (err == CL_SUCCESS && event) *event = cl::Event(out, /*retainObject=*/false);
   return err;
 }

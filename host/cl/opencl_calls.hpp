@@ -38,8 +38,8 @@ cl_int enqueue_read(const cl::CommandQueue& queue, const cl::Buffer& buffer, boo
 cl_int enqueue_copy(const cl::CommandQueue& queue, const cl::Buffer& src, const cl::Buffer& dst, std::size_t src_offset,
                     std::size_t dst_offset, std::size_t bytes, const std::vector<cl::Event>* wait, cl::Event* event);
 cl_int enqueue_fill(const cl::CommandQueue& queue, const cl::Buffer& buffer, const void* pattern,
-                    std::size_t pattern_bytes, std::size_t offset, std::size_t bytes, const std::vector<cl::Event>* wait,
-                    cl::Event* event);
+                    std::size_t pattern_bytes, std::size_t offset, std::size_t bytes,
+                    const std::vector<cl::Event>* wait, cl::Event* event);
 // Returns the mapped pointer (null on failure, with *status set).
 void* enqueue_map(const cl::CommandQueue& queue, const cl::Buffer& buffer, bool blocking, cl_map_flags flags,
                   std::size_t offset, std::size_t bytes, const std::vector<cl::Event>* wait, cl::Event* event,

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cl/opencl_calls.hpp"
 #include "common/formats.cl"
 #include "support/check.hpp"
 #include "support/log.hpp"
@@ -24,9 +25,10 @@ struct GrowingBuffer {
 
   const cl::Buffer& at_least(const Context& ctx, std::size_t needed, const char* what, int shard) {
     if (needed > bytes || !buffer()) {
-      cl_int err = CL_SUCCESS;
-      buffer = cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE, std::max<std::size_t>(needed, 4), nullptr, &err);
-      check_cl(err, "ExpertParallelMoe: allocating the {} buffer of shard {} ({} bytes)", what, shard, needed);
+      buffer = cl::Buffer();
+      bytes = 0;
+      buffer = allocate_buffer(ctx, CL_MEM_READ_WRITE, std::max<std::size_t>(needed, 4), nullptr,
+                               fmt::format("ExpertParallelMoe: the {} buffer of shard {}", what, shard));
       bytes = std::max<std::size_t>(needed, 4);
     }
     return buffer;
@@ -34,7 +36,8 @@ struct GrowingBuffer {
 };
 
 struct Shard {
-  Shard(Context c, MoeLayer l, std::vector<std::int32_t> m) : ctx(std::move(c)), layer(std::move(l)), map(std::move(m)) {}
+  Shard(Context c, MoeLayer l, std::vector<std::int32_t> m)
+      : ctx(std::move(c)), layer(std::move(l)), map(std::move(m)) {}
   Context ctx;
   MoeLayer layer;
   std::vector<std::int32_t> map;
@@ -81,9 +84,10 @@ ExpertParallelMoe ExpertParallelMoe::create(const std::vector<Context>& devices,
                                             const std::vector<std::vector<std::int32_t>>& expert_maps) {
   if (devices.empty()) fail("ExpertParallelMoe: no devices given (one context per shard is needed)");
   if (!config.expert_map.empty())
-    fail("ExpertParallelMoe: MoeConfig::expert_map must be empty (it has {} entries); the partition gives each "
-         "shard its map",
-         config.expert_map.size());
+    fail(
+        "ExpertParallelMoe: MoeConfig::expert_map must be empty (it has {} entries); the partition gives each "
+        "shard its map",
+        config.expert_map.size());
   if (expert_maps.size() != devices.size())
     fail("ExpertParallelMoe: {} expert maps for {} devices (one map per device)", expert_maps.size(), devices.size());
   check_expert_partition(expert_maps, experts.num_experts);
@@ -139,29 +143,29 @@ MoeStats ExpertParallelMoe::Impl::run(const std::vector<std::uint16_t>& x, const
     try {
       std::vector<cl::Event> written(1);
       const cl::Buffer& xb = s.x.at_least(s.ctx, x.size() * 2, "x", si);
-      check_cl(q.enqueueWriteBuffer(xb, CL_FALSE, 0, x.size() * 2, x.data(), nullptr, &written[0]),
+      check_cl(opencl::enqueue_write(q, xb, false, 0, x.size() * 2, x.data(), nullptr, &written[0]),
                "ExpertParallelMoe: writing x to shard {}", si);
       const cl::Buffer& out = s.out.at_least(s.ctx, n * 4, "partial output", si);
       if (logits) {
         const cl::Buffer& lb = s.logits.at_least(s.ctx, logits->size() * 4, "router_logits", si);
         written.emplace_back();
-        check_cl(q.enqueueWriteBuffer(lb, CL_FALSE, 0, logits->size() * 4, logits->data(), nullptr, &written.back()),
+        check_cl(opencl::enqueue_write(q, lb, false, 0, logits->size() * 4, logits->data(), nullptr, &written.back()),
                  "ExpertParallelMoe: writing router_logits to shard {}", si);
         calls.push_back(s.layer.enqueue_logits(xb, lb, out, tokens, written));
       } else {
         const cl::Buffer& ib = s.ids.at_least(s.ctx, ids->size() * 4, "topk_ids", si);
         const cl::Buffer& wb = s.weights.at_least(s.ctx, weights->size() * 4, "topk_weights", si);
         written.resize(3);
-        check_cl(q.enqueueWriteBuffer(ib, CL_FALSE, 0, ids->size() * 4, ids->data(), nullptr, &written[1]),
+        check_cl(opencl::enqueue_write(q, ib, false, 0, ids->size() * 4, ids->data(), nullptr, &written[1]),
                  "ExpertParallelMoe: writing topk_ids to shard {}", si);
-        check_cl(q.enqueueWriteBuffer(wb, CL_FALSE, 0, weights->size() * 4, weights->data(), nullptr, &written[2]),
+        check_cl(opencl::enqueue_write(q, wb, false, 0, weights->size() * 4, weights->data(), nullptr, &written[2]),
                  "ExpertParallelMoe: writing topk_weights to shard {}", si);
         calls.push_back(s.layer.enqueue_topk(xb, ib, wb, out, tokens, written));
       }
       s.partial.resize(n);
       const std::vector<cl::Event> done{calls.back().done};
       reads.emplace_back();
-      check_cl(q.enqueueReadBuffer(out, CL_FALSE, 0, n * 4, s.partial.data(), &done, &reads.back()),
+      check_cl(opencl::enqueue_read(q, out, false, 0, n * 4, s.partial.data(), &done, &reads.back()),
                "ExpertParallelMoe: reading the partial output of shard {}", si);
     } catch (...) {
       failure = std::current_exception();

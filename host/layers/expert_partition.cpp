@@ -105,7 +105,8 @@ void check_expert_partition(const std::vector<std::vector<std::int32_t>>& expert
     }
     for (std::size_t g = 0; g < map.size(); ++g) {
       if (map[g] < 0) continue;
-      if (owner[g] >= 0) fail("expert partition: global expert {} is local on shard {} and on shard {}", g, owner[g], s);
+      if (owner[g] >= 0)
+        fail("expert partition: global expert {} is local on shard {} and on shard {}", g, owner[g], s);
       owner[g] = static_cast<int>(s);
     }
   }

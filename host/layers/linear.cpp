@@ -61,14 +61,16 @@ struct Linear::State {
 
   void allocate_staging() {
     if (stage_x()) return;
-    const std::int64_t row = std::max<std::int64_t>(config.k * 2, config.n * static_cast<std::int64_t>(output_bytes(config.output)));
-    const std::int64_t tokens = std::max<std::int64_t>(1, std::min<std::int64_t>(config.max_tokens, static_cast<std::int64_t>(max_alloc_bytes(ctx)) / row));
+    const std::int64_t row =
+        std::max<std::int64_t>(config.k * 2, config.n * static_cast<std::int64_t>(output_bytes(config.output)));
+    const std::int64_t tokens = std::max<std::int64_t>(
+        1, std::min<std::int64_t>(config.max_tokens, static_cast<std::int64_t>(max_alloc_bytes(ctx)) / row));
     // Into locals first: a failed second allocation must not leave a half-made pair behind.
     cl::Buffer x = make_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(tokens * config.k) * 2, nullptr,
                                "the staging input");
-    cl::Buffer y = make_buffer(ctx, CL_MEM_READ_WRITE,
-                               static_cast<std::size_t>(tokens * config.n) * output_bytes(config.output), nullptr,
-                               "the staging output");
+    cl::Buffer y =
+        make_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(tokens * config.n) * output_bytes(config.output),
+                    nullptr, "the staging output");
     stage_x = std::move(x);
     stage_y = std::move(y);
     staging_tokens = tokens;
@@ -136,8 +138,8 @@ Linear Linear::create(const Context& ctx, const Fp4Weight& weight, const QuantSc
     s->steps.push_back({step.last_tokens, kernel, step.kernel, step.origin});
   }
   if (workspace > max_alloc_bytes(ctx))
-    fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer", options.max_tokens,
-         workspace, ctx.info().name, max_alloc_bytes(ctx));
+    fail("Linear: max_tokens = {} needs a {} byte workspace; {} allocates at most {} bytes per buffer",
+         options.max_tokens, workspace, ctx.info().name, max_alloc_bytes(ctx));
   s->workspace = make_buffer(ctx, CL_MEM_READ_WRITE, workspace, nullptr, "the linear workspace");
   if (config.has_bias)
     s->bias = make_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, options.bias.size() * sizeof(float),
@@ -177,9 +179,10 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
       for (std::int64_t offset = 0; offset < m; offset += s.staging_tokens) {
         const std::int64_t rows = std::min(s.staging_tokens, m - offset);
         cl::Event copied;
-        check_cl(opencl::enqueue_copy(s.ctx.queue(), x, s.stage_x, static_cast<std::size_t>(offset) * x_row, 0,
-                                      static_cast<std::size_t>(rows) * x_row, after.empty() ? nullptr : &after, &copied),
-                 "Linear: copying tokens {}..{} of x to the staging buffer", offset, offset + rows - 1);
+        check_cl(
+            opencl::enqueue_copy(s.ctx.queue(), x, s.stage_x, static_cast<std::size_t>(offset) * x_row, 0,
+                                 static_cast<std::size_t>(rows) * x_row, after.empty() ? nullptr : &after, &copied),
+            "Linear: copying tokens {}..{} of x to the staging buffer", offset, offset + rows - 1);
         s.events.push_back(copied);
         s.enqueue_direct(s.stage_x, s.stage_y, rows, {copied});
         const std::vector<cl::Event> computed{s.events.back()};
@@ -235,11 +238,12 @@ void Linear::State::run_on_host(Linear& layer, const std::vector<std::uint16_t>&
     cl::Event written;
     try {
       check_cl(opencl::enqueue_write(s.ctx.queue(), s.stage_x, false, 0, static_cast<std::size_t>(rows * layer.k()) * 2,
-                                     x.data() + offset * layer.k(), offset == 0 && !previous.empty() ? &previous : nullptr,
-                                     &written),
+                                     x.data() + offset * layer.k(),
+                                     offset == 0 && !previous.empty() ? &previous : nullptr, &written),
                "Linear::run: copying x to the device");
       const std::vector<cl::Event> after{layer.enqueue(s.stage_x, s.stage_y, rows, {written})};
-      check_cl(opencl::enqueue_read(s.ctx.queue(), s.stage_y, true, 0, static_cast<std::size_t>(rows * layer.n()) * sizeof(Out),
+      check_cl(opencl::enqueue_read(s.ctx.queue(), s.stage_y, true, 0,
+                                    static_cast<std::size_t>(rows * layer.n()) * sizeof(Out),
                                     y.data() + offset * layer.n(), &after, nullptr),
                "Linear::run: copying y from the device");
     } catch (...) {

@@ -48,8 +48,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   for (const auto& e : selection.usable)
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
-  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden + 4 * P * shape.intermediate +
-                             (grouped ? 4 * P * shape.hidden : 0);
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
+                             4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
     fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "

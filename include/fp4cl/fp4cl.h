@@ -204,7 +204,7 @@ FP4CL_API fp4cl_status fp4cl_model_find_layer(const fp4cl_model* model, const ch
 typedef struct fp4cl_linear fp4cl_linear;
 
 typedef struct fp4cl_linear_options {
-  int64_t max_tokens;  /* the largest m of one call (sizes the workspace); default 512 */
+  int64_t max_tokens;  /* workspace capacity in tokens (larger m run in chunks); default 512 */
   int32_t output;      /* fp4cl_dtype of y; default FP4CL_DTYPE_BF16 */
 } fp4cl_linear_options;
 
@@ -232,13 +232,14 @@ typedef struct fp4cl_linear_info {
 
 FP4CL_API fp4cl_status fp4cl_linear_get_info(const fp4cl_linear* layer, fp4cl_linear_info* info);
 
-/* Enqueues y = x · Wᵀ: x BF16 [m, k], y [m, n] of the output dtype, 0 <= m <= max_tokens (m = 0
- * enqueues only a marker). Asynchronous (see Conventions). */
+/* Enqueues y = x · Wᵀ: x BF16 [m, k], y [m, n] of the output dtype, 0 <= m < 2^31 (m = 0
+ * enqueues only a marker; m > max_tokens runs in chunks of max_tokens, never refused).
+ * Asynchronous (see Conventions). */
 FP4CL_API fp4cl_status fp4cl_linear_enqueue(fp4cl_linear* layer, cl_mem x, cl_mem y, int64_t m,
                                             cl_uint num_wait, const cl_event* wait_list, cl_event* done);
 
 /* The same on host arrays, synchronous: x holds at least m·k BF16 values (x_bytes >= 2·m·k),
- * y at least m·n values of the output dtype. 0 <= m <= max_tokens. */
+ * y at least m·n values of the output dtype. 0 <= m < 2^31. */
 FP4CL_API fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, size_t x_bytes, int64_t m, void* y,
                                         size_t y_bytes);
 

@@ -79,8 +79,9 @@ struct MoeConfig {
   std::int64_t max_tokens = 256;
   // true: a token's output bits do not depend on max_tokens (chunking), nor on the other tokens
   // of a call as long as it runs the same strategy (force one with `kernel` to make that always
-  // so): every `grouped` tile sums in the order of a full tile. Costs speed where tiles hold few
-  // pairs (small batches that run `grouped`).
+  // so): every `grouped` tile sums in the order of a full tile, with fewer independent
+  // accumulator chains where a tile holds one or two pairs (README "Expert parallelism" has the
+  // measured cost: `fp4cl-bench moe --batch-invariant`).
   bool batch_invariant = false;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
   std::vector<std::int32_t> expert_map;

@@ -3,6 +3,7 @@
 // reference's bound; options, sizes and buffers are checked with errors naming the argument.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -149,7 +150,8 @@ TEST(CapiLinear, EnqueueRefusesBadBuffersAndWaitLists) {
   cl_event null_event = nullptr;
   expect_error(fp4cl_linear_enqueue(l, xb, yb, 5, 1, &null_event, &done), bad, {"wait_list[0] is NULL"});
   expect_error(fp4cl_linear_enqueue(l, xb, yb, -1, 0, nullptr, &done), bad, {"m = -1"});
-  expect_error(fp4cl_linear_enqueue(l, xb, yb, 513, 0, nullptr, &done), bad, {"m = 513", "max_tokens = 512"});
+  expect_error(fp4cl_linear_enqueue(l, xb, yb, std::int64_t{1} << 31, 0, nullptr, &done), bad,
+               {"m = 2147483648 tokens: at most 2^31-1"});
   EXPECT_EQ(done, nullptr);
   for (cl_mem b : {xb, yb, foreign, small}) clReleaseMemObject(b);
 }
@@ -166,7 +168,7 @@ TEST(CapiLinear, HostRunRefusesWrongSizesNamingTheArray) {
   expect_error(fp4cl_linear_run(layer.get(), nullptr, 0, 4, y.data(), y.size() * 2), bad, {"x is NULL"});
   expect_error(fp4cl_linear_run(layer.get(), x.data(), x.size() * 2, 4, nullptr, 0), bad, {"y is NULL"});
   expect_error(fp4cl_linear_run(layer.get(), x.data(), x.size() * 2, 600, y.data(), y.size() * 2), bad,
-               {"m = 600 tokens exceeds the layer's max_tokens = 512"});
+               {"x has 512 bytes", "[m, k] = [600, 64] BF16 needs 76800"});
   EXPECT_EQ(fp4cl_linear_run(layer.get(), nullptr, 0, 0, nullptr, 0), FP4CL_SUCCESS);  // m = 0: nothing to do
   // An fp32 layer needs 4 bytes per output.
   fp4cl_linear_options o;
@@ -175,6 +177,30 @@ TEST(CapiLinear, HostRunRefusesWrongSizesNamingTheArray) {
   LinearPtr fp32 = get_linear(model.get(), kQ, &o);
   expect_error(fp4cl_linear_run(fp32.get(), x.data(), x.size() * 2, 4, y.data(), y.size() * 2), bad,
                {"y has 512 bytes", "FP32 needs 1024"});
+}
+
+// More tokens than max_tokens run in chunks: each chunk's bits are those of a call of that chunk.
+TEST(CapiLinear, TokensBeyondMaxTokensRunInChunks) {
+  ModelPtr model = open_model();
+  fp4cl_linear_options o;
+  fp4cl_linear_options_init(&o);
+  o.max_tokens = 4;
+  LinearPtr layer = get_linear(model.get(), kQ, &o);
+  const std::int64_t m = 9;
+  const std::vector<std::uint16_t> x = gaussian_bf16(m, 64, 17);
+  std::vector<std::uint16_t> y(static_cast<std::size_t>(m * 64));
+  ASSERT_EQ(fp4cl_linear_run(layer.get(), x.data(), x.size() * 2, m, y.data(), y.size() * 2), FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  for (std::int64_t first = 0; first < m; first += 4) {
+    const std::int64_t rows = std::min<std::int64_t>(4, m - first);
+    const std::vector<std::uint16_t> part_x(x.begin() + first * 64, x.begin() + (first + rows) * 64);
+    std::vector<std::uint16_t> part(static_cast<std::size_t>(rows * 64));
+    ASSERT_EQ(fp4cl_linear_run(layer.get(), part_x.data(), part_x.size() * 2, rows, part.data(), part.size() * 2),
+              FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    EXPECT_EQ(part, std::vector<std::uint16_t>(y.begin() + first * 64, y.begin() + (first + rows) * 64))
+        << "chunk at token " << first;
+  }
 }
 
 TEST(CapiLinear, GettingALayerChecksTheNameKindAndOptions) {

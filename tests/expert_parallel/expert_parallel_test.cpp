@@ -2,8 +2,10 @@
 // every scheme against the scalar reference and the single-device MoeLayer, run-to-run bit
 // identity, one shard bit-identical to a MoeLayer, explicit maps, logit routing, invalid ids and
 // bad arguments.
-#include <gtest/gtest.h>
+#include "fp4cl/expert_parallel.hpp"
+
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +15,6 @@
 
 #include "common/formats.cl"
 #include "fp4cl/error.hpp"
-#include "fp4cl/expert_parallel.hpp"
 #include "moe/moe_test_support.hpp"
 #include "shard_contexts.hpp"
 
@@ -32,7 +33,7 @@ std::string error_of(F&& f) {
 
 #define EXPECT_ERROR_HAS(call, text)                               \
   do {                                                             \
-    const std::string message_ = error_of([&] { call; });         \
+    const std::string message_ = error_of([&] { call; });          \
     EXPECT_NE(message_.find(text), std::string::npos) << message_; \
   } while (0)
 
@@ -80,7 +81,8 @@ TEST_P(ExpertParallel, MatchesReferenceAndSingleDevice) {
     cfg.scheme = scheme;
     cfg.top_k = k;
     cfg.output = output;
-    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    const auto ref =
+        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
     EXPECT_LE(median_bound_ulps(ref), 2.0);  // a tight bound: not a vacuous comparison
     MoeLayer single = MoeLayer::create(test_context(), ex, cfg);
     const DeviceResult one = run_topk(single, output, x, ids, w, T);
@@ -106,9 +108,10 @@ TEST_P(ExpertParallel, MatchesReferenceAndSingleDevice) {
       }
       // Both are within the reference bound; record how far apart the two sum orders land.
       RecordProperty("fp32_elements_differing_from_single_device", static_cast<int>(differ));
-      std::printf("[ info ] %s: %zu of %zu fp32 outputs differ in bits from the single-device layer; "
-                  "largest difference %.3f of the reference bound\n",
-                  scheme_name(scheme).c_str(), differ, out.size(), worst);
+      std::printf(
+          "[ info ] %s: %zu of %zu fp32 outputs differ in bits from the single-device layer; "
+          "largest difference %.3f of the reference bound\n",
+          scheme_name(scheme).c_str(), differ, out.size(), worst);
     } else {
       std::vector<std::uint16_t> out;
       stats = ep.forward_topk(x, ids, w, T, out);
@@ -137,7 +140,8 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(All, ExpertParallel,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
-                                            ::testing::Values(ShardDevices::sub_devices, ShardDevices::separate_contexts)),
+                                            ::testing::Values(ShardDevices::sub_devices,
+                                                              ShardDevices::separate_contexts)),
                          param_name);
 
 // With one shard there is nothing to re-associate: the very bits of a MoeLayer, both outputs.
@@ -178,7 +182,8 @@ TEST(ExpertParallelMaps, RoundRobinOverThreeShardsWithLogits) {
   const auto x = make_activations(T, H, Data::exact, 302);
   const auto logits = make_logits(T, E, 303);
   std::vector<std::vector<std::int32_t>> maps(3, std::vector<std::int32_t>(E, -1));
-  for (std::int64_t g = 0; g < E; ++g) maps[static_cast<std::size_t>(g % 3)][static_cast<std::size_t>(g)] = static_cast<std::int32_t>(g / 3);
+  for (std::int64_t g = 0; g < E; ++g)
+    maps[static_cast<std::size_t>(g % 3)][static_cast<std::size_t>(g)] = static_cast<std::int32_t>(g / 3);
   MoeConfig cfg;
   cfg.scheme = {WeightFormat::mxfp4, Activations::fp4_dynamic};
   cfg.top_k = k;
@@ -248,7 +253,8 @@ TEST(ExpertParallelMaps, AllToAllDispatchGivesTheBitsOfTheInProcessLayer) {
     for (std::int64_t t = 1; t < T; t += 2) arrival.push_back(t);
     for (std::int64_t t : arrival) {
       bool mine = false;
-      for (int j = 0; j < k; ++j) mine = mine || map[static_cast<std::size_t>(ids[static_cast<std::size_t>(t * k + j)])] >= 0;
+      for (int j = 0; j < k; ++j)
+        mine = mine || map[static_cast<std::size_t>(ids[static_cast<std::size_t>(t * k + j)])] >= 0;
       if (!mine) continue;
       sent.push_back(t);
       xr.insert(xr.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
@@ -267,7 +273,8 @@ TEST(ExpertParallelMaps, AllToAllDispatchGivesTheBitsOfTheInProcessLayer) {
     // combine: the owner adds what comes back, in shard order
     for (std::size_t i = 0; i < sent.size(); ++i)
       for (std::int64_t h = 0; h < H; ++h)
-        y[static_cast<std::size_t>(sent[i] * H + h)] += partial[i * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)];
+        y[static_cast<std::size_t>(sent[i] * H + h)] +=
+            partial[i * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)];
   }
   ASSERT_EQ(y.size(), expected.size());
   EXPECT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4));
@@ -326,7 +333,8 @@ TEST(ExpertParallelErrors, BadArgumentsAreClearErrors) {
   EXPECT_ERROR_HAS(ep.forward_topk(x, ids, {0.5f}, 3, out), "topk_weights has 1 values");
   EXPECT_ERROR_HAS(ep.forward_logits(x, {1.0f}, 3, out), "router_logits has 1 values; [T, E_global] fp32 needs 12");
   EXPECT_ERROR_HAS(ep.forward_topk(x, ids, w, -1, out), "tokens = -1 is negative");
-  EXPECT_ERROR_HAS(ep.forward_topk(x, ids, w, 3, out32), "the layer's output is BF16; pass a std::vector<std::uint16_t>");
+  EXPECT_ERROR_HAS(ep.forward_topk(x, ids, w, 3, out32),
+                   "the layer's output is BF16; pass a std::vector<std::uint16_t>");
   EXPECT_ERROR_HAS(ep.shard(2), "the layer has 2 shards");
   EXPECT_NO_THROW(ep.forward_topk(x, ids, w, 3, out));
   EXPECT_EQ(out.size(), 3u * 64u);

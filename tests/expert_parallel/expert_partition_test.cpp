@@ -24,10 +24,10 @@ std::string error_of(F&& f) {
   }
 }
 
-#define EXPECT_ERROR_HAS(call, text)                                        \
-  do {                                                                      \
-    const std::string message_ = error_of([&] { call; });                  \
-    EXPECT_NE(message_.find(text), std::string::npos) << message_;          \
+#define EXPECT_ERROR_HAS(call, text)                               \
+  do {                                                             \
+    const std::string message_ = error_of([&] { call; });          \
+    EXPECT_NE(message_.find(text), std::string::npos) << message_; \
   } while (0)
 
 TEST(ContiguousExpertMaps, SplitsInOrderWithTheRemainderFirst) {
@@ -52,8 +52,10 @@ TEST(CheckExpertPartition, NamesTheExpertOrShardAtFault) {
   EXPECT_ERROR_HAS(check_expert_partition({{0, 1, 2, 3}, {-1, -1, -1, -1}}, 4), "shard 1 owns no expert");
   EXPECT_ERROR_HAS(check_expert_partition({{0, 1, -1, -1}, {-1, 0, 1, 2}}, 4),
                    "global expert 1 is local on shard 0 and on shard 1");
-  EXPECT_ERROR_HAS(check_expert_partition({{0, -1, -1, -1}, {-1, 0, -1, 1}}, 4), "global expert 2 is local on no shard");
-  EXPECT_ERROR_HAS(check_expert_partition({{0, 0, -1, -1}, {-1, -1, 0, 1}}, 4), "shard 0: MoE expert_map[0] and expert_map[1] both name local expert 0");
+  EXPECT_ERROR_HAS(check_expert_partition({{0, -1, -1, -1}, {-1, 0, -1, 1}}, 4),
+                   "global expert 2 is local on no shard");
+  EXPECT_ERROR_HAS(check_expert_partition({{0, 0, -1, -1}, {-1, -1, 0, 1}}, 4),
+                   "shard 0: MoE expert_map[0] and expert_map[1] both name local expert 0");
   EXPECT_ERROR_HAS(check_expert_partition({{0, 5, -1, -1}, {-1, -1, 0, 1}}, 4), "shard 0: MoE expert_map[1] = 5");
   EXPECT_ERROR_HAS(check_expert_partition({{0, -2, -1, -1}, {-1, 1, 0, 1}}, 4), "expert_map[1] = -2");
   // A round-robin split is a partition too.
@@ -74,7 +76,8 @@ TEST(SliceExperts, TakesTheLocalExpertsInLocalOrder) {
     ASSERT_EQ(sliced.size(), 3 * per) << name;
     for (std::size_t l = 0; l < 3; ++l)
       for (std::size_t i = 0; i < per; ++i)
-        ASSERT_EQ(sliced[l * per + i], full[static_cast<std::size_t>(global_of[l]) * per + i]) << name << " local " << l;
+        ASSERT_EQ(sliced[l * per + i], full[static_cast<std::size_t>(global_of[l]) * per + i])
+            << name << " local " << l;
   };
   expect_part(s.w13_packed, all.w13_packed, "w13_packed");
   expect_part(s.w13_scales, all.w13_scales, "w13_scales");

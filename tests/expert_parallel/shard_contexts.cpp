@@ -30,13 +30,13 @@ std::vector<Context> make_sub_device_contexts(int n, std::string& why_not) {
     why_not = fmt::format("{} has {} compute units, fewer than {} sub-devices", test_context().info().name, units, n);
     return {};
   }
-  const cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY,
-                                                static_cast<cl_device_partition_property>(units / static_cast<unsigned>(n)),
-                                                0};
+  const cl_device_partition_property props[] = {
+      CL_DEVICE_PARTITION_EQUALLY, static_cast<cl_device_partition_property>(units / static_cast<unsigned>(n)), 0};
   std::vector<cl::Device> subs;
   const cl_int err = parent.createSubDevices(props, &subs);
   if (err != CL_SUCCESS || subs.size() < static_cast<std::size_t>(n)) {
-    why_not = fmt::format("clCreateSubDevices on {} gave {} devices ({})", test_context().info().name, subs.size(), err);
+    why_not =
+        fmt::format("clCreateSubDevices on {} gave {} devices ({})", test_context().info().name, subs.size(), err);
     return {};
   }
   std::vector<Context> contexts;

@@ -3,14 +3,16 @@
 // made to fail. Each time the call must throw a clear fp4cl::Error naming the operation, the layer
 // must stay usable (the next call gives the bit-identical output of a clean run) and no buffer
 // may leak. The same for layer creation (allocations and program builds).
+#include "cl/fault_injection.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "cl/fault_injection.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fault_support.hpp"
+#include "fp4cl/expert_parallel.hpp"
 #include "fp4cl/linear.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/linear_kernel.hpp"
@@ -57,7 +59,8 @@ std::int64_t calls_of(const std::function<void()>& f, unsigned calls = fault_inj
 // ---------------------------------------------------------------- the hook itself
 
 TEST(FaultPlan, ParsesTheEnvironmentSyntax) {
-  const Plan p = fault_injection::parse_plan("calls=enqueue+allocate,at=7,every=100,status=CL_MEM_OBJECT_ALLOCATION_FAILURE");
+  const Plan p =
+      fault_injection::parse_plan("calls=enqueue+allocate,at=7,every=100,status=CL_MEM_OBJECT_ALLOCATION_FAILURE");
   EXPECT_EQ(p.calls, fault_injection::enqueue | fault_injection::allocate);
   EXPECT_EQ(p.at, 7);
   EXPECT_EQ(p.every, 100);
@@ -311,7 +314,9 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
                                               reference::routing_from_topk(ids, weights, T, cfg.top_k));
     ASSERT_TRUE(matches_reference(ref, clean_topk, cfg.output));
     for (bool topk : {true, false}) {
-      auto forward = [&] { return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T); };
+      auto forward = [&] {
+        return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T);
+      };
       const std::int64_t calls = calls_of([&] { forward(); });
       // reset, 2 chunks × (route, sort, gather, fc1, fc2...; split: route, fc1, fc2), status read
       ASSERT_GE(calls, 1 + 2 * (c.kernel == std::string("split") ? 3 : 5) + 1);
@@ -322,7 +327,8 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
           t = thrown_by([&] { forward(); });
         }
         EXPECT_TRUE(is_clear_fault_error(t, CL_OUT_OF_RESOURCES)) << (topk ? "topk" : "logits") << " call " << n;
-        EXPECT_EQ(forward().bf16, (topk ? clean_topk : clean_logits).bf16) << (topk ? "topk" : "logits") << " call " << n;
+        EXPECT_EQ(forward().bf16, (topk ? clean_topk : clean_logits).bf16)
+            << (topk ? "topk" : "logits") << " call " << n;
       }
     }
   }
@@ -429,6 +435,46 @@ TEST(MoeFaultsBuild, EveryBuildOfCreationFailsCleanly) {
       MoeLayer layer = MoeLayer::create(ctx, ex, cfg);
       EXPECT_EQ(forward_on(ctx, layer, x, ids, weights, T), clean.bf16) << scheme.name() << " build " << n;
     }
+  }
+}
+
+// Expert parallelism over two shards (separate contexts): every call of a forward, the first one
+// included (it allocates the shards' host-transfer buffers).
+TEST(ExpertParallelFaults, EveryCallOfAForwardFailsCleanly) {
+  const std::int64_t T = 5, E = 8;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 51});
+  const auto x = make_activations(T, 64, Data::exact, 52);
+  const auto ids = make_ids(T, 2, E, 53);
+  const auto weights = make_weights(T, 2, 54);
+  MoeConfig cfg;
+  cfg.scheme = kSchemes[0];
+  cfg.top_k = 2;
+  const std::vector<Context> shards{Context::create(), Context::create()};
+  std::vector<std::uint16_t> clean;
+  ExpertParallelMoe::create(shards, ex, cfg).forward_topk(x, ids, weights, T, clean);
+  std::int64_t calls = 0;
+  {
+    ExpertParallelMoe fresh = ExpertParallelMoe::create(shards, ex, cfg);
+    std::vector<std::uint16_t> out;
+    calls = calls_of([&] { fresh.forward_topk(x, ids, weights, T, out); });
+  }
+  ASSERT_GE(calls, 2 * (3 + 7 + 2));  // per shard: 3 allocations + writes, the forward, the reads
+  BufferCount buffers(shards[0]);
+  for (std::int64_t n = 1; n <= calls; ++n) {
+    {
+      ExpertParallelMoe ep = ExpertParallelMoe::create(shards, ex, cfg);
+      std::vector<std::uint16_t> out;
+      Thrown t;
+      {
+        Scope scope(fail_at(n));
+        t = thrown_by([&] { ep.forward_topk(x, ids, weights, T, out); });
+      }
+      EXPECT_TRUE(is_clear_fault_error(t, CL_OUT_OF_RESOURCES)) << "call " << n;
+      ep.forward_topk(x, ids, weights, T, out);
+      EXPECT_EQ(out, clean) << "call " << n;
+    }
+    shards[1].queue().finish();
+    EXPECT_EQ(buffers.live(), 0) << "call " << n;
   }
 }
 

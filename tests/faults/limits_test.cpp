@@ -108,16 +108,17 @@ TEST(MoeLimits, AWorkspaceBeyondTheLargestAllocationRunsMoreChunks) {
     cfg.kernel = kernel;
     MoeLayer whole = MoeLayer::create(ctx, ex, cfg);
     const DeviceResult one = run_topk(whole, cfg.output, x, ids, weights, T);
-    // The largest expert tensor is 8 × 64 × 64 / 2 = 16 KiB; x1 needs 4 × H bytes per pair.
+    // The largest expert tensor is 32 KiB (gate and up together in the split layout); x1 needs
+    // 4 × H bytes per pair: 64 tokens of k = 2 fit, not the default 256.
     std::int64_t capacity = 0;
     DeviceResult chunked;
     {
-      PretendMaxAlloc limit(16 * 1024);
+      PretendMaxAlloc limit(32 * 1024);
       MoeLayer small = MoeLayer::create(ctx, ex, cfg);
       capacity = small.max_tokens();
       chunked = run_topk(small, cfg.output, x, ids, weights, T);
     }
-    EXPECT_EQ(capacity, 16 * 1024 / (4 * H) / 2) << kernel;
+    EXPECT_EQ(capacity, 32 * 1024 / (4 * H) / 2) << kernel;
     EXPECT_EQ(chunked.call.chunk_strategies.size(), static_cast<std::size_t>((T + capacity - 1) / capacity)) << kernel;
     EXPECT_EQ(chunked.bf16, one.bf16) << kernel;
   }
@@ -177,7 +178,9 @@ TEST(MemoryExhausted, AllocationFailuresAreClearErrors) {
       MoeConfig cfg;
       cfg.scheme = kMxW4A4;
       cfg.top_k = 2;
-      moe = thrown_by([&] { MoeLayer::create(ctx, make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 82}), cfg); });
+      moe = thrown_by([&] {
+        MoeLayer::create(ctx, make_experts({WeightFormat::mxfp4, 8, 64, 64, Data::exact, 82}), cfg);
+      });
     }
     for (const Thrown* t : {&linear, &moe}) {
       EXPECT_TRUE(is_clear_fault_error(*t, status));
@@ -243,14 +246,16 @@ TEST(AbsurdCapacity, IsRefusedBeforeAnyHugeAllocation) {
     memory = thrown_by([&] { MoeLayer::create(ctx, ex, cfg); });
     allocations = fault_injection::calls_counted();
   }
-  EXPECT_NE(memory.message.find("MoE: max_tokens = 536870912 needs a workspace of"), std::string::npos) << memory.message;
+  EXPECT_NE(memory.message.find("MoE: max_tokens = 536870912 needs a workspace of"), std::string::npos)
+      << memory.message;
   EXPECT_NE(memory.message.find("bytes of memory in all"), std::string::npos) << memory.message;
   EXPECT_LE(allocations, 11);  // the weights only (6 tensors, 5 vectors), no workspace buffer
   EXPECT_EQ(buffers.live(), 0);
 
   LinearOptions o;
   o.max_tokens = std::int64_t{1} << 40;
-  const Thrown linear = thrown_by([&] { Linear::create(ctx, random_weight(WeightFormat::nvfp4, 64, 256, 92), kNvW4A16, o); });
+  const Thrown linear =
+      thrown_by([&] { Linear::create(ctx, random_weight(WeightFormat::nvfp4, 64, 256, 92), kNvW4A16, o); });
   EXPECT_NE(linear.message.find("max_tokens = 1099511627776: must be in 1 .. 2^31-1"), std::string::npos)
       << linear.message;
 }

@@ -5,8 +5,8 @@
 // the whole range, arbitrary global scales), where the fp32 sums are not exact and any change of
 // summation order shows (measured on PoCL without batch_invariant: chunking made grouped change
 // 90 to 471 of the 2880 values, depending on the scheme).
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <tuple>
@@ -67,8 +67,8 @@ TEST_P(MoeBatchInvariance, ChunkingDoesNotChangeBits) {
   ASSERT_EQ(many.call.chunk_strategies.size(), 7u);
   for (const auto& s : many.call.chunk_strategies) EXPECT_EQ(s, one.call.chunk_strategies.at(0));
   EXPECT_TRUE(same_bits(one.fp32, many.fp32, H));
-  const auto ref = reference::moe_reference(ex, reference_options(config(7)), x,
-                                            reference::routing_from_topk(ids, w, T, 2));
+  const auto ref =
+      reference::moe_reference(ex, reference_options(config(7)), x, reference::routing_from_topk(ids, w, T, 2));
   EXPECT_TRUE(matches_reference(ref, many, MoeOutput::fp32));
 }
 

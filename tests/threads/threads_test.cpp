@@ -124,8 +124,8 @@ TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
           const std::vector<float> y = run_case(mine, layer, c);
           failures.calls++;
           if (y.size() != c.expected.size() || std::memcmp(y.data(), c.expected.data(), y.size() * 4) != 0)
-            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) + " (T = " +
-                         std::to_string(c.tokens) + "): the output differs from the single-threaded run");
+            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
+                         " (T = " + std::to_string(c.tokens) + "): the output differs from the single-threaded run");
         }
       } catch (const std::exception& e) {
         failures.add("thread " + std::to_string(t) + ": " + e.what());
@@ -137,6 +137,24 @@ TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
   EXPECT_EQ(failures.calls.load(), kThreads * iterations);
   // The base layer still gives its bits after the threads used its weights.
   EXPECT_EQ(run_case(ctx, base, cases[0]), cases[0].expected);
+}
+
+TEST(Threads, WithContextOfAnotherOpenCLContextIsAClearError) {
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 930});
+  MoeConfig cfg;
+  cfg.scheme = {WeightFormat::nvfp4, Activations::bf16};
+  cfg.top_k = 2;
+  const MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const Context other = Context::create();  // the same device, another cl_context
+  try {
+    layer.with_context(other);
+    FAIL() << "with_context accepted a context whose buffers cannot hold the layer's weights";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MoeLayer::with_context: the context is on another OpenCL context"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(layer.with_context(test_context().with_new_queue()));
 }
 
 TEST(Threads, LinearLayersOnTheirOwnQueuesAreBitIdentical) {

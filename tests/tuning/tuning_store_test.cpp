@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "support/log_capture.hpp"
@@ -119,6 +120,55 @@ TEST(TuningStore, UserDatabaseIsReadWhenNoFileIsNamed) {
 TEST(TuningStore, ShippedDatabasesAreValid) {
   for (const EmbeddedDatabase& e : embedded_databases())
     EXPECT_NO_THROW(parse_database(std::string(e.text), std::string(e.name))) << e.name;
+}
+
+// The shipped PoCL database (tuning/pocl-cpu.json) has entries for every shape of the benchmark
+// issue's bar (qwen3-30b-a3b's MoE layer, linear 4096x4096 and 2048x768; NVFP4 W4A16 and W4A4;
+// decode and prefill buckets), and a lookup through the store finds them both for the device it
+// was tuned on and for another CPU of the same platform and vendor (the CI machine's CPU model
+// may differ from the one it was tuned on).
+TEST(TuningStore, ShippedPoclDatabaseCoversTheBar) {
+  std::string text;
+  for (const EmbeddedDatabase& e : embedded_databases())
+    if (e.name == "tuning/pocl-cpu.json") text = std::string(e.text);
+  ASSERT_FALSE(text.empty()) << "tuning/pocl-cpu.json is not shipped";
+  const Database shipped = parse_database(text, "tuning/pocl-cpu.json");
+  ASSERT_FALSE(shipped.devices.empty());
+  const TuningStore store({{"tuning/pocl-cpu.json (shipped)", text}});
+  for (const DeviceTuning& d : shipped.devices) {
+    EXPECT_EQ(d.device.platform, "Portable Computing Language");
+    EXPECT_EQ(d.device.kind, DeviceKind::cpu);
+    DeviceInfo tuned;
+    tuned.platform_name = d.device.platform;
+    tuned.vendor = d.device.vendor;
+    tuned.name = d.device.name;
+    tuned.driver_version = d.device.driver;
+    tuned.compute_units = d.device.compute_units;
+    tuned.kind = DeviceKind::cpu;
+    DeviceInfo other = tuned;
+    other.name = "pthread-some-other-model-" + tuned.name;
+    other.compute_units = tuned.compute_units * 2;
+    for (const char* scheme : {"nvfp4-w4a16", "nvfp4-w4a4"}) {
+      const LookupKey moe{"moe", scheme, {{"hidden", 2048}, {"inter", 768}, {"experts", 128}, {"topk", 8}}};
+      const LookupKey linear_big{"linear", scheme, {{"n", 4096}, {"k", 4096}}};
+      const LookupKey linear_small{"linear", scheme, {{"n", 2048}, {"k", 768}}};
+      for (const bool similar : {false, true}) {
+        const DeviceInfo& info = similar ? other : tuned;
+        const Match m = store.lookup(info, moe);
+        ASSERT_FALSE(m.entries.empty()) << moe.describe() << " on " << info.name;
+        EXPECT_EQ(m.entries.front()->origin, "tuning/pocl-cpu.json (shipped)");
+        EXPECT_EQ(m.similar, similar);
+        std::set<std::int64_t> buckets;
+        for (const Entry* e : m.entries) buckets.insert(e->tokens);
+        for (std::int64_t t : {1, 8, 512}) EXPECT_EQ(buckets.count(t), 1u) << moe.describe() << " bucket " << t;
+        for (const LookupKey& key : {linear_big, linear_small}) {
+          const Match l = store.lookup(info, key);
+          ASSERT_FALSE(l.entries.empty()) << key.describe() << " on " << info.name;
+          EXPECT_EQ(nearest_bucket(l.entries, 1).tokens, 1) << key.describe();
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
