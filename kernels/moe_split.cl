@@ -54,43 +54,29 @@ inline void split_scales(uint2 bytes, int scale_exp, float* s) {
 }
 
 // Σ over one lane's 32 elements of one step: weights w (uint4), scales s[8], activations at x
-// (the lane's first float4; the others follow at a stride of 4·lanes floats).
-inline float split_dot_step(uint4 w, const float* s, const __local float* x, int stride) {
-  const uint words[4] = {w.x, w.y, w.z, w.w};
-  float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const float4 xv = vload4(0, x + q * stride);
-    const uint word = words[q / 2];
-    const int j0 = 4 * (q % 2);
-    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
-    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
-    acc0 = fma(a, xv.x, acc0);
-    acc1 = fma(b, xv.y, acc1);
-    acc0 = fma(c, xv.z, acc0);
-    acc1 = fma(d, xv.w, acc1);
+// (the lane's first float4; the others follow at a stride of 4·lanes floats). OpenCL C 1.2 has
+// no generic address space: one definition, instantiated for activations in local memory
+// (split_dot_step) and in global memory (split_dot_step_global).
+#define SPLIT_DOT_STEP(NAME, SPACE)                                                        \
+  inline float NAME(uint4 w, const float* s, const SPACE float* x, int stride) {           \
+    const uint words[4] = {w.x, w.y, w.z, w.w};                                            \
+    float acc0 = 0.0f, acc1 = 0.0f;                                                        \
+    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                        \
+      const float4 xv = vload4(0, x + q * stride);                                         \
+      const uint word = words[q / 2];                                                      \
+      const int j0 = 4 * (q % 2);                                                          \
+      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];        \
+      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];    \
+      acc0 = fma(a, xv.x, acc0);                                                           \
+      acc1 = fma(b, xv.y, acc1);                                                           \
+      acc0 = fma(c, xv.z, acc0);                                                           \
+      acc1 = fma(d, xv.w, acc1);                                                           \
+    }                                                                                      \
+    return acc0 + acc1;                                                                    \
   }
-  return acc0 + acc1;
-}
-
-// The same with the activations in global memory.
-inline float split_dot_step_global(uint4 w, const float* s, const __global float* x, int stride) {
-  const uint words[4] = {w.x, w.y, w.z, w.w};
-  float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const float4 xv = vload4(0, x + q * stride);
-    const uint word = words[q / 2];
-    const int j0 = 4 * (q % 2);
-    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
-    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
-    acc0 = fma(a, xv.x, acc0);
-    acc1 = fma(b, xv.y, acc1);
-    acc0 = fma(c, xv.z, acc0);
-    acc1 = fma(d, xv.w, acc1);
-  }
-  return acc0 + acc1;
-}
+SPLIT_DOT_STEP(split_dot_step, __local)
+SPLIT_DOT_STEP(split_dot_step_global, __global)
+#undef SPLIT_DOT_STEP
 
 #ifdef SPLIT_LANES1
 #define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
