@@ -91,11 +91,13 @@ SPLIT_DOT_STEP(split_dot_step_global, __global)
 #endif
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
 
-// split_dot_step for np <= SPLIT_PAIRS pairs of one expert at once: each weight is decoded once
-// and meets every pair's activations (x[j] + offset: pair j's, as split_dot_step's x); acc[j] +=
-// pair j's sum, with the same operations in the same order as split_dot_step (two chains).
+// split_dot_step for SPLIT_PAIRS pairs of one expert at once: each weight is decoded once and
+// meets every pair's activations (x[j] + offset: pair j's, as split_dot_step's x); acc[j] += pair
+// j's sum, with the same operations in the same order as split_dot_step (two chains). No branch
+// on the pairs actually served: callers point the unused x[j] at a served pair's activations and
+// ignore those sums (constant indices keep every array in registers).
 #define SPLIT_DOT_PAIRS(NAME, SPACE)                                                                  \
-  inline void NAME(uint4 w, const float* s, const SPACE float* const* x, int offset, int stride, int np, \
+  inline void NAME(uint4 w, const float* s, const SPACE float* const* x, int offset, int stride,         \
                    float* acc) {                                                                      \
     const uint words[4] = {w.x, w.y, w.z, w.w};                                                       \
     float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];                                                           \
@@ -109,18 +111,14 @@ SPLIT_DOT_STEP(split_dot_step_global, __global)
       const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];                   \
       const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];               \
       _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                       \
-        if (j < np) {                                                                                 \
-          const float4 xv = vload4(0, x[j] + offset + q * stride);                                    \
-          c0[j] = fma(a, xv.x, c0[j]);                                                                \
-          c1[j] = fma(b, xv.y, c1[j]);                                                                \
-          c0[j] = fma(c, xv.z, c0[j]);                                                                \
-          c1[j] = fma(d, xv.w, c1[j]);                                                                \
-        }                                                                                             \
+        const float4 xv = vload4(0, x[j] + offset + q * stride);                                      \
+        c0[j] = fma(a, xv.x, c0[j]);                                                                  \
+        c1[j] = fma(b, xv.y, c1[j]);                                                                  \
+        c0[j] = fma(c, xv.z, c0[j]);                                                                  \
+        c1[j] = fma(d, xv.w, c1[j]);                                                                  \
       }                                                                                               \
     }                                                                                                 \
-    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
-      if (j < np) acc[j] += c0[j] + c1[j];                                                            \
-    }                                                                                                 \
+    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] += c0[j] + c1[j];                  \
   }
 SPLIT_DOT_PAIRS(split_dot_pairs, __local)
 SPLIT_DOT_PAIRS(split_dot_pairs_global, __global)
@@ -269,7 +267,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
   }
   const __local float* xs[SPLIT_PAIRS];  // pair j's activations for this lane
 #pragma unroll
-  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = xl + j * SPLIT_HIDDEN + 4 * lane;
+  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = xl + min(j, np - 1) * SPLIT_HIDDEN + 4 * lane;
   for (int st = 0; st < steps; ++st) {
 #pragma unroll
     for (int r = 0; r < SPLIT_RPG; ++r) {
@@ -280,8 +278,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       float sgate[8], sup[8];
       split_scales(bg, scale_exp, sgate);
       split_scales(bu, scale_exp, sup);
-      split_dot_pairs(wgate, sgate, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accg[r]);
-      split_dot_pairs(wup, sup, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accu[r]);
+      split_dot_pairs(wgate, sgate, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, accg[r]);
+      split_dot_pairs(wup, sup, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, accu[r]);
     }
   }
 #if MOE_W4A4
@@ -446,7 +444,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   for (int st = 0; st < steps; ++st) {
     float sv[8];
     split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
-    split_dot_pairs_global(w[st * SPLIT_LANES2], sv, xs, st * SPLIT_STEP2, 4 * SPLIT_LANES2, np, acc);
+    split_dot_pairs_global(w[st * SPLIT_LANES2], sv, xs, st * SPLIT_STEP2, 4 * SPLIT_LANES2, acc);
   }
   const float factor = fc2_factor[e];
 #pragma unroll
