@@ -1,0 +1,35 @@
+// The "split layout" of the GPU GEMV kernels (kernels/common/fp4_split.cl; used by the MoE split
+// strategy, kernels/moe_split.cl, and the linear split GEMV, kernels/linear_gemv_split.cl): every
+// row of K elements split over L lanes, lane l of step s holding the 32 elements
+// s·32L + 4L·q + 4l + c (q = 0..7, c = 0..3) as one uint4, and per step G = max(1, 4L/block)
+// groups of 8 block-scale bytes (the checkpoint's E4M3 / E8M0 bytes, unchanged).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fp4cl {
+
+// Lanes per row for a reduction length k: the largest power of two <= 32 with k % (32·lanes) == 0
+// (0 when k is not a multiple of 32).
+int split_lanes(std::int64_t k);
+
+// The split layout of rows stacked as [E, N, K] (host side, for upload and for tests): `packed`
+// holds E·N rows of K/2 bytes (the checkpoint's nibble order), `scales` E·N rows of K/block
+// bytes. `lanes` = L (0: split_lanes(K)); K must be a multiple of 32·L.
+struct SplitLayout {
+  std::vector<std::uint32_t> words;   // E·N·K/8
+  std::vector<std::uint8_t> scales;   // E·N · K/(32L) steps · G · 8
+};
+SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
+                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block, int lanes = 0);
+
+// MXFP4 block scales are decoded as 2^(byte + scale_exp - 127): the scale_exp that comes as close
+// to undoing the E2M1 decode's 2^e2m1_exp as the biased scale bytes [lo, hi] allow. Hard limits:
+// every decoded scale is a normal fp32 number and no weight × scale product overflows.
+int mxfp4_decode_scale_exp(unsigned lo, unsigned hi, int e2m1_exp);
+// Whether that exponent works for bytes [lo, hi]: the smallest scale stays normal and the
+// output factor 2^-(scale_exp + e2m1_exp) stays within 2^±32.
+bool mxfp4_decode_scale_exp_fits(unsigned lo, int scale_exp, int e2m1_exp);
+
+}  // namespace fp4cl
