@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "fp4cl/formats.hpp"
+#include "prepare/fp4_row_layout.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -60,6 +62,46 @@ int mxfp4_decode_scale_exp(unsigned lo, unsigned hi, int e2m1_exp) {
 
 bool mxfp4_decode_scale_exp_fits(unsigned lo, int scale_exp, int e2m1_exp) {
   return static_cast<int>(lo) + scale_exp >= 1 && std::abs(scale_exp + e2m1_exp) <= 32;
+}
+
+Fp4SplitWeight make_fp4_split_weight(const Fp4Weight& w, int max_lanes, int e2m1_exp) {
+  const std::int64_t block = block_size(w.format);
+  if (w.k % block != 0) fail("split layout: k = {} is not a multiple of the block size {}", w.k, block);
+  Fp4SplitWeight out;
+  out.n = w.n;
+  out.k = w.k;
+  out.kpad = (w.k + 31) / 32 * 32;
+  out.lanes = std::max(1, std::min(max_lanes, split_lanes(out.kpad)));
+  out.e2m1_exp = e2m1_exp;
+  const std::int64_t blocks = w.k / block, pad_blocks = out.kpad / block;
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(w.n * out.kpad / 2), 0);
+  std::vector<std::uint8_t> scales(static_cast<std::size_t>(w.n * pad_blocks), 0);
+  for (std::int64_t r = 0; r < w.n; ++r) {
+    std::copy_n(w.packed.begin() + r * w.k / 2, w.k / 2, packed.begin() + r * out.kpad / 2);
+    std::copy_n(w.scales.begin() + r * blocks, blocks, scales.begin() + r * pad_blocks);
+  }
+  if (w.format == WeightFormat::nvfp4) {
+    out.scale_exp = e2m1_exp == -126 ? 119 : 0;  // E4M3 scales lie in [2^-9, 448]: both ends stay normal
+  } else {
+    const Fp4ScaleOffsets offsets = fp4_scale_offsets(w);  // checks the nonzero blocks' range
+    const auto hi = static_cast<unsigned>(offsets.scale_shift + 127);
+    unsigned lo = hi;
+    for (std::int64_t r = 0; r < w.n; ++r) {
+      for (std::int64_t b = 0; b < pad_blocks; ++b) {
+        const std::uint8_t* codes = &packed[static_cast<std::size_t>((r * out.kpad + b * block) / 2)];
+        const bool zero = std::all_of(codes, codes + block / 2, [](std::uint8_t c) { return (c & 0x77) == 0; });
+        std::uint8_t& sb = scales[static_cast<std::size_t>(r * pad_blocks + b)];
+        if (zero) sb = static_cast<std::uint8_t>(hi);
+        lo = std::min<unsigned>(lo, sb);
+      }
+    }
+    out.scale_exp = mxfp4_decode_scale_exp(lo, hi, e2m1_exp);
+    if (static_cast<int>(lo) + out.scale_exp < 1)
+      fail("MXFP4 weight [{}, {}]: block scales from 2^{} to 2^{} are too wide for the split kernels' fp32 decode",
+           w.n, w.k, static_cast<int>(lo) - 127, static_cast<int>(hi) - 127);
+  }
+  out.layout = split_layout(packed, scales, 1, w.n, out.kpad, block, out.lanes);
+  return out;
 }
 
 }  // namespace fp4cl

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "fp4cl/weights.hpp"
+
 namespace fp4cl {
 
 // Lanes per row for a reduction length k: the largest power of two <= 32 with k % (32·lanes) == 0
@@ -31,5 +33,19 @@ int mxfp4_decode_scale_exp(unsigned lo, unsigned hi, int e2m1_exp);
 // Whether that exponent works for bytes [lo, hi]: the smallest scale stays normal and the
 // output factor 2^-(scale_exp + e2m1_exp) stays within 2^±32.
 bool mxfp4_decode_scale_exp_fits(unsigned lo, int scale_exp, int e2m1_exp);
+
+// A linear layer's weight [n, k] in the split layout (kernels/linear_gemv_split.cl): K padded
+// with zero codes to kpad = k rounded up to 32, L = min(max_lanes, split_lanes(kpad)) lanes.
+// Block scales decode as s × 2^scale_exp (NVFP4: 2^119 with the subnormal E2M1 decode, e2m1_exp =
+// -126, else 1; MXFP4: mxfp4_decode_scale_exp over the blocks that hold a nonzero code, whose
+// range fp4_scale_offsets checks; the scale bytes of all-zero blocks are replaced by the largest
+// one, so that every decoded scale is a normal number). The kernel's output factor carries
+// 2^-(scale_exp + e2m1_exp).
+struct Fp4SplitWeight {
+  std::int64_t n = 0, k = 0, kpad = 0;
+  int lanes = 1, scale_exp = 0, e2m1_exp = -126;
+  SplitLayout layout;
+};
+Fp4SplitWeight make_fp4_split_weight(const Fp4Weight& weight, int max_lanes, int e2m1_exp);
 
 }  // namespace fp4cl
