@@ -54,30 +54,39 @@
 #define SPLIT_SGROUPS FP4_SPLIT_GROUPS(SPLIT_LANES, SPLIT_BLOCK)
 
 // Elements [c0, c0 + len) of tokens m0 .. m0 + tokens - 1 as fp32 at xl[t·len + i]; tokens past
-// M and elements past K are zero.
+// M and elements past K are zero. Neighbouring work-items take neighbouring groups of 4 elements
+// (W4A16: one 8-byte load each; K is a multiple of 16 and c0 of 32, so a group is all in or out)
+// or neighbouring blocks (W4A4).
 inline void split_stage(__local float* xl, const __global ushort* x, int m0, int tokens, int m, int k, int c0,
                         int len, float gs) {
   const int lid = get_local_id(0);
+  for (int t = 0; t < tokens; ++t) {
+    const bool live = m0 + t < m;
+    const __global ushort* src = x + (long)(m0 + t) * k;
+    __local float* dst = xl + t * len;
 #if LINEAR_W4A4
-  const int blocks = len / MOE_QUANT_BLOCK;
-  for (int i = lid; i < tokens * blocks; i += SPLIT_LOCAL) {
-    const int t = i / blocks, b = i % blocks, e0 = c0 + b * MOE_QUANT_BLOCK;
-    __local float* out = xl + t * len + b * MOE_QUANT_BLOCK;
-    if (m0 + t < m && e0 < k) {  // K is a multiple of the block: a block is all in or all out
-      const __global ushort* src = x + (long)(m0 + t) * k + e0;
-      float v[MOE_QUANT_BLOCK];
-      for (int j = 0; j < MOE_QUANT_BLOCK; ++j) v[j] = bf16_to_float(src[j]);
-      moe_quantize_block_local(v, gs, out);
-    } else {
-      for (int j = 0; j < MOE_QUANT_BLOCK; ++j) out[j] = 0.0f;
+    for (int b = lid; b < len / MOE_QUANT_BLOCK; b += SPLIT_LOCAL) {
+      const int e0 = c0 + b * MOE_QUANT_BLOCK;
+      __local float* out = dst + b * MOE_QUANT_BLOCK;
+      if (live && e0 < k) {  // K is a multiple of the block: a block is all in or all out
+        float v[MOE_QUANT_BLOCK];
+        for (int j = 0; j < MOE_QUANT_BLOCK; ++j) v[j] = bf16_to_float(src[e0 + j]);
+        moe_quantize_block_local(v, gs, out);
+      } else {
+        for (int j = 0; j < MOE_QUANT_BLOCK; ++j) out[j] = 0.0f;
+      }
     }
-  }
 #else
-  (void)gs;
-  for (int i = lid; i < tokens * len; i += SPLIT_LOCAL) {
-    const int t = i / len, e = c0 + i % len;
-    xl[i] = (m0 + t < m && e < k) ? bf16_to_float(x[(long)(m0 + t) * k + e]) : 0.0f;
+    for (int i = lid; i < len / 4; i += SPLIT_LOCAL) {
+      const int e = c0 + 4 * i;
+      float4 v = (float4)(0.0f);
+      if (live && e < k) v = as_float4(convert_uint4(vload4(0, src + e)) << 16);  // BF16 → fp32, exact
+      vstore4(v, i, dst);
+    }
+#endif
   }
+#if !LINEAR_W4A4
+  (void)gs;
 #endif
 }
 
