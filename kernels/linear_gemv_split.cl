@@ -11,8 +11,10 @@
 // chunk of whole steps for all T tokens): BF16 → fp32 (W4A16) or quantized per block with the
 // linear layer's recipe (W4A4: moe_quant.cl's block quantizer on common/quant_recipe.cl, FP4.md
 // §3 NVFP4 with the quant-direction input global scale, §4 MXFP4 — the same values as
-// linear_activations.cl's linear_quantize_fp4). Elements past K (the layout pads K to a multiple
-// of 32) are zero.
+// linear_activations.cl's linear_quantize_fp4). Every work-group quantizes all of its tokens, so
+// W4A4 calls of several tokens instead take the values from that pre-pass (SPLIT_X_FLOAT: one
+// launch more, one quantization per call). Elements past K (the layout pads K to a multiple of
+// 32) are zero.
 //
 // Reduction (deterministic): each lane sums its own steps in order (per step: two FMA chains,
 // common/fp4_split.cl), the lanes' partial sums meet in local memory and one work-item per
@@ -25,6 +27,9 @@
 // Build options:
 //   FP4CL_FORMAT_MXFP4   1 MXFP4, 0 NVFP4
 //   LINEAR_W4A4          1: quantize the activations (needs exact fp32 division for NVFP4)
+//   SPLIT_X_FLOAT        1: read the activation pre-pass's split fp32 rows instead of BF16 (W4A4
+//                        calls of SPLIT_PREPASS_TOKENS or more tokens: quantized once per call
+//                        instead of once per work-group; the same values)
 //   MOE_E2M1_NO_DENORM   exact E2M1 decode (devices that flush fp32 denormals; moe_build_options)
 //   SPLIT_LANES          L, a power of two ≤ 32 dividing KPAD / 32
 //   SPLIT_LOCAL          work-group size, a multiple of SPLIT_LANES
@@ -48,6 +53,15 @@
 #include "moe_quant.cl"
 #endif
 
+#ifndef SPLIT_X_FLOAT
+#define SPLIT_X_FLOAT 0
+#endif
+#if SPLIT_X_FLOAT
+typedef float split_x_t;
+#else
+typedef ushort split_x_t;
+#endif
+
 #define SPLIT_STEP (32 * SPLIT_LANES)
 #define SPLIT_LANE_GROUPS (SPLIT_LOCAL / SPLIT_LANES)
 #define SPLIT_ROWS (SPLIT_LANE_GROUPS * SPLIT_RPG)
@@ -55,16 +69,26 @@
 
 // Elements [c0, c0 + len) of tokens m0 .. m0 + tokens - 1 as fp32 at xl[t·len + i]; tokens past
 // M and elements past K are zero. Neighbouring work-items take neighbouring groups of 4 elements
-// (W4A16: one 8-byte load each; K is a multiple of 16 and c0 of 32, so a group is all in or out)
-// or neighbouring blocks (W4A4).
-inline void split_stage(__local float* xl, const __global ushort* x, int m0, int tokens, int m, int k, int c0,
-                        int len, float gs) {
+// (one 8-byte BF16 load, or two float2 loads of the split rows; K is a multiple of 16 and c0 of
+// 32, so a group is all in or out) or neighbouring blocks (W4A4 quantized here).
+inline void split_stage(__local float* xl, const __global split_x_t* x, int x_stride, int m0, int tokens, int m,
+                        int k, int c0, int len, float gs) {
   const int lid = get_local_id(0);
   for (int t = 0; t < tokens; ++t) {
     const bool live = m0 + t < m;
-    const __global ushort* src = x + (long)(m0 + t) * k;
+    const __global split_x_t* src = x + (long)(m0 + t) * x_stride;
     __local float* dst = xl + t * len;
-#if LINEAR_W4A4
+#if SPLIT_X_FLOAT
+    for (int i = lid; i < len / 4; i += SPLIT_LOCAL) {
+      const int e = c0 + 4 * i;
+      float4 v = (float4)(0.0f);
+      if (live && e < k) {
+        const float2 even = vload2(0, src + e / 2), odd = vload2(0, src + x_stride / 2 + e / 2);
+        v = (float4)(even.x, odd.x, even.y, odd.y);
+      }
+      vstore4(v, i, dst);
+    }
+#elif LINEAR_W4A4
     for (int b = lid; b < len / MOE_QUANT_BLOCK; b += SPLIT_LOCAL) {
       const int e0 = c0 + b * MOE_QUANT_BLOCK;
       __local float* out = dst + b * MOE_QUANT_BLOCK;
@@ -85,14 +109,14 @@ inline void split_stage(__local float* xl, const __global ushort* x, int m0, int
     }
 #endif
   }
-#if !LINEAR_W4A4
+#if SPLIT_X_FLOAT || !LINEAR_W4A4
   (void)gs;
 #endif
 }
 
 // The body of every variant; `tokens` (T) is a compile-time constant at each call.
 inline void gemv_split(const __global uint4* restrict w, const __global uint2* restrict ws,
-                       const __global ushort* restrict x, __global uchar* restrict y,
+                       const __global split_x_t* restrict x, int x_stride, __global uchar* restrict y,
                        const __global float* restrict bias, int n, int k, int kpad, int m, int scale_exp,
                        float epilogue, float gs, int has_bias, int out_bf16, const int tokens, __local float* xl,
                        __local float* part) {
@@ -113,7 +137,7 @@ inline void gemv_split(const __global uint4* restrict w, const __global uint2* r
   for (int s0 = 0; s0 < steps; s0 += chunk_steps) {
     const int cs = min(chunk_steps, steps - s0), len = cs * SPLIT_STEP;
     barrier(CLK_LOCAL_MEM_FENCE);  // the previous chunk is consumed
-    split_stage(xl, x, m0, tokens, m, k, s0 * SPLIT_STEP, len, gs);
+    split_stage(xl, x, x_stride, m0, tokens, m, k, s0 * SPLIT_STEP, len, gs);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int st = 0; st < cs; ++st) {
       const __local float* xs = xl + st * SPLIT_STEP + 4 * lane;
@@ -146,16 +170,20 @@ inline void gemv_split(const __global uint4* restrict w, const __global uint2* r
 }
 
 //   w [N, KPAD/32] uint4 and ws block scales: the split layout (host/prepare/fp4_split_layout.hpp)
-//   x [M, K] BF16 (the caller's), y [M, N] fp32 or BF16, bias [N] fp32 (has_bias)
+//   x [M, x_stride] BF16 (the caller's, x_stride = K) or, with SPLIT_X_FLOAT, the activation
+//     pre-pass's split fp32 rows (linear_activations.cl: x_stride = K rounded up to 64, even
+//     elements first, then odd ones; W4A4 already quantized there)
+//   y [M, N] fp32 or BF16, bias [N] fp32 (has_bias)
 //   gs: the quant-direction global scale of NVFP4 W4A4 activations (else unused)
 #define SPLIT_KERNEL(NAME, T)                                                                                  \
   __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL, 1, 1))) void NAME(                                 \
-      const __global uint4* restrict w, const __global uint2* restrict ws, const __global ushort* restrict x,  \
+      const __global uint4* restrict w, const __global uint2* restrict ws, const __global split_x_t* restrict x, \
       __global uchar* restrict y, const __global float* restrict bias, int n, int k, int kpad, int m,          \
-      int scale_exp, float epilogue, float gs, int has_bias, int out_bf16) {                                   \
+      int scale_exp, float epilogue, float gs, int has_bias, int out_bf16, int x_stride) {                     \
     __local float xl[SPLIT_STAGE];                                                                             \
     __local float part[(T) * SPLIT_ROWS * SPLIT_LANES];                                                        \
-    gemv_split(w, ws, x, y, bias, n, k, kpad, m, scale_exp, epilogue, gs, has_bias, out_bf16, (T), xl, part); \
+    gemv_split(w, ws, x, x_stride, y, bias, n, k, kpad, m, scale_exp, epilogue, gs, has_bias, out_bf16, (T), xl,  \
+               part);                                                                                          \
   }
 SPLIT_KERNEL(linear_gemv_split_1, 1)
 #if SPLIT_TOKENS >= 2

@@ -2,8 +2,11 @@
 // split strategy's design, prepare/fp4_split_layout.hpp): rows split over SPLIT_LANES work-items,
 // coalesced 128-bit weight loads, all tokens of a call (up to SPLIT_TOKENS) in one work-group per
 // row tile so the weights stream once, activations staged in local memory (quantized there under
-// W4A4), a fixed-order local reduction. It reads the BF16 input itself: no activation pre-pass,
-// no workspace. Decode on GPUs; forcible anywhere (it runs on PoCL, slowly, for the tests).
+// W4A4), a fixed-order local reduction. It reads the BF16 input itself (no activation pre-pass,
+// no workspace), except W4A4 calls of SPLIT_PREPASS_TOKENS or more tokens, whose activations the
+// shared pre-pass (linear_activations.cl) quantizes once into the workspace: quantizing inside
+// the kernel costs every work-group all of the call's tokens. Decode on GPUs; forcible anywhere
+// (it runs on PoCL, slowly, for the tests).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,8 +14,10 @@
 
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "kernels/moe_build_options.hpp"
+#include "prepare/fp4_row_layout.hpp"  // kFp4RowStep, the pre-pass rows' padding
 #include "prepare/fp4_split_layout.hpp"
 #include "support/check.hpp"
 #include "tuning/tuning_defaults.hpp"
@@ -42,7 +47,8 @@ class GemvSplitKernel final : public LinearKernel {
       return Verdict::no(fmt::format("k = {} is not a multiple of the block size", config.k));
     const long long lanes_max = value(config, "SPLIT_LANES"), local = value(config, "SPLIT_LOCAL");
     const long long rpg = value(config, "SPLIT_RPG"), tokens = value(config, "SPLIT_TOKENS");
-    const long long stage = value(config, "SPLIT_STAGE");
+    const long long stage = value(config, "SPLIT_STAGE"), prepass = value(config, "SPLIT_PREPASS_TOKENS");
+    if (prepass < 0) return Verdict::no(fmt::format("SPLIT_PREPASS_TOKENS = {} is negative (0: never)", prepass));
     if (!power_of_two(lanes_max) || lanes_max > 32)
       return Verdict::no(fmt::format("SPLIT_LANES = {} is not a power of two in 1..32", lanes_max));
     if (local < 1 || local > 1024 || local % lanes_max != 0)
@@ -103,17 +109,31 @@ class GemvSplitKernel final : public LinearKernel {
 
     BuildOptions options = numerics.options;
     options.define("FP4CL_FORMAT_MXFP4", config.scheme.weight == WeightFormat::mxfp4 ? 1 : 0)  // linear_format_options
-        .define("LINEAR_W4A4", config.scheme.w4a16() ? 0 : 1)
         .define("SPLIT_LANES", lanes_)
         .define("SPLIT_LOCAL", local_)
         .define("SPLIT_RPG", rpg_)
         .define("SPLIT_TOKENS", tokens_)
         .define("SPLIT_STAGE", stage_);
+    BuildOptions direct = options;
+    direct.define("LINEAR_W4A4", config.scheme.w4a16() ? 0 : 1);
     kernels_.clear();
     variants_.clear();
     for (long long t = 1; t <= tokens_; t *= 2) {
-      kernels_.push_back(ctx.programs().kernel("linear_gemv_split.cl", fmt::format("linear_gemv_split_{}", t), options));
+      kernels_.push_back(ctx.programs().kernel("linear_gemv_split.cl", fmt::format("linear_gemv_split_{}", t), direct));
       variants_.push_back(t);
+    }
+    // W4A4 calls of prepass_tokens or more: the activation pre-pass, then the kernels on its fp32 rows.
+    prepass_tokens_ = config.scheme.w4a16() ? 0 : value(config, "SPLIT_PREPASS_TOKENS");
+    if (prepass_tokens_ > config.max_tokens) prepass_tokens_ = 0;
+    if (prepass_tokens_ > 0) {
+      const std::int64_t xpad = (config.k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
+      activations_.prepare(ctx, config.scheme, config.k, xpad, weight.input_global_scale, config.max_tokens);
+      BuildOptions from_pass = options;
+      from_pass.define("LINEAR_W4A4", 0).define("SPLIT_X_FLOAT", 1);
+      for (long long t = 1; t <= tokens_; t *= 2)
+        kernels_.push_back(
+            ctx.programs().kernel("linear_gemv_split.cl", fmt::format("linear_gemv_split_{}", t), from_pass));
+      prepass_stride_ = xpad;
     }
     // alpha · 2^-(scale_exp + e2m1_exp): the decode's powers of two undone in the epilogue.
     epilogue_ = linear_epilogue_factor(config.scheme, weight, -(weights_->scale_exp + weights_->e2m1_exp));
@@ -128,17 +148,31 @@ class GemvSplitKernel final : public LinearKernel {
     set_arg(11, gs, "the activation global scale");
     set_arg(12, static_cast<cl_int>(config.has_bias ? 1 : 0), "the bias flag");
     set_arg(13, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
+    for (std::size_t i = 0; i < kernels_.size(); ++i)
+      check_cl(kernels_[i].setArg(14, static_cast<cl_int>(i < variants_.size() ? weights_->k : prepass_stride_)),
+               "setting the activation row stride of linear_gemv_split");
   }
 
-  std::size_t workspace_bytes() const override { return 0; }
+  std::size_t workspace_bytes() const override { return prepass_tokens_ > 0 ? activations_.workspace_bytes() : 0; }
 
   void apply(const Context& ctx, const LinearCall& call) override {
     // The smallest variant that holds all m tokens, else the largest (token groups of SPLIT_TOKENS).
     std::size_t v = 0;
     while (v + 1 < variants_.size() && variants_[v] < call.m) ++v;
-    cl::Kernel& run = kernels_[v];
     const long long per_group = variants_[v];
-    check_cl(run.setArg(2, *call.x), "setting the activations of linear_gemv_split");
+    const std::vector<cl::Event>* wait = call.wait;
+    const cl::Buffer* x = call.x;
+    std::vector<cl::Event> pass;
+    if (prepass_tokens_ > 0 && call.m >= prepass_tokens_) {
+      pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
+      // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+      if (call.events) call.events->push_back(pass.front());
+      wait = &pass;
+      x = call.workspace;
+      v += variants_.size();
+    }
+    cl::Kernel& run = kernels_[v];
+    check_cl(run.setArg(2, *x), "setting the activations of linear_gemv_split");
     check_cl(run.setArg(3, *call.y), "setting the output of linear_gemv_split");
     check_cl(run.setArg(4, *call.bias), "setting the bias of linear_gemv_split");
     check_cl(run.setArg(8, static_cast<cl_int>(call.m)), "setting the token count of linear_gemv_split");
@@ -148,21 +182,23 @@ class GemvSplitKernel final : public LinearKernel {
     const auto local = static_cast<std::size_t>(local_);
     cl::Event event;
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(tiles * local, token_groups), cl::NDRange(local, 1),
-                                    call.wait, &event),
-             "enqueueing linear_gemv_split_{} ({} tokens, n = {}, k = {})", per_group, call.m, weights_->n,
-             weights_->k);
+                                    wait, &event),
+             "enqueueing linear_gemv_split_{} ({} tokens, n = {}, k = {}{})", per_group, call.m, weights_->n,
+             weights_->k, x == call.x ? "" : ", pre-quantized activations");
     if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }
 
   std::vector<std::string> tuning_parameters() const override {
-    return {"SPLIT_LANES", "SPLIT_LOCAL", "SPLIT_RPG", "SPLIT_TOKENS", "SPLIT_STAGE"};
+    return {"SPLIT_LANES", "SPLIT_LOCAL", "SPLIT_RPG", "SPLIT_TOKENS", "SPLIT_STAGE", "SPLIT_PREPASS_TOKENS"};
   }
 
   std::string describe() const override {
-    return fmt::format("gemv_split(SPLIT_LANES={}, SPLIT_LOCAL={}, SPLIT_RPG={}, SPLIT_TOKENS={}, SPLIT_STAGE={})",
-                       lanes_, local_, rpg_, tokens_, stage_);
+    return fmt::format(
+        "gemv_split(SPLIT_LANES={}, SPLIT_LOCAL={}, SPLIT_RPG={}, SPLIT_TOKENS={}, SPLIT_STAGE={}, "
+        "SPLIT_PREPASS_TOKENS={})",
+        lanes_, local_, rpg_, tokens_, stage_, prepass_tokens_);
   }
 
  private:
@@ -181,8 +217,12 @@ class GemvSplitKernel final : public LinearKernel {
   }
 
   std::shared_ptr<const DeviceFp4SplitWeight> weights_;
+  LinearActivationPass activations_;
+  // kernels_: the variants_ on the BF16 input, then (prepass_tokens_ > 0) the same on the pre-pass's rows.
   std::vector<cl::Kernel> kernels_;
   std::vector<long long> variants_;
+  long long prepass_tokens_ = 0;
+  std::int64_t prepass_stride_ = 0;
   int lanes_ = 1;
   long long local_ = 0, rpg_ = 0, tokens_ = 0, stage_ = 0;
   float epilogue_ = 1.0f;

@@ -127,7 +127,9 @@ TEST(LinearGemvSplit, TuningVariantsMatchReference) {
 }
 
 // The same call twice gives the same bits; a token's outputs do not depend on the other tokens of
-// its call (one token alone, or the third of eight, in one work-group or split over groups of 2).
+// its call (one token alone, or the third of eight, in one work-group or split over groups of 2),
+// nor, under W4A4, on where its activations were quantized (the pre-pass from 2 tokens on by
+// default, or the kernel).
 TEST(LinearGemvSplit, DeterministicAndBatchInvariant) {
   for (const QuantScheme& scheme : all_schemes()) {
     const std::int64_t n = 45, k = 768, m = 8;
@@ -139,6 +141,10 @@ TEST(LinearGemvSplit, DeterministicAndBatchInvariant) {
     EXPECT_EQ(first, again) << label(scheme);
     const auto pairs = run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"SPLIT_TOKENS", 2}}, label(scheme) + " pairs");
     EXPECT_EQ(first, pairs) << label(scheme);
+    // W4A4: the activations quantized inside the kernel (never the pre-pass) give the same bits.
+    const auto in_kernel = run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"SPLIT_PREPASS_TOKENS", 0}},
+                                       label(scheme) + " quantized in the kernel");
+    EXPECT_EQ(first, in_kernel) << label(scheme);
     const std::vector<std::uint16_t> third(x.begin() + 2 * k, x.begin() + 3 * k);
     const auto alone = run_checked(scheme, w, third, 1, bias, OutputType::fp32, {}, label(scheme) + " alone");
     EXPECT_EQ(alone, std::vector<std::uint32_t>(first.begin() + 2 * n, first.begin() + 3 * n)) << label(scheme);
@@ -199,6 +205,7 @@ TEST(LinearGemvSplit, BadParametersAreRefusedByName) {
       {{{"SPLIT_RPG", 0}}, "SPLIT_RPG = 0 is outside 1..8"},
       {{{"SPLIT_TOKENS", 3}}, "SPLIT_TOKENS = 3 is not 1, 2, 4, 8 or 16"},
       {{{"SPLIT_STAGE", 100}}, "SPLIT_STAGE = 100 floats: must hold one step"},
+      {{{"SPLIT_PREPASS_TOKENS", -1}}, "SPLIT_PREPASS_TOKENS = -1 is negative"},
   };
   for (const auto& [tuning, message] : cases) {
     LinearOptions options;
