@@ -12,6 +12,8 @@
 //   moe_split_fc2  one work-group per (tile of output rows, token): all k slots of the token at
 //                  once (slot lanes), partial sums reduced in local memory in a fixed order:
 //                  out[t, n] = Σ_s w[t,s] · fc2_factor[e_s] · (W2[e_s] x2[t·k+s])[n].
+//                  Where experts have several pairs (SPLIT_PAIRS > 1): moe_split_fc2_pairs writes
+//                  each pair's term in one pass per expert and moe_split_reduce sums them.
 //
 // Weight layout: the "split layout" of common/fp4_split.cl (host/prepare/fp4_split_layout.cpp),
 // per matrix [E, N, K] (E·N rows of K) with L lanes per row: lane l reads uint4 word l of each
@@ -23,7 +25,8 @@
 //        SPLIT_PAIRS (pairs per pass, default 1; > 1 needs at most SPLIT_MAX_PAIRS pairs a chunk),
 //        SPLIT_RPG (rows per lane group; W4A4 needs SPLIT_LOCAL1 / SPLIT_LANES1 · SPLIT_RPG to be
 //        a multiple of the block), SPLIT_HIDDEN (H, for the local copy of the token);
-//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group).
+//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group),
+//        SPLIT_PAIRS (moe_split_fc2_pairs, moe_split_reduce).
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
@@ -42,20 +45,58 @@
 #include "common/fp4_split.cl"
 #define SPLIT_GROUPS(lanes) FP4_SPLIT_GROUPS(lanes, MOE_BLOCK)
 
-#ifdef SPLIT_LANES1
-#define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
-#define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
 #ifndef SPLIT_PAIRS
 #define SPLIT_PAIRS 1
 #endif
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
 
 // The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
-// pair_expert (written by moe_route_logits).
+// pair_expert (written by moe_route_logits or moe_split_fc1).
 inline int split_expert_of(int q, int route_fused, __global const int* topk_ids, long first_pair, int num_global,
                            __global const int* expert_map, int num_local, __global const int* pair_expert) {
   return route_fused ? moe_local_expert(topk_ids[first_pair + q], num_global, expert_map, num_local) : pair_expert[q];
 }
+
+#if SPLIT_PAIRS > 1
+// The pairs one pass over expert e's rows serves, for the work-group of pair p (all its
+// work-items call this): the chunk's pairs of e in chunk order, in runs of SPLIT_PAIRS, each run
+// served by the work-group of its first pair. Returns how many pairs this work-group serves (0:
+// another one serves p) and lists them in plist, using `same` (a bit set of the chunk's pairs of
+// e) and `served` as local scratch.
+inline int split_pass(int p, int e, int pairs, int route_fused, __global const int* topk_ids, long first_pair,
+                      int num_global, __global const int* expert_map, int num_local, __global const int* pair_expert,
+                      __local uint* same, __local int* plist, __local int* served, int lid, int local_size) {
+  for (int i = lid; i < SPLIT_MAX_PAIRS / 32; i += local_size) same[i] = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int q = lid; q < pairs; q += local_size) {
+    if (split_expert_of(q, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert) == e)
+      atomic_or(&same[q / 32], 1u << (q % 32));
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    int rank = popcount(same[p / 32] & ((1u << (p % 32)) - 1u));
+    for (int i = 0; i < p / 32; ++i) rank += popcount(same[i]);
+    int n = 0;
+    if (rank % SPLIT_PAIRS == 0) {
+      for (int i = p / 32; i < (pairs + 31) / 32 && n < SPLIT_PAIRS; ++i) {
+        uint bits = same[i] & (i == p / 32 ? ~((1u << (p % 32)) - 1u) : 0xFFFFFFFFu);
+        while (bits != 0u && n < SPLIT_PAIRS) {
+          const uint low = bits & (0u - bits);
+          plist[n++] = i * 32 + (31 - (int)clz(low));
+          bits ^= low;
+        }
+      }
+    }
+    *served = n;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *served;
+}
+#endif
+
+#ifdef SPLIT_LANES1
+#define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
+#define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
 
 //   gate, up [E, I, H] split layout, gate_s, up_s their scales
 //   fc1_factor [E, 2], fc1_input_scale [E] (W4A4 NVFP4), fc2_input_scale [E] (W4A4 NVFP4)
@@ -94,36 +135,11 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
   if (e < 0) return;  // uniform over the work-group: no barrier is skipped by part of it
 
 #if SPLIT_PAIRS > 1
-  // The chunk's pairs of expert e as a bit set; this work-group serves p and the next
-  // SPLIT_PAIRS - 1 of them when p's rank among them is a multiple of SPLIT_PAIRS.
   __local uint same[SPLIT_MAX_PAIRS / 32];
   __local int plist[SPLIT_PAIRS];
   __local int served;
-  for (int i = lid; i < SPLIT_MAX_PAIRS / 32; i += SPLIT_LOCAL1) same[i] = 0u;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int q = lid; q < pairs; q += SPLIT_LOCAL1) {
-    if (split_expert_of(q, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert) == e)
-      atomic_or(&same[q / 32], 1u << (q % 32));
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) {
-    int rank = popcount(same[p / 32] & ((1u << (p % 32)) - 1u));
-    for (int i = 0; i < p / 32; ++i) rank += popcount(same[i]);
-    int n = 0;
-    if (rank % SPLIT_PAIRS == 0) {
-      for (int i = p / 32; i < (pairs + 31) / 32 && n < SPLIT_PAIRS; ++i) {
-        uint bits = same[i] & (i == p / 32 ? ~((1u << (p % 32)) - 1u) : 0xFFFFFFFFu);
-        while (bits != 0u && n < SPLIT_PAIRS) {
-          const uint low = bits & (0u - bits);
-          plist[n++] = i * 32 + (31 - (int)clz(low));
-          bits ^= low;
-        }
-      }
-    }
-    served = n;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int np = served;
+  const int np = split_pass(p, e, pairs, route_fused, topk_ids, first_pair, num_global, expert_map, num_local,
+                            pair_expert, same, plist, &served, lid, SPLIT_LOCAL1);
   if (np == 0) return;  // uniform: another work-group serves p
 #define SPLIT_PAIR(j) plist[j]
 #else
@@ -318,4 +334,81 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   const int row = get_group_id(0) * SPLIT_ROWS2 + lid;
   if (lid < SPLIT_ROWS2 && row < hidden) split_store_out(result, out, ((long)token_offset + t) * hidden + row);
 }
+
+#if SPLIT_PAIRS > 1
+#define SPLIT_ROWS2P (SPLIT_LOCAL2 / SPLIT_LANES2)
+//   moe_split_fc2_pairs: the FC2 of chunks where experts have several pairs: work-group
+//   (tile of SPLIT_ROWS2P output rows, pair p) makes one pass over the tile's rows of p's expert
+//   for up to SPLIT_PAIRS of its pairs (split_pass), writing each pair's weighted dot product
+//   y[q, n] = w[q] · (fc2_factor[e] · (W2[e] x2[q])[n]) (the terms moe_split_fc2 sums);
+//   moe_split_reduce then sums each token's k terms in slot order, as moe_split_fc2 does.
+//   w2, w2_s, fc2_factor, x2, pair_expert, pair_weight as moe_split_fc2; y [pairs, H] fp32.
+__kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_split_fc2_pairs(
+    __global const uint4* w2, __global const uint2* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    int scale_exp, __global const float* x2, int pairs, __global const int* pair_expert,
+    __global const float* pair_weight, __global float* y) {
+  __local float part[SPLIT_ROWS2P * SPLIT_LANES2];
+  __local uint same[SPLIT_MAX_PAIRS / 32];
+  __local int plist[SPLIT_PAIRS];
+  __local int served;
+  const int p = get_group_id(1), lid = get_local_id(0);
+  const int e = pair_expert[p];
+  if (e < 0) return;  // uniform
+  const int np = split_pass(p, e, pairs, 0, pair_expert, 0, 0, pair_expert, 0, pair_expert, same, plist, &served, lid,
+                            SPLIT_LOCAL2);
+  if (np == 0) return;  // uniform: another work-group serves p
+  const int lane = lid % SPLIT_LANES2, rg = lid / SPLIT_LANES2;
+  const int row0 = get_group_id(0) * SPLIT_ROWS2P;
+  const int n = min(row0 + rg, hidden - 1);  // rows past H repeat the last one
+  const int steps = inter / SPLIT_STEP2;
+  const long row_words = inter / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES2);
+  const int sgroup = 4 * SPLIT_LANES2 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
+  const long row = (long)e * hidden + n;
+  const __global uint4* w = w2 + row * row_words + lane;
+  const __global uint2* sc = w2_s + row * row_scales + sgroup;
+  float acc[SPLIT_PAIRS];
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] = 0.0f;
+  for (int st = 0; st < steps; ++st) {
+    float sv[8], wv[32];
+    split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+    split_decode_step(w[st * SPLIT_LANES2], sv, wv);
+#pragma unroll
+    for (int j = 0; j < SPLIT_PAIRS; ++j) {
+      if (j < np)
+        acc[j] += split_dot_decoded_global(wv, x2 + (long)plist[j] * inter + 4 * lane + st * SPLIT_STEP2,
+                                           4 * SPLIT_LANES2);
+    }
+  }
+  const float factor = fc2_factor[e];
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) {
+    if (j < np) {  // uniform
+      part[rg * SPLIT_LANES2 + lane] = acc[j];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (lid < SPLIT_ROWS2P && row0 + lid < hidden) {  // lanes summed in order
+        float d = 0.0f;
+        for (int l = 0; l < SPLIT_LANES2; ++l) d += part[lid * SPLIT_LANES2 + l];
+        const int q = plist[j];
+        y[(long)q * hidden + row0 + lid] = pair_weight[q] * (d * factor);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+}
+
+//   out [tokens, H] (the caller's): out[t, n] = Σ_s y[t·k + s, n] over the slots with a local
+//   expert, in slot order. One work-item per (n, t).
+__kernel void moe_split_reduce(__global const float* y, __global const int* pair_expert, int hidden, int top_k,
+                               int token_offset, __global void* out) {
+  const int n = get_global_id(0), t = get_global_id(1);
+  if (n >= hidden) return;
+  float result = 0.0f;
+  for (int s = 0; s < top_k; ++s) {
+    const int p = t * top_k + s;
+    if (pair_expert[p] >= 0) result += y[(long)p * hidden + n];
+  }
+  split_store_out(result, out, ((long)token_offset + t) * hidden + n);
+}
+#endif  // SPLIT_PAIRS > 1
 #endif  // SPLIT_LANES2
