@@ -371,13 +371,12 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] = 0.0f;
   for (int st = 0; st < steps; ++st) {
     float sv[8], wv[32];
-    split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
-    split_decode_step(w[st * SPLIT_LANES2], sv, wv);
+    fp4_split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+    fp4_split_weights(w[st * SPLIT_LANES2], sv, wv);
 #pragma unroll
     for (int j = 0; j < SPLIT_PAIRS; ++j) {
       if (j < np)
-        acc[j] += split_dot_decoded_global(wv, x2 + (long)plist[j] * inter + 4 * lane + st * SPLIT_STEP2,
-                                           4 * SPLIT_LANES2);
+        acc[j] += fp4_split_dot_global(wv, x2 + (long)plist[j] * inter + 4 * lane + st * SPLIT_STEP2, 4 * SPLIT_LANES2);
     }
   }
   const float factor = fc2_factor[e];
