@@ -34,8 +34,8 @@
 
 #define SPLIT_STEP1 (32 * SPLIT_LANES1)
 #define SPLIT_STEP2 (32 * SPLIT_LANES2)
-// The scale decode, weight decode and dot products are the split layout's shared ones
-// (common/fp4_split.cl).
+// The scale decode and the one-pair dot step are the split layout's shared ones
+// (common/fp4_split.cl; split_dot_pairs below does the same operations for several pairs).
 #ifdef MOE_NVFP4
 #define FP4_SPLIT_NVFP4
 #endif
@@ -44,11 +44,49 @@
 #endif
 #include "common/fp4_split.cl"
 #define SPLIT_GROUPS(lanes) FP4_SPLIT_GROUPS(lanes, MOE_BLOCK)
+#define split_scales fp4_split_scales
+#define split_dot_step fp4_split_dot_step_local
+#define split_dot_step_global fp4_split_dot_step_global
 
 #ifndef SPLIT_PAIRS
 #define SPLIT_PAIRS 1
 #endif
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
+
+// split_dot_step for np <= SPLIT_PAIRS pairs of one expert at once: each weight is decoded once
+// and meets every pair's activations (x[j] + offset: pair j's, as split_dot_step's x); acc[j] +=
+// pair j's sum, with the same operations in the same order as split_dot_step (two chains).
+#define SPLIT_DOT_PAIRS(NAME, SPACE)                                                                  \
+  inline void NAME(uint4 w, const float* s, const SPACE float* const* x, int offset, int stride, int np, \
+                   float* acc) {                                                                      \
+    const uint words[4] = {w.x, w.y, w.z, w.w};                                                       \
+    float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];                                                           \
+    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
+      c0[j] = 0.0f;                                                                                   \
+      c1[j] = 0.0f;                                                                                   \
+    }                                                                                                 \
+    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                                   \
+      const uint word = words[q / 2];                                                                 \
+      const int j0 = 4 * (q % 2);                                                                     \
+      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];                   \
+      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];               \
+      _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                       \
+        if (j < np) {                                                                                 \
+          const float4 xv = vload4(0, x[j] + offset + q * stride);                                    \
+          c0[j] = fma(a, xv.x, c0[j]);                                                                \
+          c1[j] = fma(b, xv.y, c1[j]);                                                                \
+          c0[j] = fma(c, xv.z, c0[j]);                                                                \
+          c1[j] = fma(d, xv.w, c1[j]);                                                                \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
+      if (j < np) acc[j] += c0[j] + c1[j];                                                            \
+    }                                                                                                 \
+  }
+SPLIT_DOT_PAIRS(split_dot_pairs, __local)
+SPLIT_DOT_PAIRS(split_dot_pairs_global, __global)
+#undef SPLIT_DOT_PAIRS
 
 // The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
 // pair_expert (written by moe_route_logits or moe_split_fc1).
@@ -191,26 +229,21 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       accu[r][j] = 0.0f;
     }
   }
+  const __local float* xs[SPLIT_PAIRS];  // pair j's activations for this lane
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = xl + j * SPLIT_HIDDEN + 4 * lane;
   for (int st = 0; st < steps; ++st) {
-    const __local float* xs = xl + st * SPLIT_STEP1 + 4 * lane;
 #pragma unroll
     for (int r = 0; r < SPLIT_RPG; ++r) {
       const long wi = row_of[r] * row_words + lane + st * SPLIT_LANES1;
       const long si = row_of[r] * row_scales + sgroup + st * SPLIT_GROUPS(SPLIT_LANES1);
       const uint4 wgate = gate[wi], wup = up[wi];
       const uint2 bg = gate_s[si], bu = up_s[si];
-      float sgate[8], sup[8], vgate[32], vup[32];
-      fp4_split_scales(bg, scale_exp, sgate);
-      fp4_split_scales(bu, scale_exp, sup);
-      fp4_split_weights(wgate, sgate, vgate);
-      fp4_split_weights(wup, sup, vup);
-#pragma unroll
-      for (int j = 0; j < SPLIT_PAIRS; ++j) {
-        if (j < np) {
-          accg[r][j] += fp4_split_dot_local(vgate, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
-          accu[r][j] += fp4_split_dot_local(vup, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
-        }
-      }
+      float sgate[8], sup[8];
+      split_scales(bg, scale_exp, sgate);
+      split_scales(bu, scale_exp, sup);
+      split_dot_pairs(wgate, sgate, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accg[r]);
+      split_dot_pairs(wup, sup, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accu[r]);
     }
   }
 #if MOE_W4A4
@@ -308,8 +341,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
       const __global float* xs = x2 + (long)p * inter + 4 * lane;
       for (int st = 0; st < steps; ++st) {
         float sv[8];
-        fp4_split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
-        acc += fp4_split_dot_step_global(w[st * SPLIT_LANES2], sv, xs + st * SPLIT_STEP2, 4 * SPLIT_LANES2);
+        split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+        acc += split_dot_step_global(w[st * SPLIT_LANES2], sv, xs + st * SPLIT_STEP2, 4 * SPLIT_LANES2);
       }
     }
     part[(sl * SPLIT_ROWS2 + rg) * SPLIT_LANES2 + lane] = acc;
@@ -369,15 +402,13 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   float acc[SPLIT_PAIRS];
 #pragma unroll
   for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] = 0.0f;
-  for (int st = 0; st < steps; ++st) {
-    float sv[8], wv[32];
-    fp4_split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
-    fp4_split_weights(w[st * SPLIT_LANES2], sv, wv);
+  const __global float* xs[SPLIT_PAIRS];  // pair j's FC2 input for this lane
 #pragma unroll
-    for (int j = 0; j < SPLIT_PAIRS; ++j) {
-      if (j < np)
-        acc[j] += fp4_split_dot_global(wv, x2 + (long)plist[j] * inter + 4 * lane + st * SPLIT_STEP2, 4 * SPLIT_LANES2);
-    }
+  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = x2 + (long)plist[min(j, np - 1)] * inter + 4 * lane;
+  for (int st = 0; st < steps; ++st) {
+    float sv[8];
+    split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+    split_dot_pairs_global(w[st * SPLIT_LANES2], sv, xs, st * SPLIT_STEP2, 4 * SPLIT_LANES2, np, acc);
   }
   const float factor = fc2_factor[e];
 #pragma unroll

@@ -6,9 +6,14 @@
 #
 #   bench/gpu/sweep-split.sh [PRESET ...]      (default qwen3-30b-a3b)
 #   FP4CL_GPU_BUILD   the build folder (default /tmp/fp4cl-gpu-build)
+#   FP4CL_DEB_DIR     Debian packages as for bench/gpu/run-h100.sh (default .device-deps/debs; "-":
+#                     the environment is set already): the NVIDIA ICD comes from there
 #   FP4CL_SWEEP_FC1   "local_i:tile_m ..." (default "128:1 256:1 512:1 128:2 256:2 128:4 256:4")
 #   FP4CL_SWEEP_FC2   "local_h ..." (default "64 128 256 512")
 set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+deb_dir=${FP4CL_DEB_DIR:-$root/.device-deps/debs}
+if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
 bench=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}/bench/fp4cl-bench
 presets=("$@")
 [ ${#presets[@]} -eq 0 ] && presets=(qwen3-30b-a3b)

@@ -104,7 +104,7 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
                                        const MoeLayout& layout, const MoeProgramOptions& o, const MoeProblem& problem)
-    : id_(entry.id), tiles_(entry.tiles), layout_(layout) {
+    : id_(entry.id), tiles_(entry.tiles), layout_(layout), experts_(problem.local_experts) {
   if (id_ == MoeStrategy::split) {
     split_ = split_geometry(tiles_, problem);
     BuildOptions b = o.numerics;
@@ -155,7 +155,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
 
 int MoeStrategyKernels::pairs_per_pass(std::int64_t tokens, int top_k) const {
   if (id_ != MoeStrategy::split) return tiles_.tile_m;
-  return shared_pairs_ > 1 && tokens > 1 && tokens * top_k <= kSplitMaxSharedPairs ? shared_pairs_ : 1;
+  const std::int64_t pairs = tokens * top_k;
+  return shared_pairs_ > 1 && tokens > 1 && pairs <= kSplitMaxSharedPairs && pairs >= experts_ ? shared_pairs_ : 1;
 }
 
 void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
@@ -178,9 +179,9 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   moe_launch(queue, fc1, "moe_split_fc1",
              cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
              cl::NDRange(static_cast<std::size_t>(g.local1), 1), launches, last);
-  // FC2 in passes shared by an expert's pairs where experts average a pair or more (the extra
-  // top-k sum launch pays off), else one work-group per (rows, token) over its k slots.
-  if (shared && pairs >= s.local_experts) {
+  // FC2 in passes shared by an expert's pairs too (then the top-k sum is a launch of its own),
+  // else one work-group per (rows, token) over its k slots.
+  if (shared) {
     const int rows = g.local2() / g.lanes2;
     set_args(fc2_pairs_, "moe_split_fc2_pairs", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
              as_int(pairs), ws.pair_expert, ws.pair_weight, ws.y);
