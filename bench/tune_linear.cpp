@@ -33,6 +33,15 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
     if (tokens >= 3) axes.push_back({"GEMV_TOKENS", {2, 4, 8, 16}});
     return axes;
   }
+  if (kernel == "gemv_split") {
+    // SPLIT_TOKENS only acts above one token; SPLIT_STAGE keeps its default (it must hold one
+    // step of SPLIT_TOKENS tokens: 8 × 32 × 32 floats at most here).
+    std::vector<ParamAxis> axes = {{"SPLIT_LANES", {8, 16, 32}},
+                                   {"SPLIT_LOCAL", cpu ? std::vector<long long>{32, 64} : std::vector<long long>{64, 128, 256}},
+                                   {"SPLIT_RPG", {1, 2, 4}}};
+    if (tokens >= 2) axes.push_back({"SPLIT_TOKENS", {2, 4, 8}});
+    return axes;
+  }
   if (kernel == "gemm_tiled") {
     return {{"GEMM_TILE_M", {32, 64, 128, 256}},
             {"GEMM_TILE_N", cpu ? std::vector<long long>{16, 32, 64} : std::vector<long long>{32, 64, 128}},

@@ -15,14 +15,10 @@
 //                  Where experts have several pairs (SPLIT_PAIRS > 1): moe_split_fc2_pairs writes
 //                  each pair's term in one pass per expert and moe_split_reduce sums them.
 //
-// Weight layout ("split layout", host/layers/moe_weights.cpp), per matrix [E, N, K] with L lanes
-// per row (K a multiple of 32·L): row-major rows of K/32 uint4 words; step s of a row holds L
-// uint4, the one of lane l carrying the 32 elements s·32L + 4L·q + 4l + c (q = 0..7, c = 0..3)
-// as nibble 4·(q % 2) + c of component q / 2. A lane's activations for step s are thus the
-// eight float4 at s·32L + 4L·q + 4l: neighbouring lanes read neighbouring activations and
-// neighbouring weight words (coalesced 128-bit loads). Block scales (E4M3 or E8M0 bytes), per
-// row: step s holds G = max(1, 4L/block) groups of 8 bytes, byte q of group g the scale of
-// elements s·32L + 4L·q + g·block (lane l reads group 4l / block as one uint2).
+// Weight layout: the "split layout" of common/fp4_split.cl (host/prepare/fp4_split_layout.cpp),
+// per matrix [E, N, K] (E·N rows of K) with L lanes per row: lane l reads uint4 word l of each
+// step of 32·L elements (coalesced 128-bit loads), its activations the eight float4 at
+// s·32L + 4L·q + 4l (neighbouring lanes, neighbouring activations), its block scales one uint2.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, MOE_OUT_BF16, MOE_E2M1_NO_DENORM;
 //   FC1: SPLIT_LANES1 (L for K = H), SPLIT_LOCAL1 (work-group size, a multiple of SPLIT_LANES1),
@@ -38,53 +34,19 @@
 
 #define SPLIT_STEP1 (32 * SPLIT_LANES1)
 #define SPLIT_STEP2 (32 * SPLIT_LANES2)
-#define SPLIT_GROUPS(lanes) (4 * (lanes) >= MOE_BLOCK ? 4 * (lanes) / MOE_BLOCK : 1)
-
-// The eight block scales of a lane for one step, times 2^scale_exp.
-inline void split_scales(uint2 bytes, int scale_exp, float* s) {
-  const uint b[8] = {bytes.x & 0xFF, (bytes.x >> 8) & 0xFF, (bytes.x >> 16) & 0xFF, bytes.x >> 24,
-                     bytes.y & 0xFF, (bytes.y >> 8) & 0xFF, (bytes.y >> 16) & 0xFF, bytes.y >> 24};
-#if defined(MOE_NVFP4) && !defined(MOE_E2M1_NO_DENORM)
-  // Bits 6..0 of the E4M3 byte at bits 26..20 make the float s × 2^-120 (a subnormal E4M3 an fp32
-  // subnormal: exact where denormals are supported, which this decode path implies), the sign
-  // bit at 31; times 2^120 and 2^scale_exp, both exact. (NaN bytes are refused at load.)
-  const float up = as_float((scale_exp + 127) << 23);
-#pragma unroll
-  for (int q = 0; q < 8; ++q) s[q] = as_float(((b[q] << 20) & 0x07F00000u) | ((b[q] << 24) & 0x80000000u)) * 0x1p120f * up;
-#elif defined(MOE_NVFP4)
-  const float up = as_float((scale_exp + 127) << 23);
-#pragma unroll
-  for (int q = 0; q < 8; ++q) s[q] = e4m3_decode(b[q]) * up;
-#else
-#pragma unroll
-  for (int q = 0; q < 8; ++q) s[q] = as_float(((int)b[q] + scale_exp) << 23);
+// The scale decode and the one-pair dot step are the split layout's shared ones
+// (common/fp4_split.cl; split_dot_pairs below does the same operations for several pairs).
+#ifdef MOE_NVFP4
+#define FP4_SPLIT_NVFP4
 #endif
-}
-
-// Σ over one lane's 32 elements of one step: weights w (uint4), scales s[8], activations at x
-// (the lane's first float4; the others follow at a stride of 4·lanes floats). OpenCL C 1.2 has
-// no generic address space: one definition, instantiated for activations in local memory
-// (split_dot_step) and in global memory (split_dot_step_global).
-#define SPLIT_DOT_STEP(NAME, SPACE)                                                        \
-  inline float NAME(uint4 w, const float* s, const SPACE float* x, int stride) {           \
-    const uint words[4] = {w.x, w.y, w.z, w.w};                                            \
-    float acc0 = 0.0f, acc1 = 0.0f;                                                        \
-    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                        \
-      const float4 xv = vload4(0, x + q * stride);                                         \
-      const uint word = words[q / 2];                                                      \
-      const int j0 = 4 * (q % 2);                                                          \
-      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];        \
-      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];    \
-      acc0 = fma(a, xv.x, acc0);                                                           \
-      acc1 = fma(b, xv.y, acc1);                                                           \
-      acc0 = fma(c, xv.z, acc0);                                                           \
-      acc1 = fma(d, xv.w, acc1);                                                           \
-    }                                                                                      \
-    return acc0 + acc1;                                                                    \
-  }
-SPLIT_DOT_STEP(split_dot_step, __local)
-SPLIT_DOT_STEP(split_dot_step_global, __global)
-#undef SPLIT_DOT_STEP
+#ifdef MOE_E2M1_NO_DENORM
+#define FP4_SPLIT_E2M1_NO_DENORM
+#endif
+#include "common/fp4_split.cl"
+#define SPLIT_GROUPS(lanes) FP4_SPLIT_GROUPS(lanes, MOE_BLOCK)
+#define split_scales fp4_split_scales
+#define split_dot_step fp4_split_dot_step_local
+#define split_dot_step_global fp4_split_dot_step_global
 
 #ifndef SPLIT_PAIRS
 #define SPLIT_PAIRS 1

@@ -11,7 +11,10 @@
 #     OUT_DIR  default $OUT, else build-gpu-out (git-ignored)
 #   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
-# Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv), torch.csv, devices.txt, results.md
+#   FP4CL_GPU_PARTS     what to measure (default "torch moe linear"; e.g. "linear" alone)
+# Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv;
+# automatic selection: gemv_split for decode on a GPU, gemm_tiled for prefill), linear-all.csv (the
+# linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
 # (bench/gpu/summarize.py), build.log, ctest.log.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,6 +26,8 @@ if [ "$deb_dir" != "-" ]; then
   eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"
 fi
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+parts=" ${FP4CL_GPU_PARTS:-torch moe linear} "
+part() { [[ "$parts" == *" $1 "* ]]; }
 
 log "build ($build)"
 { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFP4CL_WERROR=ON &&
@@ -34,38 +39,50 @@ log "devices"
 "$bench" devices --measure >"$out/devices.txt" 2>&1
 cat "$out/devices.txt" >&2
 
-log "torch baseline and copy bandwidth"
-python3 "$root/bench/gpu/torch_moe_baseline.py" >"$out/torch.csv" || log "torch baseline failed"
-
-log "fp4cl MoE"
-rm -f "$out/moe.csv"
-for preset in qwen3-30b-a3b mixtral-8x7b; do
-  "$bench" moe --preset "$preset" --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
-    --csv >"$out/moe-$preset.csv" || log "moe $preset failed"
-  if [ -f "$out/moe.csv" ]; then tail -n +2 "$out/moe-$preset.csv" >>"$out/moe.csv"; else cp "$out/moe-$preset.csv" "$out/moe.csv"; fi
-  rm -f "$out/moe-$preset.csv"
-done
-
-if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
-  log "fp4cl MoE, every strategy (where the automatic choice switches)"
-  rm -f "$out/moe-all.csv"
-  for preset in qwen3-30b-a3b mixtral-8x7b; do
-    "$bench" moe --preset "$preset" --tokens 1,8,64 --scheme nvfp4-w4a16 --kernel all --iters 20 --warmup 2 \
-      --csv >"$out/moe-part.csv" || log "moe --kernel all $preset failed"
-    if [ -f "$out/moe-all.csv" ]; then tail -n +2 "$out/moe-part.csv" >>"$out/moe-all.csv"; else cp "$out/moe-part.csv" "$out/moe-all.csv"; fi
-    rm -f "$out/moe-part.csv"
-  done
+if part torch; then
+  log "torch baseline and copy bandwidth"
+  python3 "$root/bench/gpu/torch_moe_baseline.py" >"$out/torch.csv" || log "torch baseline failed"
 fi
 
-log "fp4cl linear"
-rm -f "$out/linear.csv"
-for nk in "4096 4096" "2048 768" "1536 2048" "28672 4096"; do
-  set -- $nk
-  "$bench" linear -n "$1" -k "$2" --tokens 1,8,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
-    --csv >"$out/linear-part.csv" || log "linear $1x$2 failed"
-  if [ -f "$out/linear.csv" ]; then tail -n +2 "$out/linear-part.csv" >>"$out/linear.csv"; else cp "$out/linear-part.csv" "$out/linear.csv"; fi
-  rm -f "$out/linear-part.csv"
-done
+if part moe; then
+  log "fp4cl MoE"
+  rm -f "$out/moe.csv"
+  for preset in qwen3-30b-a3b mixtral-8x7b; do
+    "$bench" moe --preset "$preset" --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
+      --csv >"$out/moe-$preset.csv" || log "moe $preset failed"
+    if [ -f "$out/moe.csv" ]; then tail -n +2 "$out/moe-$preset.csv" >>"$out/moe.csv"; else cp "$out/moe-$preset.csv" "$out/moe.csv"; fi
+    rm -f "$out/moe-$preset.csv"
+  done
+
+  if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
+    log "fp4cl MoE, every strategy (where the automatic choice switches)"
+    rm -f "$out/moe-all.csv"
+    for preset in qwen3-30b-a3b mixtral-8x7b; do
+      "$bench" moe --preset "$preset" --tokens 1,8,64 --scheme nvfp4-w4a16 --kernel all --iters 20 --warmup 2 \
+        --csv >"$out/moe-part.csv" || log "moe --kernel all $preset failed"
+      if [ -f "$out/moe-all.csv" ]; then tail -n +2 "$out/moe-part.csv" >>"$out/moe-all.csv"; else cp "$out/moe-part.csv" "$out/moe-all.csv"; fi
+      rm -f "$out/moe-part.csv"
+    done
+  fi
+fi
+
+if part linear; then
+  log "fp4cl linear"
+  rm -f "$out/linear.csv"
+  for nk in "4096 4096" "2048 768" "1536 2048" "28672 4096"; do
+    set -- $nk
+    "$bench" linear -n "$1" -k "$2" --tokens 1,8,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
+      --csv >"$out/linear-part.csv" || log "linear $1x$2 failed"
+    if [ -f "$out/linear.csv" ]; then tail -n +2 "$out/linear-part.csv" >>"$out/linear.csv"; else cp "$out/linear-part.csv" "$out/linear.csv"; fi
+    rm -f "$out/linear-part.csv"
+  done
+
+  if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
+    log "fp4cl linear, every decode strategy forced (4096x4096: where gemv_split stops winning)"
+    "$bench" linear -n 4096 -k 4096 --tokens 1,4,8,16,32,64 --scheme nvfp4-w4a16,nvfp4-w4a4 \
+      --kernel gemv_split,gemv_rows,gemm_tiled --iters 30 --warmup 2 --csv >"$out/linear-all.csv" || log "linear --kernel sweep failed"
+  fi
+fi
 
 python3 "$root/bench/gpu/summarize.py" "$out" >"$out/results.md" && cat "$out/results.md" >&2
 

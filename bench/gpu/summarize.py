@@ -23,6 +23,9 @@ def main():
     moe, linear, torch = (read(os.path.join(out, n)) for n in ("moe.csv", "linear.csv", "torch.csv"))
     copy = next((float(r["weight_bytes_bf16"]) for r in torch if r["kind"] == "copy"), 0.0)
     stream = max((float(r["stream_gbps"]) for r in moe + linear), default=0.0) * 1e9
+    if not copy:  # no PyTorch run (FP4CL_GPU_PARTS without torch): the streaming-read probe instead
+        print("(No PyTorch copy bandwidth in this run: % copy BW below is relative to fp4cl's streaming-read probe.)\n")
+        copy = stream
     print(f"Copy bandwidth (PyTorch `copy_`, read + write): **{copy / 1e12:.2f} TB/s**; "
           f"fp4cl's streaming-read probe in the same runs: {stream / 1e12:.2f} TB/s.\n")
     baseline = {}
@@ -77,7 +80,20 @@ def main():
             print(f"| {r['shape']} | {r['scheme']} | {r['tokens']} | {r['kernel']} | {us:.1f} | "
                   f"{float(r['weight_bytes']) / 1e6:.1f} | {gbps / 1e9:.0f} | {100 * gbps / copy if copy else 0:.0f} % | "
                   f"{float(r['gflops']) / 1e3:.2f} |")
-    bad = [r for r in moe + sweep + linear if r.get("check", "").strip() not in ("ok", "passed", "skipped") and not r.get("check", "").startswith("ok")]
+    linear_sweep = read(os.path.join(out, "linear-all.csv"))
+    if linear_sweep:
+        print("\n### Linear decode strategies compared (each forced; µs per call, % copy BW)\n")
+        kernels = list(dict.fromkeys(r["kernel"] for r in linear_sweep))
+        print("| N × K | scheme | M | " + " | ".join(kernels) + " |")
+        print("|---|---|---:|" + "---:|" * len(kernels))
+        cells = {}
+        for r in linear_sweep:
+            us = float(r["us_median"])
+            frac = float(r["weight_bytes"]) / (us * 1e-6) / copy if copy else 0.0
+            cells.setdefault((r["shape"], r["scheme"], int(r["tokens"])), {})[r["kernel"]] = f"{us:.1f} ({100 * frac:.0f} %)"
+        for (shape, scheme, M), by in cells.items():
+            print(f"| {shape} | {scheme} | {M} | " + " | ".join(by.get(k, "-") for k in kernels) + " |")
+    bad = [r for r in moe + sweep + linear + linear_sweep if r.get("check", "").strip() not in ("ok", "passed", "skipped") and not r.get("check", "").startswith("ok")]
     if bad:
         print(f"\n{len(bad)} row(s) did not pass the reference check: " + "; ".join(
             f"{r['op']} {r['shape']} {r['scheme']} T={r['tokens']}: {r['check']}" for r in bad))

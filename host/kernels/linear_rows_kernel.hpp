@@ -61,5 +61,6 @@ std::unique_ptr<LinearKernel> make_gemv_rows_kernel();
 std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
 std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cpp
 std::unique_ptr<LinearKernel> make_gemv_int_kernel();    // linear_gemv_int.cpp
+std::unique_ptr<LinearKernel> make_gemv_split_kernel();  // linear_gemv_split.cpp
 
 }  // namespace fp4cl

@@ -157,13 +157,6 @@ const char* to_string(MoeStrategy s) {
   return "?";
 }
 
-int split_lanes(std::int64_t k) {
-  if (k % 32 != 0) return 0;
-  int lanes = 1;
-  while (lanes < 32 && k % (32 * lanes * 2) == 0) lanes *= 2;
-  return lanes;
-}
-
 SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
   SplitGeometry g;
   g.lanes1 = std::max(1, std::min(split_lanes(p.hidden), t.local_i));

@@ -27,6 +27,7 @@
 #include "fp4cl/device.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "fp4cl/scheme.hpp"
+#include "prepare/fp4_split_layout.hpp"  // split_lanes
 
 namespace fp4cl {
 
@@ -60,9 +61,6 @@ struct SplitGeometry {
   int rows1() const { return local1 / lanes1 * rows_per_group; }
   int local2() const { return lanes2 * slots * rows2; }
 };
-// Lanes per row for a reduction length k: the largest power of two <= 32 with k % (32·lanes) == 0
-// (0 when k is not a multiple of 32).
-int split_lanes(std::int64_t k);
 SplitGeometry split_geometry(const MoeTiles& tiles, const MoeProblem& problem);
 // Pairs of one expert that one FC1 pass of the split strategy serves in chunks of several tokens
 // (their tokens staged side by side in local memory): up to 4 as far as `local_mem_bytes` holds

@@ -6,6 +6,7 @@
 #include "cl/opencl_calls.hpp"
 #include "common/formats.cl"
 #include "kernels/moe_registry.hpp"
+#include "prepare/fp4_split_layout.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -35,8 +36,8 @@ int mxfp4_scale_exp(const Fp4Experts& ex, int e2m1_exp) {
     }
   }
   const int min_e = static_cast<int>(lo), max_e = static_cast<int>(hi);
-  const int s = std::min({-e2m1_exp, 254 - max_e, 252 - e2m1_exp - max_e});
-  if (min_e + s < 1 || std::abs(s + e2m1_exp) > 32)
+  const int s = mxfp4_decode_scale_exp(lo, hi, e2m1_exp);
+  if (!mxfp4_decode_scale_exp_fits(lo, s, e2m1_exp))
     fail("MoE experts: MXFP4 block scales span 2^{} .. 2^{}, too wide for the kernels' fp32 arithmetic", min_e - 127,
          max_e - 127);
   return s;
@@ -124,44 +125,6 @@ void upload_matrix(const Context& ctx, const char* what, const std::vector<std::
 }
 
 }  // namespace
-
-SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
-                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block) {
-  const std::int64_t L = split_lanes(K);
-  if (L < 1) fail("MoE: the split layout needs K = {} to be a multiple of 32", K);
-  const std::int64_t steps = K / (32 * L), G = std::max<std::int64_t>(1, 4 * L / block), blocks = K / block;
-  SplitLayout out;
-  out.words.assign(static_cast<std::size_t>(E * N * K / 8), 0u);
-  out.scales.assign(static_cast<std::size_t>(E * N * steps * G * 8), 0u);
-  for (std::int64_t row = 0; row < E * N; ++row) {
-    const std::uint8_t* bytes = &packed[static_cast<std::size_t>(row * K / 2)];
-    const auto nibble = [&](std::int64_t k) -> std::uint32_t {
-      const std::uint8_t b = bytes[k / 2];
-      return (k % 2 == 0) ? (b & 0xFu) : (b >> 4);
-    };
-    std::uint32_t* words = &out.words[static_cast<std::size_t>(row * K / 8)];
-    std::uint8_t* sc = &out.scales[static_cast<std::size_t>(row * steps * G * 8)];
-    for (std::int64_t s = 0; s < steps; ++s) {
-      for (std::int64_t l = 0; l < L; ++l) {
-        for (std::int64_t i = 0; i < 4; ++i) {
-          std::uint32_t w = 0;
-          for (std::int64_t j = 0; j < 8; ++j) {
-            const std::int64_t q = 2 * i + j / 4, c = j % 4;
-            w |= nibble(s * 32 * L + 4 * L * q + 4 * l + c) << (4 * j);
-          }
-          words[(s * L + l) * 4 + i] = w;
-        }
-      }
-      for (std::int64_t g = 0; g < G; ++g) {
-        for (std::int64_t q = 0; q < 8; ++q) {
-          const std::int64_t blk = (s * 32 * L + 4 * L * q + g * block) / block;
-          sc[(s * G + g) * 8 + q] = scales[static_cast<std::size_t>(row * blocks + blk)];
-        }
-      }
-    }
-  }
-  return out;
-}
 
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
                                     const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,

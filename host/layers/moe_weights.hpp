@@ -12,6 +12,7 @@
 #include "fp4cl/moe.hpp"
 #include "fp4cl/opencl.hpp"
 #include "fp4cl/weights.hpp"
+#include "prepare/fp4_split_layout.hpp"  // SplitLayout, split_layout (the split strategy's layout)
 
 namespace fp4cl {
 
@@ -40,13 +41,5 @@ struct MoeDeviceWeights {
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config,
                                     const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,
                                     bool interleaved = true, bool split = false);
-
-// The split layout of one stacked matrix [E, N, K] (host side, for upload and for tests).
-struct SplitLayout {
-  std::vector<std::uint32_t> words;
-  std::vector<std::uint8_t> scales;
-};
-SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
-                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block);
 
 }  // namespace fp4cl

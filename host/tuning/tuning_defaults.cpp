@@ -26,6 +26,19 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     // One group of 8 rows per work-item, one work-item per group on PoCL (DEVICES.md).
     return {{"LANES_TOKENS", 4}, {"LANES_LOCAL", cpu(kind) ? 1 : 64}};
   }
+  if (kernel == "gemv_split") {
+    // GPUs: 32 lanes per row (a warp streams 512 contiguous bytes of one row per step), 256
+    // work-items = 8 rows per work-group (512 work-groups at N = 4096, 256 at N = 2048 for 132
+    // compute units), up to 8 tokens per work-group, 32 KiB of staged activations (one step of
+    // 8 tokens at 32 lanes); W4A4 calls of 2 or more tokens quantize their activations in the
+    // pre-pass (once, instead of in each of the hundreds of work-groups). CPUs (only when forced):
+    // smaller groups, as PoCL loops over work-items.
+    if (cpu(kind))
+      return {{"SPLIT_LANES", 8},  {"SPLIT_LOCAL", 32},   {"SPLIT_RPG", 1},
+              {"SPLIT_TOKENS", 8}, {"SPLIT_STAGE", 4096}, {"SPLIT_PREPASS_TOKENS", 2}};
+    return {{"SPLIT_LANES", 32}, {"SPLIT_LOCAL", 256},  {"SPLIT_RPG", 1},
+            {"SPLIT_TOKENS", 8}, {"SPLIT_STAGE", 8192}, {"SPLIT_PREPASS_TOKENS", 2}};
+  }
   if (kernel == "gemv_int") return {{"INT_TOKENS", 4}, {"INT_LOCAL", cpu(kind) ? 1 : 64}};
   if (kernel == "gemm_tiled") {
     // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a

@@ -164,7 +164,7 @@ TEST(LinearFaults, EveryCallOfAForwardFailsCleanly) {
       std::vector<std::uint16_t> y;
       calls = calls_of([&] { fresh.run(x, m, y); });  // the first run allocates the staging buffers
     }
-    ASSERT_GT(calls, 8);
+    ASSERT_GE(calls, 8);  // 2 staging allocations, per chunk a write, the kernel(s) and a read
     for (std::int64_t n = 1; n <= calls; ++n) {
       SCOPED_TRACE("call " + std::to_string(n));
       {
