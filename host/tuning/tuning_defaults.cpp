@@ -26,6 +26,10 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     // One group of 8 rows per work-item, one work-item per group on PoCL (DEVICES.md).
     return {{"LANES_TOKENS", 4}, {"LANES_LOCAL", cpu(kind) ? 1 : 64}};
   }
+  if (kernel == "gemv_words") {
+    // One group of 16 rows per work-item, one work-item per group on PoCL (DEVICES.md).
+    return {{"WORDS_TOKENS", 4}, {"WORDS_LOCAL", cpu(kind) ? 1 : 64}};
+  }
   if (kernel == "gemv_int") return {{"INT_TOKENS", 4}, {"INT_LOCAL", cpu(kind) ? 1 : 64}};
   if (kernel == "gemm_tiled") {
     // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a
