@@ -32,6 +32,7 @@ struct RunOptions {
   std::vector<std::string> kernels;
   int iters = 20, warmup = 2;
   bool no_check = false, csv = false, json = false;
+  bool launches = false;  // print each row's per-command breakdown on stderr
   std::string plot;
   double rotate_mib = 0;
   double stream_mib = 512;

@@ -167,6 +167,7 @@ void run_linear(LinearArgs a) {
             layer.enqueue(xb, yb, tokens);
             return layer.last_events();
           });
+          if (a.run.launches) print_commands(row.series + fmt::format(" M={}", tokens), row.timing, {});
           run.add(std::move(row));
         }
       }

@@ -181,6 +181,11 @@ void run_moe(const MoeArgs& a) {
           return events;
         });
         last_layer->finish(last_call);  // throws on a status error (the timing would be meaningless)
+        if (a.run.launches) {
+          std::vector<std::string> names;
+          for (const MoeLaunch& l : last_call.launches) names.push_back(l.kernel);
+          print_commands(row.series + fmt::format(" T={}", tokens), row.timing, names);
+        }
         run.add(std::move(row));
       }
     }

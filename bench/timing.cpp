@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
 
 #include "fp4cl/error.hpp"
 
@@ -28,6 +31,8 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
   if (!ctx.profiling_enabled()) throw Error("the benchmark's queue has no profiling enabled");
   if (iterations < 1) throw Error("at least one timed iteration is needed");
   std::vector<double> events, walls;
+  std::vector<std::vector<double>> starts, durations;  // [command][call]
+  bool same_commands = true;
   for (int i = 0; i < warmup + iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<cl::Event> ev = enqueue(i);
@@ -36,8 +41,18 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
     if (err != CL_SUCCESS) throw Error("finishing the benchmark queue", err);
     if (i < warmup) continue;
     if (ev.empty()) throw Error("a benchmarked call enqueued no command");
-    events.push_back((profiling_ns(ev.back(), CL_PROFILING_COMMAND_END) -
-                      profiling_ns(ev.front(), CL_PROFILING_COMMAND_START)) * 1e-3);
+    const double first = profiling_ns(ev.front(), CL_PROFILING_COMMAND_START);
+    events.push_back((profiling_ns(ev.back(), CL_PROFILING_COMMAND_END) - first) * 1e-3);
+    if (starts.empty()) {
+      starts.resize(ev.size());
+      durations.resize(ev.size());
+    }
+    if (ev.size() != starts.size()) same_commands = false;
+    for (std::size_t c = 0; same_commands && c < ev.size(); ++c) {
+      const double start = profiling_ns(ev[c], CL_PROFILING_COMMAND_START);
+      starts[c].push_back((start - first) * 1e-3);
+      durations[c].push_back((profiling_ns(ev[c], CL_PROFILING_COMMAND_END) - start) * 1e-3);
+    }
     walls.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   Timing t;
@@ -46,7 +61,23 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
   t.min_us = *std::min_element(events.begin(), events.end());
   t.wall_median_us = median(walls);
   t.wall_min_us = *std::min_element(walls.begin(), walls.end());
+  if (same_commands)
+    for (std::size_t c = 0; c < starts.size(); ++c) t.commands.push_back({median(starts[c]), median(durations[c])});
   return t;
+}
+
+void print_commands(const std::string& label, const Timing& t, const std::vector<std::string>& names) {
+  std::string text = fmt::format("{}: {:.1f} us from the first command's start to the last one's end\n", label, t.median_us);
+  double busy = 0.0;
+  for (std::size_t c = 0; c < t.commands.size(); ++c) {
+    const CommandTiming& ct = t.commands[c];
+    busy += ct.duration_us;
+    text += fmt::format("  {:>9.1f} us +{:>8.1f} us  {}\n", ct.start_us, ct.duration_us,
+                        c < names.size() ? names[c] : fmt::format("command {}", c));
+  }
+  if (t.commands.empty()) text += "  (calls enqueued different numbers of commands: no breakdown)\n";
+  else text += fmt::format("  busy {:.1f} us, between commands {:.1f} us\n", busy, t.median_us - busy);
+  std::fputs(text.c_str(), stderr);
 }
 
 }  // namespace fp4cl::bench

@@ -2,29 +2,15 @@
 // p = t·k + s of the chunk, the local expert (or -1: not on this rank, or an invalid id) and the
 // routing weight.
 //
-// Invalid ids never index memory: the pair is dropped and the smallest global pair index with
-// an invalid id is recorded with atomic_min (status[0]; status[1] for an expert_map entry out of
-// range, which the host already rules out). atomic_min of integers gives the same result in any
-// order, so the status is deterministic too.
+// Invalid ids never index memory (moe_expert_map.cl): the pair is dropped and the smallest
+// global pair index with one is recorded in status[0] (status[1]: an expert_map entry out of range).
 //
 // Arguments shared by both kernels:
 //   num_tokens    tokens in this chunk; token_offset its first token in the caller's tensors
 //   num_global    E_global; expert_map [E_global] -> local id or -1; num_local = E_local
 //   pair_expert   [chunk pairs] local expert or -1;  pair_weight [chunk pairs]
 
-inline int moe_map_expert(int id, int num_global, __global const int* expert_map, int num_local, long global_pair,
-                          __global int* status) {
-  if (id < 0 || id >= num_global) {
-    atomic_min(&status[0], (int)global_pair);
-    return -1;
-  }
-  const int mapped = expert_map[id];
-  if (mapped < -1 || mapped >= num_local) {
-    atomic_min(&status[1], (int)global_pair);
-    return -1;
-  }
-  return mapped;
-}
+#include "moe_expert_map.cl"
 
 __kernel void moe_route_topk(__global const int* topk_ids, __global const float* topk_weights, int num_tokens,
                              int token_offset, int top_k, int num_global, __global const int* expert_map,

@@ -2,10 +2,13 @@
 // work-items (split-K inside a work-group), so that even one token fills the device with
 // work-groups, and the routing's pairs need no sorting.
 //
-//   moe_split_fc1  one work-group per (tile of intermediate rows, pair): stages the pair's token
-//                  (BF16 → fp32; W4A4: quantized per block with the expert's input scale) in
-//                  local memory, streams the tile's gate and up rows, and writes
-//                  a = bf16(silu(g) × up) (W4A4: quantized per block) to x2 [pairs, I].
+//   moe_split_fc1  one work-group per (tile of intermediate rows, pair): routes the pair itself
+//                  when the caller gave top-k ids (no routing kernel), stages the token (BF16 →
+//                  fp32; W4A4: quantized per block with the expert's input scale) in local
+//                  memory, streams the tile's gate and up rows, and writes
+//                  a = bf16(silu(g) × up) (W4A4: quantized per block) to x2 [pairs, I]. Built with
+//                  SPLIT_PAIRS > 1 (chunks of several tokens), one pass over an expert's rows
+//                  serves up to SPLIT_PAIRS of its pairs.
 //   moe_split_fc2  one work-group per (tile of output rows, token): all k slots of the token at
 //                  once (slot lanes), partial sums reduced in local memory in a fixed order:
 //                  out[t, n] = Σ_s w[t,s] · fc2_factor[e_s] · (W2[e_s] x2[t·k+s])[n].
@@ -21,12 +24,14 @@
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, MOE_OUT_BF16, MOE_E2M1_NO_DENORM;
 //   FC1: SPLIT_LANES1 (L for K = H), SPLIT_LOCAL1 (work-group size, a multiple of SPLIT_LANES1),
+//        SPLIT_PAIRS (pairs per pass, default 1; > 1 needs at most SPLIT_MAX_PAIRS pairs a chunk),
 //        SPLIT_RPG (rows per lane group; W4A4 needs SPLIT_LOCAL1 / SPLIT_LANES1 · SPLIT_RPG to be
 //        a multiple of the block), SPLIT_HIDDEN (H, for the local copy of the token);
 //   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group).
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
+#include "moe_expert_map.cl"
 
 #define SPLIT_STEP1 (32 * SPLIT_LANES1)
 #define SPLIT_STEP2 (32 * SPLIT_LANES2)
@@ -53,71 +58,159 @@ inline void split_scales(uint2 bytes, int scale_exp, float* s) {
 #endif
 }
 
-// Σ over one lane's 32 elements of one step: weights w (uint4), scales s[8], activations at x
-// (the lane's first float4; the others follow at a stride of 4·lanes floats). OpenCL C 1.2 has
-// no generic address space: one definition, instantiated for activations in local memory
-// (split_dot_step) and in global memory (split_dot_step_global).
-#define SPLIT_DOT_STEP(NAME, SPACE)                                                        \
-  inline float NAME(uint4 w, const float* s, const SPACE float* x, int stride) {           \
-    const uint words[4] = {w.x, w.y, w.z, w.w};                                            \
-    float acc0 = 0.0f, acc1 = 0.0f;                                                        \
-    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                        \
-      const float4 xv = vload4(0, x + q * stride);                                         \
-      const uint word = words[q / 2];                                                      \
-      const int j0 = 4 * (q % 2);                                                          \
-      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];        \
-      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];    \
-      acc0 = fma(a, xv.x, acc0);                                                           \
-      acc1 = fma(b, xv.y, acc1);                                                           \
-      acc0 = fma(c, xv.z, acc0);                                                           \
-      acc1 = fma(d, xv.w, acc1);                                                           \
-    }                                                                                      \
-    return acc0 + acc1;                                                                    \
+// One lane's 32 weights of one step times their block scales (w: the lane's uint4, s: its eight
+// scales), in the order the dot products below read them.
+inline void split_decode_step(uint4 w, const float* s, float* wv) {
+  const uint words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint word = words[q / 2];
+    const int j0 = 4 * (q % 2);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) wv[4 * q + c] = moe_e2m1(word, j0 + c) * s[q];
   }
-SPLIT_DOT_STEP(split_dot_step, __local)
-SPLIT_DOT_STEP(split_dot_step_global, __global)
-#undef SPLIT_DOT_STEP
+}
+
+// Σ over one lane's 32 elements of one step: decoded weights wv (split_decode_step), activations
+// at x (the lane's first float4; the others follow at a stride of 4·lanes floats), two chains.
+// OpenCL C 1.2 has no generic address space: one definition, instantiated for activations in
+// local memory (split_dot_decoded) and in global memory (split_dot_decoded_global).
+#define SPLIT_DOT_DECODED(NAME, SPACE)                                          \
+  inline float NAME(const float* wv, const SPACE float* x, int stride) {        \
+    float acc0 = 0.0f, acc1 = 0.0f;                                             \
+    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                             \
+      const float4 xv = vload4(0, x + q * stride);                              \
+      acc0 = fma(wv[4 * q], xv.x, acc0);                                        \
+      acc1 = fma(wv[4 * q + 1], xv.y, acc1);                                    \
+      acc0 = fma(wv[4 * q + 2], xv.z, acc0);                                    \
+      acc1 = fma(wv[4 * q + 3], xv.w, acc1);                                    \
+    }                                                                           \
+    return acc0 + acc1;                                                         \
+  }
+SPLIT_DOT_DECODED(split_dot_decoded, __local)
+SPLIT_DOT_DECODED(split_dot_decoded_global, __global)
+#undef SPLIT_DOT_DECODED
+
+inline float split_dot_step_global(uint4 w, const float* s, const __global float* x, int stride) {
+  float wv[32];
+  split_decode_step(w, s, wv);
+  return split_dot_decoded_global(wv, x, stride);
+}
 
 #ifdef SPLIT_LANES1
 #define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
 #define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
+#ifndef SPLIT_PAIRS
+#define SPLIT_PAIRS 1
+#endif
+#define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
+
+// The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
+// pair_expert (written by moe_route_logits).
+inline int split_expert_of(int q, int route_fused, __global const int* topk_ids, long first_pair, int num_global,
+                           __global const int* expert_map, int num_local, __global const int* pair_expert) {
+  return route_fused ? moe_local_expert(topk_ids[first_pair + q], num_global, expert_map, num_local) : pair_expert[q];
+}
 
 //   gate, up [E, I, H] split layout, gate_s, up_s their scales
 //   fc1_factor [E, 2], fc1_input_scale [E] (W4A4 NVFP4), fc2_input_scale [E] (W4A4 NVFP4)
-//   x [tokens, H] BF16 (the caller's), pair_expert [pairs], x2 [pairs, I] fp32 (written)
-//   status [4]: [2] += 1 and [3] += 1 for every local pair (each streams its expert once)
+//   x [tokens, H] BF16 (the caller's); pairs: the chunk's T·k pairs
+//   route_fused = 1: the routing is done here from the caller's topk_ids / topk_weights [tokens, k]
+//     (expert_map [num_global]): the work-group (tile 0, pair p) writes pair_expert[p],
+//     pair_weight[p] and records an invalid id in status; route_fused = 0: pair_expert is read
+//     (moe_route_logits wrote it)
+//   x2 [pairs, I] fp32 (written)
+//   status [4]: [2] += 1 for every pass over an expert's rows, [3] += the pairs it served
+//
+// Work-group (tile, p) serves pair p. With SPLIT_PAIRS > 1 (chunks of 2 or more tokens) it serves
+// up to SPLIT_PAIRS pairs of the same expert in one pass over the tile's rows: the pairs of an
+// expert in chunk order, in runs of SPLIT_PAIRS, each run served by the work-group of its first
+// pair (the others return at once). Each pair's sums are the same operations in the same order
+// either way: the output does not depend on which pairs share a pass.
 __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_split_fc1(
     __global const uint4* gate, __global const uint2* gate_s, __global const uint4* up, __global const uint2* up_s,
-    __global const float* fc1_factor,
-    __global const float* fc1_input_scale, __global const float* fc2_input_scale, int inter, int scale_exp,
-    int top_k, int token_offset, __global const ushort* x, __global const int* pair_expert, __global float* x2,
-    __global int* status) {
-  __local float xl[SPLIT_HIDDEN];
+    __global const float* fc1_factor, __global const float* fc1_input_scale, __global const float* fc2_input_scale,
+    int inter, int scale_exp, int top_k, int token_offset, __global const ushort* x, int pairs, int route_fused,
+    __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
+    int num_local, __global int* pair_expert, __global float* pair_weight, __global float* x2, __global int* status) {
+  __local float xl[SPLIT_PAIRS * SPLIT_HIDDEN];
   __local float part[SPLIT_ROWS1 * SPLIT_LANES1 * 2];
   __local float a_local[SPLIT_ROWS1];
   const int p = get_group_id(1), tile = get_group_id(0), lid = get_local_id(0);
-  const int e = pair_expert[p];
+  const long first_pair = (long)token_offset * top_k;  // the chunk's first pair in the caller's tensors
+  int e;
+  if (route_fused && tile == 0 && lid == 0) {
+    e = moe_map_expert(topk_ids[first_pair + p], num_global, expert_map, num_local, first_pair + p, status);
+    pair_expert[p] = e;
+    pair_weight[p] = topk_weights[first_pair + p];
+  } else {
+    e = split_expert_of(p, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert);
+  }
   if (e < 0) return;  // uniform over the work-group: no barrier is skipped by part of it
+
+#if SPLIT_PAIRS > 1
+  // The chunk's pairs of expert e as a bit set; this work-group serves p and the next
+  // SPLIT_PAIRS - 1 of them when p's rank among them is a multiple of SPLIT_PAIRS.
+  __local uint same[SPLIT_MAX_PAIRS / 32];
+  __local int plist[SPLIT_PAIRS];
+  __local int served;
+  for (int i = lid; i < SPLIT_MAX_PAIRS / 32; i += SPLIT_LOCAL1) same[i] = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int q = lid; q < pairs; q += SPLIT_LOCAL1) {
+    if (split_expert_of(q, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert) == e)
+      atomic_or(&same[q / 32], 1u << (q % 32));
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    int rank = popcount(same[p / 32] & ((1u << (p % 32)) - 1u));
+    for (int i = 0; i < p / 32; ++i) rank += popcount(same[i]);
+    int n = 0;
+    if (rank % SPLIT_PAIRS == 0) {
+      for (int i = p / 32; i < (pairs + 31) / 32 && n < SPLIT_PAIRS; ++i) {
+        uint bits = same[i] & (i == p / 32 ? ~((1u << (p % 32)) - 1u) : 0xFFFFFFFFu);
+        while (bits != 0u && n < SPLIT_PAIRS) {
+          const uint low = bits & (0u - bits);
+          plist[n++] = i * 32 + (31 - (int)clz(low));
+          bits ^= low;
+        }
+      }
+    }
+    served = n;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int np = served;
+  if (np == 0) return;  // uniform: another work-group serves p
+#define SPLIT_PAIR(j) plist[j]
+#else
+  const int np = 1;
+#define SPLIT_PAIR(j) p
+#endif
   if (tile == 0 && lid == 0) {
     atomic_add(&status[2], 1);
-    atomic_add(&status[3], 1);
+    atomic_add(&status[3], np);
   }
-  // The token's activations, as the FC1 input (W4A4: quantized per block).
-  const __global ushort* xt = x + ((long)token_offset + p / top_k) * SPLIT_HIDDEN;
+
+  // The tokens' activations, as the FC1 input (W4A4: quantized per block).
 #if MOE_W4A4
 #ifdef MOE_NVFP4
   const float gs1 = fc1_input_scale[e];
 #else
   const float gs1 = 1.0f;
 #endif
-  for (int b = lid; b < SPLIT_HIDDEN / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
-    float v[MOE_QUANT_BLOCK];
-    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(xt[b * MOE_QUANT_BLOCK + i]);
-    moe_quantize_block_local(v, gs1, xl + b * MOE_QUANT_BLOCK);
-  }
-#else
-  for (int i = lid; i < SPLIT_HIDDEN; i += SPLIT_LOCAL1) xl[i] = bf16_to_float(xt[i]);
 #endif
+  for (int j = 0; j < np; ++j) {
+    const __global ushort* xt = x + ((long)token_offset + SPLIT_PAIR(j) / top_k) * SPLIT_HIDDEN;
+    __local float* xj = xl + j * SPLIT_HIDDEN;
+#if MOE_W4A4
+    for (int b = lid; b < SPLIT_HIDDEN / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
+      float v[MOE_QUANT_BLOCK];
+      for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(xt[b * MOE_QUANT_BLOCK + i]);
+      moe_quantize_block_local(v, gs1, xj + b * MOE_QUANT_BLOCK);
+    }
+#else
+    for (int i = lid; i < SPLIT_HIDDEN; i += SPLIT_LOCAL1) xj[i] = bf16_to_float(xt[i]);
+#endif
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
 
   const int lane = lid % SPLIT_LANES1, g = lid / SPLIT_LANES1;
@@ -125,14 +218,17 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
   const int steps = SPLIT_HIDDEN / SPLIT_STEP1;
   const long row_words = SPLIT_HIDDEN / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES1);
   const int sgroup = 4 * SPLIT_LANES1 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
-  float accg[SPLIT_RPG], accu[SPLIT_RPG];
+  float accg[SPLIT_RPG][SPLIT_PAIRS], accu[SPLIT_RPG][SPLIT_PAIRS];
   long row_of[SPLIT_RPG];
 #pragma unroll
   for (int r = 0; r < SPLIT_RPG; ++r) {
     const int i = min(row0 + r * SPLIT_GROUPS1 + g, inter - 1);  // rows past I repeat the last one
     row_of[r] = (long)e * inter + i;
-    accg[r] = 0.0f;
-    accu[r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < SPLIT_PAIRS; ++j) {
+      accg[r][j] = 0.0f;
+      accu[r][j] = 0.0f;
+    }
   }
   for (int st = 0; st < steps; ++st) {
     const __local float* xs = xl + st * SPLIT_STEP1 + 4 * lane;
@@ -142,56 +238,71 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       const long si = row_of[r] * row_scales + sgroup + st * SPLIT_GROUPS(SPLIT_LANES1);
       const uint4 wgate = gate[wi], wup = up[wi];
       const uint2 bg = gate_s[si], bu = up_s[si];
-      float sgate[8], sup[8];
+      float sgate[8], sup[8], vgate[32], vup[32];
       split_scales(bg, scale_exp, sgate);
       split_scales(bu, scale_exp, sup);
-      accg[r] += split_dot_step(wgate, sgate, xs, 4 * SPLIT_LANES1);
-      accu[r] += split_dot_step(wup, sup, xs, 4 * SPLIT_LANES1);
-    }
-  }
+      split_decode_step(wgate, sgate, vgate);
+      split_decode_step(wup, sup, vup);
 #pragma unroll
-  for (int r = 0; r < SPLIT_RPG; ++r) {
-    const int local_row = r * SPLIT_GROUPS1 + g;
-    part[(local_row * SPLIT_LANES1 + lane) * 2] = accg[r];
-    part[(local_row * SPLIT_LANES1 + lane) * 2 + 1] = accu[r];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // One work-item per row sums its lanes in lane order.
-  if (lid < SPLIT_ROWS1) {
-    float hg = 0.0f, hu = 0.0f;
-    for (int l = 0; l < SPLIT_LANES1; ++l) {
-      hg += part[(lid * SPLIT_LANES1 + l) * 2];
-      hu += part[(lid * SPLIT_LANES1 + l) * 2 + 1];
+      for (int j = 0; j < SPLIT_PAIRS; ++j) {
+        if (j < np) {
+          accg[r][j] += split_dot_decoded(vgate, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
+          accu[r][j] += split_dot_decoded(vup, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
+        }
+      }
     }
-    const float2 f = vload2(e, fc1_factor);
-    const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
-#if MOE_W4A4
-    a_local[lid] = a;
-#else
-    if (row0 + lid < inter) x2[(long)p * inter + row0 + lid] = a;
-#endif
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
 #if MOE_W4A4
 #ifdef MOE_NVFP4
   const float gs2 = fc2_input_scale[e];
 #else
   const float gs2 = 1.0f;
 #endif
-  for (int b = lid; b < SPLIT_ROWS1 / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
-    if (row0 + b * MOE_QUANT_BLOCK < inter) {
-      float v[MOE_QUANT_BLOCK];
-      for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[b * MOE_QUANT_BLOCK + i];
-      moe_quantize_block(v, gs2, x2 + (long)p * inter + row0 + b * MOE_QUANT_BLOCK);
-    }
-  }
 #else
   (void)a_local;
   (void)fc2_input_scale;
-#endif
-#if !MOE_W4A4
   (void)fc1_input_scale;
 #endif
+  const float2 f = vload2(e, fc1_factor);
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) {
+    if (j < np) {  // uniform
+      const long out_row = (long)SPLIT_PAIR(j) * inter + row0;
+#pragma unroll
+      for (int r = 0; r < SPLIT_RPG; ++r) {
+        const int local_row = r * SPLIT_GROUPS1 + g;
+        part[(local_row * SPLIT_LANES1 + lane) * 2] = accg[r][j];
+        part[(local_row * SPLIT_LANES1 + lane) * 2 + 1] = accu[r][j];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      // One work-item per row sums its lanes in lane order.
+      if (lid < SPLIT_ROWS1) {
+        float hg = 0.0f, hu = 0.0f;
+        for (int l = 0; l < SPLIT_LANES1; ++l) {
+          hg += part[(lid * SPLIT_LANES1 + l) * 2];
+          hu += part[(lid * SPLIT_LANES1 + l) * 2 + 1];
+        }
+        const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
+#if MOE_W4A4
+        a_local[lid] = a;
+#else
+        if (row0 + lid < inter) x2[out_row + lid] = a;
+#endif
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+#if MOE_W4A4
+      for (int b = lid; b < SPLIT_ROWS1 / MOE_QUANT_BLOCK; b += SPLIT_LOCAL1) {
+        if (row0 + b * MOE_QUANT_BLOCK < inter) {
+          float v[MOE_QUANT_BLOCK];
+          for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[b * MOE_QUANT_BLOCK + i];
+          moe_quantize_block(v, gs2, x2 + out_row + b * MOE_QUANT_BLOCK);
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);  // a_local and part are written again for the next pair
+#endif
+    }
+  }
+#undef SPLIT_PAIR
 }
 
 #endif  // SPLIT_LANES1

@@ -175,6 +175,15 @@ SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
   return g;
 }
 
+int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {
+  // moe_split_fc1's local arrays besides the tokens (part, a_local, the pair set and list).
+  const std::uint64_t fixed = 4u * static_cast<std::uint64_t>(2 * g.rows1() * g.lanes1 + g.rows1()) +
+                              4u * (kSplitMaxSharedPairs / 32 + 4 + 1) + 64u;
+  const std::uint64_t per_pair = 4u * static_cast<std::uint64_t>(p.hidden);
+  if (local_mem_bytes <= fixed) return 1;
+  return static_cast<int>(std::min<std::uint64_t>(4, (local_mem_bytes - fixed) / per_pair));
+}
+
 std::vector<std::string> moe_kernel_strategies() {
   std::vector<std::string> names;
   for (MoeStrategy id : kAll) names.emplace_back(to_string(id));

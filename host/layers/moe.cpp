@@ -46,12 +46,15 @@ struct MoeLayer::Impl {
 
   explicit Impl(const Context& c) : ctx(c) {}
 
-  MoeStrategyKernels& kernels_for(std::int64_t tokens) {
+  const MoeStrategyKernels& kernels_for(std::int64_t tokens) const {
     const MoeSelection::Entry& chosen = selection.for_tokens(tokens, shape.top_k);
     for (std::size_t i = 0; i < strategies.size(); ++i) {
       if (selection.usable[i].id == chosen.id) return strategies[i];
     }
     fail("MoE: strategy {} was selected but not built", to_string(chosen.id));
+  }
+  MoeStrategyKernels& kernels_for(std::int64_t tokens) {
+    return const_cast<MoeStrategyKernels&>(static_cast<const Impl&>(*this).kernels_for(tokens));
   }
 
   MoeCall enqueue(const cl::Buffer& x, const cl::Buffer& out, std::int64_t tokens, const std::vector<cl::Event>& wait,
@@ -157,7 +160,7 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
     call.chunk_strategies.emplace_back(to_string(k.id()));
-    router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
+    if (routing.logits || !k.routes_topk()) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
   }
   call.done = last;
@@ -243,8 +246,8 @@ std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
-  const MoeSelection::Entry& e = impl_->selection.for_tokens(tokens, impl_->shape.top_k);
-  return e.id == MoeStrategy::split ? 1 : e.tiles.tile_m;  // split: every pair streams its expert's rows itself
+  // Chunks hold at most max_tokens tokens: the pass of the first (largest) chunk.
+  return impl_->kernels_for(tokens).pairs_per_pass(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k);
 }
 
 }  // namespace fp4cl

@@ -117,6 +117,11 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc2.define("SPLIT_LANES2", split_.lanes2).define("SPLIT_SLOTS", split_.slots).define("SPLIT_ROWS2", split_.rows2);
     fc1_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc1", fc1);
     fc2_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc2", fc2);
+    shared_pairs_ = split_shared_pairs(split_, problem, ctx.info().local_mem_bytes);
+    if (shared_pairs_ > 1) {
+      fc1.define("SPLIT_PAIRS", shared_pairs_);
+      fc1_shared_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc1", fc1);
+    }
     return;
   }
   // Each file gets only the defines it reads, so layers share programs where they can.
@@ -144,16 +149,29 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
 }
 
+int MoeStrategyKernels::pairs_per_pass(std::int64_t tokens, int top_k) const {
+  if (id_ != MoeStrategy::split) return tiles_.tile_m;
+  return shared_pairs_ > 1 && tokens > 1 && tokens * top_k <= kSplitMaxSharedPairs ? shared_pairs_ : 1;
+}
+
 void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                        const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
                                        cl::Event& last) {
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, offset = as_int(c.token_offset);
   const SplitGeometry& g = split_;
-  set_args(fc1_, "moe_split_fc1", w.split_gate, w.split_gate_scales, w.split_up, w.split_up_scales, w.fc1_factor, w.fc1_input_scale, w.fc2_input_scale,
-           I, w.scale_exp, k, offset, *c.x, ws.pair_expert, ws.x2, ws.status);
+  // Top-k ids are routed inside FC1; router logits were routed by moe_route_logits.
+  const bool fused = c.routing.logits == nullptr;
+  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
+  const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
+  const bool shared = pairs_per_pass(c.tokens, s.top_k) > 1;
+  cl::Kernel& fc1 = shared ? fc1_shared_ : fc1_;
+  set_args(fc1, "moe_split_fc1", w.split_gate, w.split_gate_scales, w.split_up, w.split_up_scales, w.fc1_factor,
+           w.fc1_input_scale, w.fc2_input_scale, I, w.scale_exp, k, offset, *c.x, as_int(pairs), cl_int{fused ? 1 : 0},
+           ids, weights, as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert,
+           ws.pair_weight, ws.x2, ws.status);
   const std::size_t tiles1 = static_cast<std::size_t>((s.intermediate + g.rows1() - 1) / g.rows1());
-  moe_launch(queue, fc1_, "moe_split_fc1",
+  moe_launch(queue, fc1, "moe_split_fc1",
              cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
              cl::NDRange(static_cast<std::size_t>(g.local1), 1), launches, last);
   set_args(fc2_, "moe_split_fc2", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,

@@ -82,6 +82,10 @@ class MoeStrategyKernels {
   MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeLayout& layout,
                      const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
+  // True when this strategy routes top-k ids itself (no routing kernel before it).
+  bool routes_topk() const { return id_ == MoeStrategy::split; }
+  // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
+  int pairs_per_pass(std::int64_t tokens, int top_k) const;
   // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
@@ -93,7 +97,9 @@ class MoeStrategyKernels {
   MoeTiles tiles_;
   MoeLayout layout_;
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
+  cl::Kernel fc1_shared_;  // split: FC1 serving several pairs of an expert a pass (chunks of 2+ tokens)
   SplitGeometry split_;
+  int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::size_t sort_local_limit_ = 1;
 };
 

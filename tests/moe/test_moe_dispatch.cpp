@@ -77,9 +77,11 @@ TEST_P(MoeDispatch, ExpertsWithoutTokensCostNothing) {
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
   const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
-  // Two experts with 20 pairs each: ceil(20 / tile) passes each (decode and split: a tile is one pair).
+  // Two experts with 20 pairs each: ceil(20 / tile) passes each (decode: a tile is one pair;
+  // split: the pairs one FC1 pass serves, several on every device with room for 2 tokens).
   const int tile = layer.tile_pairs_for(T);
-  EXPECT_EQ(tile == 1, GetParam() != "grouped");
+  EXPECT_EQ(tile == 1, GetParam() == "decode");
+  EXPECT_EQ(layer.tile_pairs_for(1), GetParam() == "grouped" ? tile : 1);
   const std::int64_t passes = 2 * ((T + tile - 1) / tile);
   EXPECT_EQ(dev.stats.expert_passes, passes);
   EXPECT_EQ(dev.stats.weight_bytes, static_cast<std::uint64_t>(passes) * layer.expert_weight_bytes());

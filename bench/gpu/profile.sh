@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Per-command breakdown of fp4cl's decode calls on a GPU host (the lent H100): builds fp4cl-bench
+# (and, with FP4CL_GPU_TESTS=REGEX, the tests, running the gtest cases matching REGEX), then times
+# the MoE presets at T = 1 and 8 and the linear decode shapes with --launches, which prints each
+# command's median start and duration (where the time goes: kernels or the gaps between them).
+#
+#   bench/gpu/profile.sh [DEB_DIR] [OUT_DIR]      (arguments as bench/gpu/run-h100.sh)
+#   FP4CL_GPU_SCHEMES   schemes (default nvfp4-w4a16,nvfp4-w4a4)
+#   FP4CL_GPU_KERNEL    MoE strategy to force (default: automatic)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+deb_dir=${1:-$root/.device-deps/debs}
+out=${2:-${OUT:-$root/build-gpu-out}}
+build=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}
+schemes=${FP4CL_GPU_SCHEMES:-nvfp4-w4a16,nvfp4-w4a4}
+mkdir -p "$out"
+if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+targets=(--target fp4cl_bench)
+[ -n "${FP4CL_GPU_TESTS:-}" ] && targets=()
+log "build ($build)"
+{ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFP4CL_WERROR=ON &&
+  cmake --build "$build" -j"$(nproc)" "${targets[@]}"; } >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+bench="$build/bench/fp4cl-bench"
+if [ -n "${FP4CL_GPU_TESTS:-}" ]; then
+  log "tests matching ${FP4CL_GPU_TESTS}"
+  (cd "$build" && ctest -j8 --timeout 300 -R "$FP4CL_GPU_TESTS" >"$out/ctest.log" 2>&1)
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$out/ctest.log" | tail -30 >&2
+fi
+kernel=()
+[ -n "${FP4CL_GPU_KERNEL:-}" ] && kernel=(--kernel "$FP4CL_GPU_KERNEL")
+for preset in qwen3-30b-a3b mixtral-8x7b; do
+  log "moe $preset"
+  "$bench" moe --preset "$preset" --tokens 1,8 --scheme "$schemes" "${kernel[@]}" --iters 30 --warmup 3 --launches \
+    2>"$out/moe-$preset.launches" | tee "$out/moe-$preset.txt" | grep -E "^ *[0-9]+ +moe" >&2
+  cat "$out/moe-$preset.launches" >&2
+done
+log "linear"
+for nk in "4096 4096" "2048 768"; do
+  set -- $nk
+  "$bench" linear -n "$1" -k "$2" --tokens 1,8 --scheme "$schemes" --iters 30 --warmup 3 --launches \
+    2>"$out/linear-$1x$2.launches" | tee "$out/linear-$1x$2.txt" | grep -E "^ *[0-9]+ +linear" >&2
+done
+log "done"
