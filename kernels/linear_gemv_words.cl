@@ -24,14 +24,24 @@
 // x_odd[4g + j/2] (j odd). W4A16 and W4A4 both run this kernel; for W4A4 the activations hold
 // their FP4 values times their block scales.
 //
+// W4A16 can skip the pre-pass (WORDS_BF16_X = 1): x is then the layer's BF16 input [M, K] itself,
+// and each work-group first converts its tokens' rows to fp32 in element order into local memory
+// (`xl`, tokens × K floats: 3 vector instructions per 16 activations, against about 70 per 16
+// weights of each of the group's 16 rows), which saves the pre-pass launch and its wait.
+//
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
 //   WORDS_TOKENS        tokens per work-item of linear_gemv_words_tokens (_single: 1, _pair: 2)
-// Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size.
+//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16), converted into `xl`; 0: split fp32 rows, `xl` unused
+// Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
+// tokens × K floats (WORDS_BF16_X) or one.
 #include "common/fp4_dot.cl"
 
 #ifndef WORDS_TOKENS
 #error "WORDS_TOKENS (tokens per work-item) must be defined"
+#endif
+#ifndef WORDS_BF16_X
+#define WORDS_BF16_X 0
 #endif
 #if FP4CL_FORMAT_MXFP4
 #define WORDS_BLOCK 32
@@ -59,11 +69,26 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 }
 
 inline void gemv_words(const __global uint* restrict codes, const __global uchar* restrict scales,
-                       const __global float* restrict x, __global uchar* restrict y,
+                       const __global void* restrict xin, __global uchar* restrict y,
                        const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
-                       int exp_bias, float epilogue, int has_bias, int out_bf16, const uint tokens) {
+                       int exp_bias, float epilogue, int has_bias, int out_bf16, __local float* restrict xl,
+                       const uint tokens) {
   const uint g = get_global_id(0);
   const uint m0 = get_global_id(1) * tokens;
+#if WORDS_BF16_X
+  // The group's tokens' BF16 rows to fp32 (element order) in local memory, shared by its work-items;
+  // a token past the last repeats it (results dropped). Every work-item meets the barrier.
+  const __global ushort* xb = (const __global ushort*)xin;
+  for (uint i = get_local_id(0); i < tokens * (k / 16u); i += get_local_size(0)) {
+    const uint t = i / (k / 16u), c = i % (k / 16u);
+    const __global ushort* row = xb + (size_t)min(m0 + t, m_tokens - 1u) * k;
+    vstore16(as_float16(convert_uint16(vload16(c, row)) << 16), 0, xl + t * k + 16u * c);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  (void)xl;
+  const __global float* restrict x = (const __global float*)xin;
+#endif
   if (g * 16u >= n_rows || m0 >= m_tokens) return;
   const uint chunks = k / 16u;
   const __global uint* wp = codes + (size_t)g * (k / 8u) * 16u;
@@ -72,13 +97,26 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
   const float16 table = (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                                   -3.0f, -4.0f, -6.0f);
 
+#if WORDS_BF16_X
+  // Element 16c + i of token t at xl[t·K + 16c + i].
+#define WORDS_X_AT(t, c) (xl + (t) * k + 16u * (c))
+#define WORDS_EVEN(p, i) ((p)[2 * (i)])
+#define WORDS_ODD(p, i) ((p)[2 * (i) + 1])
+  float16 acc[WORDS_TOKENS];
+  for (uint t = 0; t < tokens; ++t) acc[t] = (float16)(0.0f);
+#else
+  // Split rows: element 16c + 2i at x_even[8c + i], 16c + 2i + 1 at x_odd[8c + i].
   // Token t reads row min(m0 + t, M - 1): a group past the last token repeats it (results dropped).
+#define WORDS_X_AT(t, c) (xe[t] + 8u * (c))
+#define WORDS_EVEN(p, i) ((p)[i])
+#define WORDS_ODD(p, i) ((p)[half_k + (i)])
   const __global float* xe[WORDS_TOKENS];
   float16 acc[WORDS_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     xe[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
     acc[t] = (float16)(0.0f);
   }
+#endif
 
   for (uint c = 0; c < chunks; ++c) {
     const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);
@@ -91,27 +129,32 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
     const float16 d12 = words_lut(table, (w1 >> 16u) & 15u), d13 = words_lut(table, (w1 >> 20u) & 15u);
     const float16 d14 = words_lut(table, (w1 >> 24u) & 15u), d15 = words_lut(table, w1 >> 28u);
     const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);
-    const uint j = 8u * c;  // the chunk's first element in the even (and odd) half
     for (uint t = 0; t < tokens; ++t) {
-      const __global float* e = xe[t] + j;
-      const __global float* o = xe[t] + half_k + j;
+#if WORDS_BF16_X
+      __local const float* p = WORDS_X_AT(t, c);
+#else
+      const __global float* p = WORDS_X_AT(t, c);
+#endif
       // Four chains: elements 4i + r go to chain r.
-      float16 a0 = d0 * e[0], a1 = d1 * o[0], a2 = d2 * e[1], a3 = d3 * o[1];
-      a0 = fma(d4, (float16)(e[2]), a0);
-      a1 = fma(d5, (float16)(o[2]), a1);
-      a2 = fma(d6, (float16)(e[3]), a2);
-      a3 = fma(d7, (float16)(o[3]), a3);
-      a0 = fma(d8, (float16)(e[4]), a0);
-      a1 = fma(d9, (float16)(o[4]), a1);
-      a2 = fma(d10, (float16)(e[5]), a2);
-      a3 = fma(d11, (float16)(o[5]), a3);
-      a0 = fma(d12, (float16)(e[6]), a0);
-      a1 = fma(d13, (float16)(o[6]), a1);
-      a2 = fma(d14, (float16)(e[7]), a2);
-      a3 = fma(d15, (float16)(o[7]), a3);
+      float16 a0 = d0 * WORDS_EVEN(p, 0), a1 = d1 * WORDS_ODD(p, 0), a2 = d2 * WORDS_EVEN(p, 1), a3 = d3 * WORDS_ODD(p, 1);
+      a0 = fma(d4, (float16)(WORDS_EVEN(p, 2)), a0);
+      a1 = fma(d5, (float16)(WORDS_ODD(p, 2)), a1);
+      a2 = fma(d6, (float16)(WORDS_EVEN(p, 3)), a2);
+      a3 = fma(d7, (float16)(WORDS_ODD(p, 3)), a3);
+      a0 = fma(d8, (float16)(WORDS_EVEN(p, 4)), a0);
+      a1 = fma(d9, (float16)(WORDS_ODD(p, 4)), a1);
+      a2 = fma(d10, (float16)(WORDS_EVEN(p, 5)), a2);
+      a3 = fma(d11, (float16)(WORDS_ODD(p, 5)), a3);
+      a0 = fma(d12, (float16)(WORDS_EVEN(p, 6)), a0);
+      a1 = fma(d13, (float16)(WORDS_ODD(p, 6)), a1);
+      a2 = fma(d14, (float16)(WORDS_EVEN(p, 7)), a2);
+      a3 = fma(d15, (float16)(WORDS_ODD(p, 7)), a3);
       acc[t] = fma((a0 + a1) + (a2 + a3), s, acc[t]);
     }
   }
+#undef WORDS_X_AT
+#undef WORDS_EVEN
+#undef WORDS_ODD
 
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
@@ -127,11 +170,11 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
 
 #define WORDS_KERNEL(name, tokens)                                                                              \
   __kernel void name(const __global uint* restrict codes, const __global uchar* restrict scales,                \
-                     const __global float* restrict x, __global uchar* restrict y,                              \
+                     const __global void* restrict x, __global uchar* restrict y,                               \
                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,        \
-                     int exp_bias, float epilogue, int has_bias, int out_bf16) {                                \
+                     int exp_bias, float epilogue, int has_bias, int out_bf16, __local float* restrict xl) {    \
     gemv_words(codes, scales, x, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16, \
-               tokens);                                                                                         \
+               xl, tokens);                                                                                     \
   }
 WORDS_KERNEL(linear_gemv_words_single, 1u)
 WORDS_KERNEL(linear_gemv_words_pair, 2u)

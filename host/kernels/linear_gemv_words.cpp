@@ -1,7 +1,11 @@
 // Strategy "gemv_words": kernels/linear_gemv_words.cl, 16 weight rows per work-item as float16 lanes
 // (decode on CPUs with 16-lane vectors). Its weights are the "words" layout
-// (prepare/fp4_words_layout.hpp); the activations come from the same pre-pass as the rows kernels.
+// (prepare/fp4_words_layout.hpp). W4A4 activations come from the same pre-pass as the rows
+// kernels'; W4A16 reads the BF16 input itself (converted per work-group into local memory, no
+// pre-pass launch) when WORDS_TOKENS rows of it fit in a quarter of the device's local memory.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
@@ -51,9 +55,14 @@ class GemvWordsKernel final : public LinearKernel {
     tokens_ = value(config, "WORDS_TOKENS");
     local_ = value(config, "WORDS_LOCAL");
     kpad_ = (config.k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
-    activations_.prepare(ctx, config.scheme, config.k, kpad_, weight.input_global_scale, config.max_tokens);
+    k_ = config.k;
+    const std::uint64_t x_bytes = static_cast<std::uint64_t>(std::max<long long>(tokens_, 2) * config.k) * sizeof(float);
+    bf16_x_ = config.scheme.w4a16() && x_bytes <= ctx.info().local_mem_bytes / 4;
+    if (!bf16_x_)
+      activations_.prepare(ctx, config.scheme, config.k, kpad_, weight.input_global_scale, config.max_tokens);
     BuildOptions options = linear_format_options(config.scheme.weight);
     options.define("WORDS_TOKENS", tokens_);
+    options.define("WORDS_BF16_X", bf16_x_ ? 1 : 0);
     kernels_ = {ctx.programs().kernel("linear_gemv_words.cl", "linear_gemv_words_single", options),
                 ctx.programs().kernel("linear_gemv_words.cl", "linear_gemv_words_pair", options),
                 ctx.programs().kernel("linear_gemv_words.cl", "linear_gemv_words_tokens", options)};
@@ -69,24 +78,33 @@ class GemvWordsKernel final : public LinearKernel {
     set_arg(12, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
   }
 
-  std::size_t workspace_bytes() const override { return activations_.workspace_bytes(); }
+  std::size_t workspace_bytes() const override { return bf16_x_ ? 0 : activations_.workspace_bytes(); }
 
   void apply(const Context& ctx, const LinearCall& call) override {
-    std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
-    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
-    if (call.events) call.events->push_back(pass.front());
-    set_arg(2, *call.workspace, "the split activations");
+    std::vector<cl::Event> pass;
+    if (bf16_x_) {
+      if (call.wait) pass = *call.wait;
+      set_arg(2, *call.x, "the BF16 activations");
+    } else {
+      pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
+      // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+      if (call.events) call.events->push_back(pass.front());
+      set_arg(2, *call.workspace, "the split activations");
+    }
     set_arg(3, *call.y, "the output");
     set_arg(4, *call.bias, "the bias");
     set_arg(6, static_cast<cl_uint>(call.m), "the token count");
     const std::int64_t per_item = call.m <= 2 ? call.m : tokens_;
     cl::Kernel& run = kernels_[call.m <= 2 ? static_cast<std::size_t>(call.m - 1) : 2];
+    // The converted BF16 rows of the group's tokens (one float when unused).
+    const std::size_t xl = bf16_x_ ? static_cast<std::size_t>(per_item * k_) * sizeof(float) : sizeof(float);
+    check_cl(run.setArg(13, cl::Local(xl)), "setting the local activations (argument 13) of linear_gemv_words");
     const auto local = static_cast<std::size_t>(local_);
     const auto groups = static_cast<std::size_t>(weights_->info.groups);
     const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
     cl::Event event;
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                    cl::NDRange(local, 1), &pass, &event),
+                                    cl::NDRange(local, 1), pass.empty() ? nullptr : &pass, &event),
              "enqueueing linear_gemv_words ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
     if (call.events) call.events->push_back(event);
   }
@@ -113,8 +131,9 @@ class GemvWordsKernel final : public LinearKernel {
   std::shared_ptr<const DeviceFp4WordsLayout> weights_;
   LinearActivationPass activations_;
   std::vector<cl::Kernel> kernels_;
-  std::int64_t max_tokens_ = 0, kpad_ = 0;
+  std::int64_t max_tokens_ = 0, kpad_ = 0, k_ = 0;
   long long tokens_ = 0, local_ = 0;
+  bool bf16_x_ = false;  // W4A16 reading its BF16 input directly (no pre-pass)
 };
 
 }  // namespace

@@ -105,7 +105,8 @@ TEST(LinearApi, DeviceBuffersWaitForTheWaitList) {
   cl::Event done = layer.enqueue(xb, yb, 5, {gate});
   // Nothing can run before the gate opens.
   EXPECT_NE(done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>(), CL_COMPLETE);
-  EXPECT_EQ(layer.last_events().size(), 2u);  // activation pass, matmul
+  // Activation pass and matmul; gemv_words (the CPU default) reads W4A16's BF16 input itself.
+  EXPECT_EQ(layer.last_events().size(), layer.kernel_name(5) == "gemv_words" ? 1u : 2u);
   EXPECT_EQ(layer.last_events().back()(), done());
   ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
   ASSERT_EQ(done.wait(), CL_SUCCESS);
