@@ -12,6 +12,8 @@
 //   moe_split_fc2  one work-group per (tile of output rows, token): all k slots of the token at
 //                  once (slot lanes), partial sums reduced in local memory in a fixed order:
 //                  out[t, n] = Σ_s w[t,s] · fc2_factor[e_s] · (W2[e_s] x2[t·k+s])[n].
+//                  Where experts have several pairs (SPLIT_PAIRS > 1): moe_split_fc2_pairs writes
+//                  each pair's term in one pass per expert and moe_split_reduce sums them.
 //
 // Weight layout ("split layout", host/layers/moe_weights.cpp), per matrix [E, N, K] with L lanes
 // per row (K a multiple of 32·L): row-major rows of K/32 uint4 words; step s of a row holds L
@@ -27,7 +29,8 @@
 //        SPLIT_PAIRS (pairs per pass, default 1; > 1 needs at most SPLIT_MAX_PAIRS pairs a chunk),
 //        SPLIT_RPG (rows per lane group; W4A4 needs SPLIT_LOCAL1 / SPLIT_LANES1 · SPLIT_RPG to be
 //        a multiple of the block), SPLIT_HIDDEN (H, for the local copy of the token);
-//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group).
+//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group),
+//        SPLIT_PAIRS (moe_split_fc2_pairs, moe_split_reduce).
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
@@ -58,59 +61,118 @@ inline void split_scales(uint2 bytes, int scale_exp, float* s) {
 #endif
 }
 
-// One lane's 32 weights of one step times their block scales (w: the lane's uint4, s: its eight
-// scales), in the order the dot products below read them.
-inline void split_decode_step(uint4 w, const float* s, float* wv) {
-  const uint words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const uint word = words[q / 2];
-    const int j0 = 4 * (q % 2);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) wv[4 * q + c] = moe_e2m1(word, j0 + c) * s[q];
+// Σ over one lane's 32 elements of one step: weights w (uint4), scales s[8], activations at x
+// (the lane's first float4; the others follow at a stride of 4·lanes floats). OpenCL C 1.2 has
+// no generic address space: one definition, instantiated for activations in local memory
+// (split_dot_step) and in global memory (split_dot_step_global).
+#define SPLIT_DOT_STEP(NAME, SPACE)                                                        \
+  inline float NAME(uint4 w, const float* s, const SPACE float* x, int stride) {           \
+    const uint words[4] = {w.x, w.y, w.z, w.w};                                            \
+    float acc0 = 0.0f, acc1 = 0.0f;                                                        \
+    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                        \
+      const float4 xv = vload4(0, x + q * stride);                                         \
+      const uint word = words[q / 2];                                                      \
+      const int j0 = 4 * (q % 2);                                                          \
+      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];        \
+      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];    \
+      acc0 = fma(a, xv.x, acc0);                                                           \
+      acc1 = fma(b, xv.y, acc1);                                                           \
+      acc0 = fma(c, xv.z, acc0);                                                           \
+      acc1 = fma(d, xv.w, acc1);                                                           \
+    }                                                                                      \
+    return acc0 + acc1;                                                                    \
   }
-}
+SPLIT_DOT_STEP(split_dot_step, __local)
+SPLIT_DOT_STEP(split_dot_step_global, __global)
+#undef SPLIT_DOT_STEP
 
-// Σ over one lane's 32 elements of one step: decoded weights wv (split_decode_step), activations
-// at x (the lane's first float4; the others follow at a stride of 4·lanes floats), two chains.
-// OpenCL C 1.2 has no generic address space: one definition, instantiated for activations in
-// local memory (split_dot_decoded) and in global memory (split_dot_decoded_global).
-#define SPLIT_DOT_DECODED(NAME, SPACE)                                          \
-  inline float NAME(const float* wv, const SPACE float* x, int stride) {        \
-    float acc0 = 0.0f, acc1 = 0.0f;                                             \
-    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                             \
-      const float4 xv = vload4(0, x + q * stride);                              \
-      acc0 = fma(wv[4 * q], xv.x, acc0);                                        \
-      acc1 = fma(wv[4 * q + 1], xv.y, acc1);                                    \
-      acc0 = fma(wv[4 * q + 2], xv.z, acc0);                                    \
-      acc1 = fma(wv[4 * q + 3], xv.w, acc1);                                    \
-    }                                                                           \
-    return acc0 + acc1;                                                         \
-  }
-SPLIT_DOT_DECODED(split_dot_decoded, __local)
-SPLIT_DOT_DECODED(split_dot_decoded_global, __global)
-#undef SPLIT_DOT_DECODED
-
-inline float split_dot_step_global(uint4 w, const float* s, const __global float* x, int stride) {
-  float wv[32];
-  split_decode_step(w, s, wv);
-  return split_dot_decoded_global(wv, x, stride);
-}
-
-#ifdef SPLIT_LANES1
-#define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
-#define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
 #ifndef SPLIT_PAIRS
 #define SPLIT_PAIRS 1
 #endif
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
 
+// split_dot_step for np <= SPLIT_PAIRS pairs of one expert at once: each weight is decoded once
+// and meets every pair's activations (x[j] + offset: pair j's, as split_dot_step's x); acc[j] +=
+// pair j's sum, with the same operations in the same order as split_dot_step (two chains).
+#define SPLIT_DOT_PAIRS(NAME, SPACE)                                                                  \
+  inline void NAME(uint4 w, const float* s, const SPACE float* const* x, int offset, int stride, int np, \
+                   float* acc) {                                                                      \
+    const uint words[4] = {w.x, w.y, w.z, w.w};                                                       \
+    float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];                                                           \
+    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
+      c0[j] = 0.0f;                                                                                   \
+      c1[j] = 0.0f;                                                                                   \
+    }                                                                                                 \
+    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                                   \
+      const uint word = words[q / 2];                                                                 \
+      const int j0 = 4 * (q % 2);                                                                     \
+      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];                   \
+      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];               \
+      _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                       \
+        if (j < np) {                                                                                 \
+          const float4 xv = vload4(0, x[j] + offset + q * stride);                                    \
+          c0[j] = fma(a, xv.x, c0[j]);                                                                \
+          c1[j] = fma(b, xv.y, c1[j]);                                                                \
+          c0[j] = fma(c, xv.z, c0[j]);                                                                \
+          c1[j] = fma(d, xv.w, c1[j]);                                                                \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
+      if (j < np) acc[j] += c0[j] + c1[j];                                                            \
+    }                                                                                                 \
+  }
+SPLIT_DOT_PAIRS(split_dot_pairs, __local)
+SPLIT_DOT_PAIRS(split_dot_pairs_global, __global)
+#undef SPLIT_DOT_PAIRS
+
 // The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
-// pair_expert (written by moe_route_logits).
+// pair_expert (written by moe_route_logits or moe_split_fc1).
 inline int split_expert_of(int q, int route_fused, __global const int* topk_ids, long first_pair, int num_global,
                            __global const int* expert_map, int num_local, __global const int* pair_expert) {
   return route_fused ? moe_local_expert(topk_ids[first_pair + q], num_global, expert_map, num_local) : pair_expert[q];
 }
+
+#if SPLIT_PAIRS > 1
+// The pairs one pass over expert e's rows serves, for the work-group of pair p (all its
+// work-items call this): the chunk's pairs of e in chunk order, in runs of SPLIT_PAIRS, each run
+// served by the work-group of its first pair. Returns how many pairs this work-group serves (0:
+// another one serves p) and lists them in plist, using `same` (a bit set of the chunk's pairs of
+// e) and `served` as local scratch.
+inline int split_pass(int p, int e, int pairs, int route_fused, __global const int* topk_ids, long first_pair,
+                      int num_global, __global const int* expert_map, int num_local, __global const int* pair_expert,
+                      __local uint* same, __local int* plist, __local int* served, int lid, int local_size) {
+  for (int i = lid; i < SPLIT_MAX_PAIRS / 32; i += local_size) same[i] = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int q = lid; q < pairs; q += local_size) {
+    if (split_expert_of(q, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert) == e)
+      atomic_or(&same[q / 32], 1u << (q % 32));
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    int rank = popcount(same[p / 32] & ((1u << (p % 32)) - 1u));
+    for (int i = 0; i < p / 32; ++i) rank += popcount(same[i]);
+    int n = 0;
+    if (rank % SPLIT_PAIRS == 0) {
+      for (int i = p / 32; i < (pairs + 31) / 32 && n < SPLIT_PAIRS; ++i) {
+        uint bits = same[i] & (i == p / 32 ? ~((1u << (p % 32)) - 1u) : 0xFFFFFFFFu);
+        while (bits != 0u && n < SPLIT_PAIRS) {
+          const uint low = bits & (0u - bits);
+          plist[n++] = i * 32 + (31 - (int)clz(low));
+          bits ^= low;
+        }
+      }
+    }
+    *served = n;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *served;
+}
+#endif
+
+#ifdef SPLIT_LANES1
+#define SPLIT_GROUPS1 (SPLIT_LOCAL1 / SPLIT_LANES1)
+#define SPLIT_ROWS1 (SPLIT_GROUPS1 * SPLIT_RPG)
 
 //   gate, up [E, I, H] split layout, gate_s, up_s their scales
 //   fc1_factor [E, 2], fc1_input_scale [E] (W4A4 NVFP4), fc2_input_scale [E] (W4A4 NVFP4)
@@ -149,36 +211,11 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
   if (e < 0) return;  // uniform over the work-group: no barrier is skipped by part of it
 
 #if SPLIT_PAIRS > 1
-  // The chunk's pairs of expert e as a bit set; this work-group serves p and the next
-  // SPLIT_PAIRS - 1 of them when p's rank among them is a multiple of SPLIT_PAIRS.
   __local uint same[SPLIT_MAX_PAIRS / 32];
   __local int plist[SPLIT_PAIRS];
   __local int served;
-  for (int i = lid; i < SPLIT_MAX_PAIRS / 32; i += SPLIT_LOCAL1) same[i] = 0u;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int q = lid; q < pairs; q += SPLIT_LOCAL1) {
-    if (split_expert_of(q, route_fused, topk_ids, first_pair, num_global, expert_map, num_local, pair_expert) == e)
-      atomic_or(&same[q / 32], 1u << (q % 32));
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid == 0) {
-    int rank = popcount(same[p / 32] & ((1u << (p % 32)) - 1u));
-    for (int i = 0; i < p / 32; ++i) rank += popcount(same[i]);
-    int n = 0;
-    if (rank % SPLIT_PAIRS == 0) {
-      for (int i = p / 32; i < (pairs + 31) / 32 && n < SPLIT_PAIRS; ++i) {
-        uint bits = same[i] & (i == p / 32 ? ~((1u << (p % 32)) - 1u) : 0xFFFFFFFFu);
-        while (bits != 0u && n < SPLIT_PAIRS) {
-          const uint low = bits & (0u - bits);
-          plist[n++] = i * 32 + (31 - (int)clz(low));
-          bits ^= low;
-        }
-      }
-    }
-    served = n;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int np = served;
+  const int np = split_pass(p, e, pairs, route_fused, topk_ids, first_pair, num_global, expert_map, num_local,
+                            pair_expert, same, plist, &served, lid, SPLIT_LOCAL1);
   if (np == 0) return;  // uniform: another work-group serves p
 #define SPLIT_PAIR(j) plist[j]
 #else
@@ -230,26 +267,21 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       accu[r][j] = 0.0f;
     }
   }
+  const __local float* xs[SPLIT_PAIRS];  // pair j's activations for this lane
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = xl + j * SPLIT_HIDDEN + 4 * lane;
   for (int st = 0; st < steps; ++st) {
-    const __local float* xs = xl + st * SPLIT_STEP1 + 4 * lane;
 #pragma unroll
     for (int r = 0; r < SPLIT_RPG; ++r) {
       const long wi = row_of[r] * row_words + lane + st * SPLIT_LANES1;
       const long si = row_of[r] * row_scales + sgroup + st * SPLIT_GROUPS(SPLIT_LANES1);
       const uint4 wgate = gate[wi], wup = up[wi];
       const uint2 bg = gate_s[si], bu = up_s[si];
-      float sgate[8], sup[8], vgate[32], vup[32];
+      float sgate[8], sup[8];
       split_scales(bg, scale_exp, sgate);
       split_scales(bu, scale_exp, sup);
-      split_decode_step(wgate, sgate, vgate);
-      split_decode_step(wup, sup, vup);
-#pragma unroll
-      for (int j = 0; j < SPLIT_PAIRS; ++j) {
-        if (j < np) {
-          accg[r][j] += split_dot_decoded(vgate, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
-          accu[r][j] += split_dot_decoded(vup, xs + j * SPLIT_HIDDEN, 4 * SPLIT_LANES1);
-        }
-      }
+      split_dot_pairs(wgate, sgate, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accg[r]);
+      split_dot_pairs(wup, sup, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, np, accu[r]);
     }
   }
 #if MOE_W4A4
@@ -373,4 +405,78 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   const int row = get_group_id(0) * SPLIT_ROWS2 + lid;
   if (lid < SPLIT_ROWS2 && row < hidden) split_store_out(result, out, ((long)token_offset + t) * hidden + row);
 }
+
+#if SPLIT_PAIRS > 1
+#define SPLIT_ROWS2P (SPLIT_LOCAL2 / SPLIT_LANES2)
+//   moe_split_fc2_pairs: the FC2 of chunks where experts have several pairs: work-group
+//   (tile of SPLIT_ROWS2P output rows, pair p) makes one pass over the tile's rows of p's expert
+//   for up to SPLIT_PAIRS of its pairs (split_pass), writing each pair's weighted dot product
+//   y[q, n] = w[q] · (fc2_factor[e] · (W2[e] x2[q])[n]) (the terms moe_split_fc2 sums);
+//   moe_split_reduce then sums each token's k terms in slot order, as moe_split_fc2 does.
+//   w2, w2_s, fc2_factor, x2, pair_expert, pair_weight as moe_split_fc2; y [pairs, H] fp32.
+__kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_split_fc2_pairs(
+    __global const uint4* w2, __global const uint2* w2_s, __global const float* fc2_factor, int hidden, int inter,
+    int scale_exp, __global const float* x2, int pairs, __global const int* pair_expert,
+    __global const float* pair_weight, __global float* y) {
+  __local float part[SPLIT_ROWS2P * SPLIT_LANES2];
+  __local uint same[SPLIT_MAX_PAIRS / 32];
+  __local int plist[SPLIT_PAIRS];
+  __local int served;
+  const int p = get_group_id(1), lid = get_local_id(0);
+  const int e = pair_expert[p];
+  if (e < 0) return;  // uniform
+  const int np = split_pass(p, e, pairs, 0, pair_expert, 0, 0, pair_expert, 0, pair_expert, same, plist, &served, lid,
+                            SPLIT_LOCAL2);
+  if (np == 0) return;  // uniform: another work-group serves p
+  const int lane = lid % SPLIT_LANES2, rg = lid / SPLIT_LANES2;
+  const int row0 = get_group_id(0) * SPLIT_ROWS2P;
+  const int n = min(row0 + rg, hidden - 1);  // rows past H repeat the last one
+  const int steps = inter / SPLIT_STEP2;
+  const long row_words = inter / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES2);
+  const int sgroup = 4 * SPLIT_LANES2 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
+  const long row = (long)e * hidden + n;
+  const __global uint4* w = w2 + row * row_words + lane;
+  const __global uint2* sc = w2_s + row * row_scales + sgroup;
+  float acc[SPLIT_PAIRS];
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] = 0.0f;
+  const __global float* xs[SPLIT_PAIRS];  // pair j's FC2 input for this lane
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = x2 + (long)plist[min(j, np - 1)] * inter + 4 * lane;
+  for (int st = 0; st < steps; ++st) {
+    float sv[8];
+    split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
+    split_dot_pairs_global(w[st * SPLIT_LANES2], sv, xs, st * SPLIT_STEP2, 4 * SPLIT_LANES2, np, acc);
+  }
+  const float factor = fc2_factor[e];
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) {
+    if (j < np) {  // uniform
+      part[rg * SPLIT_LANES2 + lane] = acc[j];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (lid < SPLIT_ROWS2P && row0 + lid < hidden) {  // lanes summed in order
+        float d = 0.0f;
+        for (int l = 0; l < SPLIT_LANES2; ++l) d += part[lid * SPLIT_LANES2 + l];
+        const int q = plist[j];
+        y[(long)q * hidden + row0 + lid] = pair_weight[q] * (d * factor);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+}
+
+//   out [tokens, H] (the caller's): out[t, n] = Σ_s y[t·k + s, n] over the slots with a local
+//   expert, in slot order. One work-item per (n, t).
+__kernel void moe_split_reduce(__global const float* y, __global const int* pair_expert, int hidden, int top_k,
+                               int token_offset, __global void* out) {
+  const int n = get_global_id(0), t = get_global_id(1);
+  if (n >= hidden) return;
+  float result = 0.0f;
+  for (int s = 0; s < top_k; ++s) {
+    const int p = t * top_k + s;
+    if (pair_expert[p] >= 0) result += y[(long)p * hidden + n];
+  }
+  split_store_out(result, out, ((long)token_offset + t) * hidden + n);
+}
+#endif  // SPLIT_PAIRS > 1
 #endif  // SPLIT_LANES2

@@ -85,6 +85,8 @@ class MoeStrategyKernels {
   // True when this strategy routes top-k ids itself (no routing kernel before it).
   bool routes_topk() const { return id_ == MoeStrategy::split; }
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
+  // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
+  // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
   int pairs_per_pass(std::int64_t tokens, int top_k) const;
   // Everything after routing: sort, gather, FC1, FC2 and the top-k sum into chunk.out.
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
@@ -98,8 +100,10 @@ class MoeStrategyKernels {
   MoeLayout layout_;
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
   cl::Kernel fc1_shared_;  // split: FC1 serving several pairs of an expert a pass (chunks of 2+ tokens)
+  cl::Kernel fc2_pairs_, split_reduce_;  // split: the same for FC2, and the top-k sum after it
   SplitGeometry split_;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
+  std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;
 };
 

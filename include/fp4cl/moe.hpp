@@ -17,7 +17,9 @@
 //   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
 //   Batch invariance: the strategy is chosen once per call, by the call's token count, and runs
 //   every chunk of it. The `decode` strategy computes each pair alone, so a token's output bits
-//   depend only on its own row and routing; so does `split` (GPUs). The `grouped` strategy sums a pair's dot products in
+//   depend only on its own row and routing; so does `split` (GPUs: where several pairs share a
+//   pass over an expert's weights, each pair's sums keep the order they have alone; tested by
+//   tests/moe/test_moe_chunks.cpp). The `grouped` strategy sums a pair's dot products in
 //   an order that depends on how many pairs share its tile (one pair gets more accumulator
 //   chains, for speed), so a token's bits can depend on the other tokens of the call and on how
 //   the call is cut into chunks (max_tokens) — within the reference bound, and bit-identical run

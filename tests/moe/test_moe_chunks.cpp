@@ -1,5 +1,6 @@
 // Batch invariance (include/fp4cl/moe.hpp): with MoeConfig::batch_invariant, and always with the
-// decode strategy, a token's output bits do not depend on the batch it comes in: not on the
+// decode and split strategies (split's passes shared by several pairs of an expert and its
+// per-pair FC2 terms summed by a separate kernel give the same bits as a token alone), a token's output bits do not depend on the batch it comes in: not on the
 // workspace size (how a call is cut into chunks), nor on which other tokens share the call (how
 // many pairs of one expert share a tile). Generic data (Gaussian activations, block scales over
 // the whole range, arbitrary global scales), where the fp32 sums are not exact and any change of
@@ -111,12 +112,13 @@ const QuantScheme kSchemes[] = {{WeightFormat::nvfp4, Activations::fp4_dynamic},
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchInvariance,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
-                                                              Variant{"", true})),
+                                                              Variant{"split", false}, Variant{"", true})),
                          name);
 // Forced strategies only: automatic selection runs one token with another strategy than 40.
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchComposition,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
-                                            ::testing::Values(Variant{"grouped", true}, Variant{"decode", false})),
+                                            ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
+                                                              Variant{"split", false})),
                          name);
 
 }  // namespace
