@@ -37,6 +37,61 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
+#if MOE_LUT
+  // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
+  // 4 / n chains per pair and matrix.
+  if (n <= MOE_LUT_MAX_PAIRS) {
+    const int bc = MOE_LUT_MAX_PAIRS / n;
+    const float16 table = MOE_LUT_TABLE;
+    const __global float* xl[MOE_LUT_MAX_PAIRS];
+    float16 tg[MOE_LUT_MAX_PAIRS], tu[MOE_LUT_MAX_PAIRS];
+#pragma unroll
+    for (int m = 0; m < n; ++m) {
+      xl[m] = x1 + (long)(start + min(m, count - 1)) * hidden;
+      tg[m] = tu[m] = (float16)(0.0f);
+    }
+    for (int b = 0; b < hidden / MOE_BLOCK; ++b) {
+      float16 bg[MOE_LUT_MAX_PAIRS], bu[MOE_LUT_MAX_PAIRS];
+#pragma unroll
+      for (int i = 0; i < MOE_LUT_MAX_PAIRS; ++i) bg[i] = bu[i] = (float16)(0.0f);
+#pragma unroll
+      for (int q = 0; q < MOE_BLOCK / 8; ++q) {
+        const int g = b * (MOE_BLOCK / 8) + q;
+        const uint16 wg = vload16(0, gw + (long)g * MOE_GROUP), wu = vload16(0, uw + (long)g * MOE_GROUP);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float16 dg = moe_lut_e2m1(table, wg, j), du = moe_lut_e2m1(table, wu, j);
+#pragma unroll
+          for (int m = 0; m < n; ++m) {
+            const float16 xv = (float16)(xl[m][8 * g + j]);
+            const int c = m * bc + (8 * q + j) % bc;
+            bg[c] = fma(dg, xv, bg[c]);
+            bu[c] = fma(du, xv, bu[c]);
+          }
+        }
+      }
+      const float16 sg = moe_lut_block_scales(gs + b * MOE_GROUP, scale_exp);
+      const float16 su = moe_lut_block_scales(us + b * MOE_GROUP, scale_exp);
+#pragma unroll
+      for (int m = 0; m < n; ++m) {
+        float16 sumg = bg[m * bc], sumu = bu[m * bc];
+#pragma unroll
+        for (int c = 1; c < bc; ++c) {
+          sumg += bg[m * bc + c];
+          sumu += bu[m * bc + c];
+        }
+        tg[m] = fma(sumg, sg, tg[m]);
+        tu[m] = fma(sumu, su, tu[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < n; ++m) {
+      hg[m] = tg[m];
+      hu[m] = tu[m];
+    }
+    return;
+  }
+#endif
   const int chains = MOE_FC1_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
   floatV ag[2 * MOE_TILE_M], au[2 * MOE_TILE_M];

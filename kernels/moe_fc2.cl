@@ -28,6 +28,51 @@
 __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
+#if MOE_LUT
+  // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
+  // 4 / n chains per pair.
+  if (n <= MOE_LUT_MAX_PAIRS) {
+    const int bc = MOE_LUT_MAX_PAIRS / n;
+    const float16 table = MOE_LUT_TABLE;
+    const __global float* xl[MOE_LUT_MAX_PAIRS];
+    float16 t[MOE_LUT_MAX_PAIRS];
+#pragma unroll
+    for (int m = 0; m < n; ++m) {
+      xl[m] = x2 + (long)(start + min(m, count - 1)) * inter;
+      t[m] = (float16)(0.0f);
+    }
+    for (int b = 0; b < inter / MOE_BLOCK; ++b) {
+      float16 bs[MOE_LUT_MAX_PAIRS];
+#pragma unroll
+      for (int i = 0; i < MOE_LUT_MAX_PAIRS; ++i) bs[i] = (float16)(0.0f);
+#pragma unroll
+      for (int q = 0; q < MOE_BLOCK / 8; ++q) {
+        const int g = b * (MOE_BLOCK / 8) + q;
+        const uint16 word = vload16(0, w + (long)g * MOE_GROUP);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float16 d = moe_lut_e2m1(table, word, j);
+#pragma unroll
+          for (int m = 0; m < n; ++m) {
+            const int c = m * bc + (8 * q + j) % bc;
+            bs[c] = fma(d, (float16)(xl[m][8 * g + j]), bs[c]);
+          }
+        }
+      }
+      const float16 sv = moe_lut_block_scales(s + b * MOE_GROUP, scale_exp);
+#pragma unroll
+      for (int m = 0; m < n; ++m) {
+        float16 sum = bs[m * bc];
+#pragma unroll
+        for (int c = 1; c < bc; ++c) sum += bs[m * bc + c];
+        t[m] = fma(sum, sv, t[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < n; ++m) h[m] = t[m];
+    return;
+  }
+#endif
   const int chains = MOE_FC2_CHAINS(n);
   const __global float* xr[MOE_TILE_M];
   floatV acc[4 * MOE_TILE_M];

@@ -90,6 +90,39 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 }
 #endif
 
+// Decode tiles of few pairs on 16-lane CPU vectors (MOE_LUT): element j of the 16 rows is one
+// lookup in a float16 table of the exact E2M1 values, indexed by the nibble, which LLVM compiles to
+// one vpermps on AVX-512 (a variable-index vector written lane by lane; OpenCL's shuffle() is
+// scalarized by PoCL), and the products of a block accumulate unscaled and meet the block's scales
+// once per block: per 16 weights a shift, a mask, a permute and an FMA, against a shift, a shift, a
+// mask, a scale multiply and an FMA for moe_e2m1. NVFP4 only (its scaled block sums stay normal
+// fp32 numbers; MXFP4's scale range does not guarantee it). Tiles of more than
+// MOE_LUT_MAX_PAIRS pairs, and batch-invariant builds (one summation order for every tile size),
+// keep moe_e2m1. GPUs (MOE_VEC < 16) never use it.
+#if MOE_VEC == 16 && defined(MOE_NVFP4) && !defined(MOE_BATCH_INVARIANT) && !defined(MOE_NO_LUT)
+#define MOE_LUT 1
+#define MOE_LUT_MAX_PAIRS 4
+#define MOE_LUT_TABLE \
+  (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f)
+inline float16 moe_lut16(float16 t, uint16 i) {
+  return (float16)(t[i.s0], t[i.s1], t[i.s2], t[i.s3], t[i.s4], t[i.s5], t[i.s6], t[i.s7], t[i.s8], t[i.s9], t[i.sa],
+                   t[i.sb], t[i.sc], t[i.sd], t[i.se], t[i.sf]);
+}
+// The exact E2M1 values of element 8g + j of each lane's row, from the word of elements 8g..8g+7.
+inline float16 moe_lut_e2m1(float16 table, uint16 w, int j) {
+  return moe_lut16(table, j == 7 ? w >> 28u : (w >> (uint)(4 * j)) & 15u);
+}
+// The block scales for unscaled E2M1 sums: those of moe_block_scales times 2^MOE_E2M1_EXP, so
+// that the host's factor 2^-(scale_exp + MOE_E2M1_EXP) still applies (NVFP4: e4m3 × 2^-7 at
+// scale_exp 119, normal for every E4M3 value).
+inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp) {
+  return moe_block_scales(p, scale_exp) * as_float((127 + MOE_E2M1_EXP) << 23);
+}
+#else
+#define MOE_LUT 0
+#define MOE_LUT_MAX_PAIRS 0
+#endif
+
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
 inline floatV moe_round_bf16(floatV v) {
   const intV u = as_intV(v);

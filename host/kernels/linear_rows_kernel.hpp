@@ -60,6 +60,7 @@ float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& weight,
 std::unique_ptr<LinearKernel> make_gemv_rows_kernel();
 std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
 std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cpp
+std::unique_ptr<LinearKernel> make_gemv_words_kernel();  // linear_gemv_words.cpp
 std::unique_ptr<LinearKernel> make_gemv_int_kernel();    // linear_gemv_int.cpp
 std::unique_ptr<LinearKernel> make_gemv_split_kernel();  // linear_gemv_split.cpp
 

@@ -39,6 +39,10 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     return {{"SPLIT_LANES", 32}, {"SPLIT_LOCAL", 256},  {"SPLIT_RPG", 1},
             {"SPLIT_TOKENS", 8}, {"SPLIT_STAGE", 8192}, {"SPLIT_PREPASS_TOKENS", 2}};
   }
+  if (kernel == "gemv_words") {
+    // One group of 16 rows per work-item, one work-item per group on PoCL (DEVICES.md).
+    return {{"WORDS_TOKENS", 4}, {"WORDS_LOCAL", cpu(kind) ? 1 : 64}};
+  }
   if (kernel == "gemv_int") return {{"INT_TOKENS", 4}, {"INT_LOCAL", cpu(kind) ? 1 : 64}};
   if (kernel == "gemm_tiled") {
     // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a

@@ -105,7 +105,8 @@ TEST(LinearApi, DeviceBuffersWaitForTheWaitList) {
   cl::Event done = layer.enqueue(xb, yb, 5, {gate});
   // Nothing can run before the gate opens.
   EXPECT_NE(done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>(), CL_COMPLETE);
-  EXPECT_EQ(layer.last_events().size(), 2u);  // activation pass, matmul
+  // Activation pass and matmul; gemv_words (the CPU default) reads W4A16's BF16 input itself.
+  EXPECT_EQ(layer.last_events().size(), layer.kernel_name(5) == "gemv_words" ? 1u : 2u);
   EXPECT_EQ(layer.last_events().back()(), done());
   ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
   ASSERT_EQ(done.wait(), CL_SUCCESS);
@@ -141,6 +142,10 @@ TEST(LinearApi, MetadataForBenchmarks) {
   // The lanes layout: groups of 8 rows, 64 code bytes and 8 scale bytes per group and 16 elements.
   Linear lanes = Linear::create(context(), w, kNvW4A16, options_for("gemv_lanes", OutputType::bf16, 512));
   EXPECT_EQ(lanes.weight_bytes(), 25u * 180u * 64u + 25u * 180u * 8u);
+  // The words layout: groups of 16 rows, per group 16 words (64 bytes) per 8 elements and 16 scale
+  // bytes per block.
+  Linear words = Linear::create(context(), w, kNvW4A16, options_for("gemv_words", OutputType::bf16, 512));
+  EXPECT_EQ(words.weight_bytes(), 13u * 360u * 64u + 13u * 180u * 16u);
   EXPECT_EQ(layer.n(), 200);
   EXPECT_EQ(layer.k(), 2880);
   EXPECT_NE(layer.describe().find("NVFP4 W4A16 linear 200x2880"), std::string::npos) << layer.describe();
@@ -151,10 +156,9 @@ TEST(LinearApi, MetadataForBenchmarks) {
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", nullptr);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
-  // The decode GEMVs by device class: on CPUs the lanes kernels (W4A4: the integer one), elsewhere
-  // the rows kernel.
+  // The decode GEMVs by device class: on CPUs the words kernel, elsewhere the rows kernel.
   const bool cpu = context().info().kind == DeviceKind::cpu;
-  const std::string gemv_w4a4 = cpu ? "gemv_int" : "gemv_rows", gemv_w4a16 = cpu ? "gemv_lanes" : "gemv_rows";
+  const std::string gemv_w4a4 = cpu ? "gemv_words" : "gemv_rows", gemv_w4a16 = cpu ? "gemv_words" : "gemv_rows";
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), "gemm_tiled");
@@ -184,7 +188,7 @@ TEST(LinearApi, EnvironmentForcesAKernel) {
     const std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, {}); });
     EXPECT_NE(e.find("unknown linear kernel 'turbo'"), std::string::npos) << e;
     EXPECT_NE(e.find("FP4CL_LINEAR_KERNEL"), std::string::npos) << e;
-    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_int, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
+    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_words, gemv_int, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
   }
 }
 
@@ -215,6 +219,8 @@ TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
              {"gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}, {"FP4CL_VEC", 8}, {"GEMV_DECODE_LUT", 0}}},
              {"gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}, {"FP4CL_VEC", 16}, {"GEMV_DECODE_LUT", 1}}},
              {"gemv_lanes", {{"LANES_TOKENS", 3}, {"LANES_LOCAL", 7}}},
+             {"gemv_words", {{"WORDS_TOKENS", 3}, {"WORDS_LOCAL", 7}}},
+             {"gemv_words", {{"WORDS_TOKENS", 5}, {"WORDS_LOCAL", 2}}},
              {"gemv_int", {{"INT_TOKENS", 5}, {"INT_LOCAL", 3}}}}) {
       if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
       LinearOptions o = options_for(kernel, OutputType::fp32, 37);

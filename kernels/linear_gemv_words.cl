@@ -1,0 +1,181 @@
+// FP4 linear, GEMV shape for CPUs with 16-lane float vectors (decode: few tokens):
+// y[m, n] = x[m, :] · W[n, :].
+//
+// One work-item owns a group of 16 weight rows as the 16 lanes of float16 vectors (the "words"
+// layout, host/prepare/fp4_words_layout.hpp): one 64-byte load brings a 32-bit word of each row,
+// the row's 8 consecutive elements 8g .. 8g+7 in the checkpoint's packing (element 8g + j in bits
+// 4j .. 4j+3). Element j of the 16 rows is decoded by one lookup in a 16-entry float16 table of
+// the E2M1 values, indexed by (word >> 4j) & 15: a variable-index vector lookup that LLVM compiles
+// to one vpermps on AVX-512 (see words_lut); the activation is a broadcast scalar folded into the
+// FMA. Per 16 weights: a shift, a mask, a permute and an FMA. The products of a 16-element chunk
+// accumulate in FMA chains and meet the rows' block scales once per chunk.
+//
+// Why (measured on PoCL 3.1, Zen 4 with AVX-512, 2 cores): the "lanes" GEMV (8 rows per
+// work-item, byte-table decode) spends 19 vector instructions per 32 weights on 8-lane vectors
+// (table lookup, two sign extensions, two conversions and two FMAs per 16 codes); this loop
+// spends about 4.3 per 16 weights on 16-lane vectors.
+//
+// Exactness: table values are E2M1 values (2 significant bits); products with the activations
+// (BF16: 8 bits; W4A4 e2m1 × E4M3 scale: 6 bits) are exact in fp32; chunk sums, the scale FMA and
+// the running sum round, as in the other GEMVs.
+//
+// Inputs: the words layout; activations as "split" fp32 rows of KPAD floats (linear_activations.cl:
+// even elements first, then odd ones): element 8g + j is x_even[4g + j/2] (j even) or
+// x_odd[4g + j/2] (j odd). W4A16 and W4A4 both run this kernel; for W4A4 the activations hold
+// their FP4 values times their block scales.
+//
+// W4A16 can skip the pre-pass (WORDS_BF16_X = 1): x is then the layer's BF16 input [M, K] itself,
+// and each work-group first converts its tokens' rows to fp32 in element order into local memory
+// (`xl`, tokens × K floats: 3 vector instructions per 16 activations, against about 70 per 16
+// weights of each of the group's 16 rows), which saves the pre-pass launch and its wait.
+//
+// Build options:
+//   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
+//   WORDS_TOKENS        tokens per work-item of linear_gemv_words_tokens (_single: 1, _pair: 2)
+//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16), converted into `xl`; 0: split fp32 rows, `xl` unused
+// Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
+// tokens × K floats (WORDS_BF16_X) or one.
+#include "common/fp4_dot.cl"
+
+#ifndef WORDS_TOKENS
+#error "WORDS_TOKENS (tokens per work-item) must be defined"
+#endif
+#ifndef WORDS_BF16_X
+#define WORDS_BF16_X 0
+#endif
+#if FP4CL_FORMAT_MXFP4
+#define WORDS_BLOCK 32
+#else
+#define WORDS_BLOCK 16
+#endif
+
+// Lane i of the result is t[i_lane]; the caller masks the indices to 0..15. Written as one
+// element per lane with a variable index, which LLVM turns into one variable permute (vpermps)
+// on AVX-512; OpenCL's shuffle() is scalarized by PoCL (../shared/spec/DEVICES.md).
+inline float16 words_lut(float16 t, uint16 i) {
+  return (float16)(t[i.s0], t[i.s1], t[i.s2], t[i.s3], t[i.s4], t[i.s5], t[i.s6], t[i.s7], t[i.s8], t[i.s9], t[i.sa],
+                   t[i.sb], t[i.sc], t[i.sd], t[i.se], t[i.sf]);
+}
+
+// The 16 rows' scales of one block (16 bytes at s, 4-byte aligned).
+inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias) {
+  const int16 b = convert_int16(as_uchar16(vload4(0, (const __global uint*)s)));
+#if FP4CL_FORMAT_MXFP4
+  return as_float16(clamp(b + exp_bias, 1, 254) << 23);
+#else
+  (void)exp_bias;
+  return as_float16(b << 20) * 0x1p120f;  // E4M3 magnitude bits at 20..26: e4m3 × 2^-120
+#endif
+}
+
+inline void gemv_words(const __global uint* restrict codes, const __global uchar* restrict scales,
+                       const __global void* restrict xin, __global uchar* restrict y,
+                       const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
+                       int exp_bias, float epilogue, int has_bias, int out_bf16, __local float* restrict xl,
+                       const uint tokens) {
+  const uint g = get_global_id(0);
+  const uint m0 = get_global_id(1) * tokens;
+#if WORDS_BF16_X
+  // The group's tokens' BF16 rows to fp32 (element order) in local memory, shared by its work-items;
+  // a token past the last repeats it (results dropped). Every work-item meets the barrier.
+  const __global ushort* xb = (const __global ushort*)xin;
+  for (uint i = get_local_id(0); i < tokens * (k / 16u); i += get_local_size(0)) {
+    const uint t = i / (k / 16u), c = i % (k / 16u);
+    const __global ushort* row = xb + (size_t)min(m0 + t, m_tokens - 1u) * k;
+    vstore16(as_float16(convert_uint16(vload16(c, row)) << 16), 0, xl + t * k + 16u * c);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  (void)xl;
+  const __global float* restrict x = (const __global float*)xin;
+#endif
+  if (g * 16u >= n_rows || m0 >= m_tokens) return;
+  const uint chunks = k / 16u;
+  const __global uint* wp = codes + (size_t)g * (k / 8u) * 16u;
+  const __global uchar* sp = scales + (size_t)g * (k / WORDS_BLOCK) * 16u;
+  const uint half_k = kpad / 2u;
+  const float16 table = (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
+                                  -3.0f, -4.0f, -6.0f);
+
+#if WORDS_BF16_X
+  // Element 16c + i of token t at xl[t·K + 16c + i].
+#define WORDS_X_AT(t, c) (xl + (t) * k + 16u * (c))
+#define WORDS_EVEN(p, i) ((p)[2 * (i)])
+#define WORDS_ODD(p, i) ((p)[2 * (i) + 1])
+  float16 acc[WORDS_TOKENS];
+  for (uint t = 0; t < tokens; ++t) acc[t] = (float16)(0.0f);
+#else
+  // Split rows: element 16c + 2i at x_even[8c + i], 16c + 2i + 1 at x_odd[8c + i].
+  // Token t reads row min(m0 + t, M - 1): a group past the last token repeats it (results dropped).
+#define WORDS_X_AT(t, c) (xe[t] + 8u * (c))
+#define WORDS_EVEN(p, i) ((p)[i])
+#define WORDS_ODD(p, i) ((p)[half_k + (i)])
+  const __global float* xe[WORDS_TOKENS];
+  float16 acc[WORDS_TOKENS];
+  for (uint t = 0; t < tokens; ++t) {
+    xe[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
+    acc[t] = (float16)(0.0f);
+  }
+#endif
+
+  for (uint c = 0; c < chunks; ++c) {
+    const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);
+    const float16 d0 = words_lut(table, w0 & 15u), d1 = words_lut(table, (w0 >> 4u) & 15u);
+    const float16 d2 = words_lut(table, (w0 >> 8u) & 15u), d3 = words_lut(table, (w0 >> 12u) & 15u);
+    const float16 d4 = words_lut(table, (w0 >> 16u) & 15u), d5 = words_lut(table, (w0 >> 20u) & 15u);
+    const float16 d6 = words_lut(table, (w0 >> 24u) & 15u), d7 = words_lut(table, w0 >> 28u);
+    const float16 d8 = words_lut(table, w1 & 15u), d9 = words_lut(table, (w1 >> 4u) & 15u);
+    const float16 d10 = words_lut(table, (w1 >> 8u) & 15u), d11 = words_lut(table, (w1 >> 12u) & 15u);
+    const float16 d12 = words_lut(table, (w1 >> 16u) & 15u), d13 = words_lut(table, (w1 >> 20u) & 15u);
+    const float16 d14 = words_lut(table, (w1 >> 24u) & 15u), d15 = words_lut(table, w1 >> 28u);
+    const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);
+    for (uint t = 0; t < tokens; ++t) {
+#if WORDS_BF16_X
+      __local const float* p = WORDS_X_AT(t, c);
+#else
+      const __global float* p = WORDS_X_AT(t, c);
+#endif
+      // Four chains: elements 4i + r go to chain r.
+      float16 a0 = d0 * WORDS_EVEN(p, 0), a1 = d1 * WORDS_ODD(p, 0), a2 = d2 * WORDS_EVEN(p, 1), a3 = d3 * WORDS_ODD(p, 1);
+      a0 = fma(d4, (float16)(WORDS_EVEN(p, 2)), a0);
+      a1 = fma(d5, (float16)(WORDS_ODD(p, 2)), a1);
+      a2 = fma(d6, (float16)(WORDS_EVEN(p, 3)), a2);
+      a3 = fma(d7, (float16)(WORDS_ODD(p, 3)), a3);
+      a0 = fma(d8, (float16)(WORDS_EVEN(p, 4)), a0);
+      a1 = fma(d9, (float16)(WORDS_ODD(p, 4)), a1);
+      a2 = fma(d10, (float16)(WORDS_EVEN(p, 5)), a2);
+      a3 = fma(d11, (float16)(WORDS_ODD(p, 5)), a3);
+      a0 = fma(d12, (float16)(WORDS_EVEN(p, 6)), a0);
+      a1 = fma(d13, (float16)(WORDS_ODD(p, 6)), a1);
+      a2 = fma(d14, (float16)(WORDS_EVEN(p, 7)), a2);
+      a3 = fma(d15, (float16)(WORDS_ODD(p, 7)), a3);
+      acc[t] = fma((a0 + a1) + (a2 + a3), s, acc[t]);
+    }
+  }
+#undef WORDS_X_AT
+#undef WORDS_EVEN
+#undef WORDS_ODD
+
+  for (uint t = 0; t < tokens; ++t) {
+    const uint m = m0 + t;
+    if (m >= m_tokens) break;
+    float v[16];
+    vstore16(acc[t], 0, v);
+    for (uint r = 0; r < 16u; ++r) {
+      const uint n = g * 16u + r;
+      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
+    }
+  }
+}
+
+#define WORDS_KERNEL(name, tokens)                                                                              \
+  __kernel void name(const __global uint* restrict codes, const __global uchar* restrict scales,                \
+                     const __global void* restrict x, __global uchar* restrict y,                               \
+                     const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,        \
+                     int exp_bias, float epilogue, int has_bias, int out_bf16, __local float* restrict xl) {    \
+    gemv_words(codes, scales, x, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16, \
+               xl, tokens);                                                                                     \
+  }
+WORDS_KERNEL(linear_gemv_words_single, 1u)
+WORDS_KERNEL(linear_gemv_words_pair, 2u)
+WORDS_KERNEL(linear_gemv_words_tokens, WORDS_TOKENS)
