@@ -65,8 +65,13 @@ std::string split_refusal(const MoeTiles& t, const DeviceInfo& device, const Moe
   if (p.hidden % 32 != 0 || p.intermediate % 32 != 0)
     return fmt::format("H = {} and I = {} must be multiples of 32", p.hidden, p.intermediate);
   const SplitGeometry g = split_geometry(t, p);
+  // The split layout splits every row over split_lanes(K) lanes: a work-group holds whole rows.
   if (t.local_i % g.lanes1 != 0)
-    return fmt::format("the FC1 work-group of {} is not a multiple of its {} lanes per row", t.local_i, g.lanes1);
+    return fmt::format("the FC1 work-group of {} is not a multiple of the {} lanes per row of the split layout (K = H = {})",
+                       t.local_i, g.lanes1, p.hidden);
+  if (t.local_h % g.lanes2 != 0)
+    return fmt::format("the FC2 work-group of {} is not a multiple of the {} lanes per row of the split layout (K = I = {})",
+                       t.local_h, g.lanes2, p.intermediate);
   const auto widest = static_cast<std::size_t>(std::max(g.local1, g.local2()));
   if (widest > device.max_work_group_size)
     return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
@@ -159,10 +164,10 @@ const char* to_string(MoeStrategy s) {
 
 SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
   SplitGeometry g;
-  g.lanes1 = std::max(1, std::min(split_lanes(p.hidden), t.local_i));
+  g.lanes1 = std::max(1, split_lanes(p.hidden));  // as the weights were laid out (moe_weights.cpp)
   g.local1 = t.local_i;
   g.rows_per_group = t.tile_m;
-  g.lanes2 = std::max(1, std::min(split_lanes(p.intermediate), t.local_h));
+  g.lanes2 = std::max(1, split_lanes(p.intermediate));
   g.slots = std::max(1, std::min(p.top_k, t.local_h / g.lanes2));
   g.rows2 = std::max(1, t.local_h / (g.lanes2 * g.slots));
   return g;

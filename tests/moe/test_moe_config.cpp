@@ -201,7 +201,18 @@ TEST(MoeConfig, SplitRefusalsNameTheReason) {
   }
   {
     ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=3");
-    expect_create_error(ex, cfg, "the FC1 work-group of 3 is not a multiple of its 2 lanes per row");
+    expect_create_error(ex, cfg, "the FC1 work-group of 3 is not a multiple of the 2 lanes per row of the split layout (K = H = 64)");
+  }
+  {
+    // Fewer work-items than the layout's lanes per row (once computed with too few lanes:
+    // wrong output, found by fp4cl-bench tune).
+    ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=1");
+    expect_create_error(ex, cfg, "the FC1 work-group of 1 is not a multiple of the 2 lanes per row of the split layout (K = H = 64)");
+  }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "split.local_h=1");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 62}), cfg,
+                        "the FC2 work-group of 1 is not a multiple of the 2 lanes per row of the split layout (K = I = 64)");
   }
 }
 
