@@ -82,9 +82,36 @@
     }                                                                                                 \
     _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] += c0[j] + c1[j];                  \
   }
-SPLIT_DOT_PAIRS(split_dot_pairs, __local)
 SPLIT_DOT_PAIRS(split_dot_pairs_global, __global)
 #undef SPLIT_DOT_PAIRS
+
+// The same with each pair's activations already in registers (x[j][q]: split_dot_step's
+// vload4(0, x + q * stride) for pair j), so that several rows reuse one read of them.
+inline void split_dot_pairs_regs(uint4 w, const float* s, float4 x[SPLIT_PAIRS][8], float* acc) {
+  const uint words[4] = {w.x, w.y, w.z, w.w};
+  float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) {
+    c0[j] = 0.0f;
+    c1[j] = 0.0f;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint word = words[q / 2];
+    const int j0 = 4 * (q % 2);
+    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
+    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
+#pragma unroll
+    for (int j = 0; j < SPLIT_PAIRS; ++j) {
+      c0[j] = fma(a, x[j][q].x, c0[j]);
+      c1[j] = fma(b, x[j][q].y, c1[j]);
+      c0[j] = fma(c, x[j][q].z, c0[j]);
+      c1[j] = fma(d, x[j][q].w, c1[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] += c0[j] + c1[j];
+}
 
 // The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
 // pair_expert (written by moe_route_logits or moe_split_fc1).
@@ -231,6 +258,13 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
 #pragma unroll
   for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = xl + min(j, np - 1) * SPLIT_HIDDEN + 4 * lane;
   for (int st = 0; st < steps; ++st) {
+    // This step's activations of each pair, read from local memory once for all SPLIT_RPG rows.
+    float4 xr[SPLIT_PAIRS][8];
+#pragma unroll
+    for (int j = 0; j < SPLIT_PAIRS; ++j) {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) xr[j][q] = vload4(0, xs[j] + st * SPLIT_STEP1 + q * 4 * SPLIT_LANES1);
+    }
 #pragma unroll
     for (int r = 0; r < SPLIT_RPG; ++r) {
       const long wi = row_of[r] * row_words + lane + st * SPLIT_LANES1;
@@ -240,8 +274,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       float sgate[8], sup[8];
       split_scales(bg, scale_exp, sgate);
       split_scales(bu, scale_exp, sup);
-      split_dot_pairs(wgate, sgate, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, accg[r]);
-      split_dot_pairs(wup, sup, xs, st * SPLIT_STEP1, 4 * SPLIT_LANES1, accu[r]);
+      split_dot_pairs_regs(wgate, sgate, xr, accg[r]);
+      split_dot_pairs_regs(wup, sup, xr, accu[r]);
     }
   }
 #if MOE_W4A4

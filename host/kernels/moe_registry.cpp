@@ -179,7 +179,7 @@ int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_
                               4u * (kSplitMaxSharedPairs / 32 + 4 + 1) + 64u;
   const std::uint64_t per_pair = 4u * static_cast<std::uint64_t>(p.hidden);
   if (local_mem_bytes <= fixed) return 1;
-  return static_cast<int>(std::min<std::uint64_t>(4, (local_mem_bytes - fixed) / per_pair));
+  return static_cast<int>(std::min<std::uint64_t>(2, (local_mem_bytes - fixed) / per_pair));
 }
 
 std::vector<std::string> moe_kernel_strategies() {

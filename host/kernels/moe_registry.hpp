@@ -63,8 +63,8 @@ struct SplitGeometry {
 };
 SplitGeometry split_geometry(const MoeTiles& tiles, const MoeProblem& problem);
 // Pairs of one expert that one FC1 pass of the split strategy serves in chunks of several tokens
-// (their tokens staged side by side in local memory): up to 4 as far as `local_mem_bytes` holds
-// them; 1 when not even two fit.
+// (their tokens staged side by side in local memory, each step's activations of every pair held
+// in registers): 2 where `local_mem_bytes` holds two tokens, else 1.
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& problem, std::uint64_t local_mem_bytes);
 // The chunk's pairs, at most, for a shared FC1 pass (SPLIT_MAX_PAIRS in moe_split.cl).
 constexpr std::int64_t kSplitMaxSharedPairs = 512;

@@ -212,7 +212,7 @@ TEST(LinearFaults, EnqueueBeyondMaxTokensFailsCleanly) {
     };
     forward();  // staging allocated
     const std::int64_t calls = calls_of([&] { layer.enqueue(xb, yb, m); });
-    ASSERT_GE(calls, 3 * 4);  // 3 chunks: copy in, pass, matmul (or one kernel), copy out
+    ASSERT_GE(calls, 3 * 3);  // 3 chunks: copy in, (pass,) matmul, copy out
     for (std::int64_t n = 1; n <= calls; ++n) {
       Thrown t;
       {

@@ -105,8 +105,10 @@ TEST(LinearApi, DeviceBuffersWaitForTheWaitList) {
   cl::Event done = layer.enqueue(xb, yb, 5, {gate});
   // Nothing can run before the gate opens.
   EXPECT_NE(done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>(), CL_COMPLETE);
-  // Activation pass and matmul; gemv_words (the CPU default) reads W4A16's BF16 input itself.
-  EXPECT_EQ(layer.last_events().size(), layer.kernel_name(5) == "gemv_words" ? 1u : 2u);
+  // Activation pass and matmul; gemv_words (the CPU default) and gemv_split (the GPU default)
+  // read W4A16's BF16 input themselves.
+  const std::string kernel = layer.kernel_name(5);
+  EXPECT_EQ(layer.last_events().size(), kernel == "gemv_words" || kernel == "gemv_split" ? 1u : 2u);
   EXPECT_EQ(layer.last_events().back()(), done());
   ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
   ASSERT_EQ(done.wait(), CL_SUCCESS);
@@ -156,9 +158,11 @@ TEST(LinearApi, MetadataForBenchmarks) {
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", nullptr);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
-  // The decode GEMVs by device class: on CPUs the words kernel, elsewhere the rows kernel.
-  const bool cpu = context().info().kind == DeviceKind::cpu;
-  const std::string gemv_w4a4 = cpu ? "gemv_words" : "gemv_rows", gemv_w4a16 = cpu ? "gemv_words" : "gemv_rows";
+  // The decode GEMVs by device class: on CPUs the words kernel, on GPUs the split kernel, on
+  // other devices the rows kernel.
+  const DeviceKind kind = context().info().kind;
+  const std::string gemv = kind == DeviceKind::cpu ? "gemv_words" : kind == DeviceKind::gpu ? "gemv_split" : "gemv_rows";
+  const std::string gemv_w4a4 = gemv, gemv_w4a16 = gemv;
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), "gemm_tiled");
