@@ -12,8 +12,6 @@
 //   moe_split_fc2  one work-group per (tile of output rows, token): all k slots of the token at
 //                  once (slot lanes), partial sums reduced in local memory in a fixed order:
 //                  out[t, n] = Σ_s w[t,s] · fc2_factor[e_s] · (W2[e_s] x2[t·k+s])[n].
-//                  Where experts have several pairs (SPLIT_PAIRS > 1): moe_split_fc2_pairs writes
-//                  each pair's term in one pass per expert and moe_split_reduce sums them.
 //
 // Weight layout: the "split layout" of common/fp4_split.cl (host/prepare/fp4_split_layout.cpp),
 // per matrix [E, N, K] (E·N rows of K) with L lanes per row: lane l reads uint4 word l of each
@@ -25,8 +23,9 @@
 //        SPLIT_PAIRS (pairs per pass, default 1; > 1 needs at most SPLIT_MAX_PAIRS pairs a chunk),
 //        SPLIT_RPG (rows per lane group; W4A4 needs SPLIT_LOCAL1 / SPLIT_LANES1 · SPLIT_RPG to be
 //        a multiple of the block), SPLIT_HIDDEN (H, for the local copy of the token);
-//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group),
-//        SPLIT_PAIRS (moe_split_fc2_pairs, moe_split_reduce).
+//   FC2: SPLIT_LANES2 (L for K = I), SPLIT_SLOTS (slot lanes, ≤ k), SPLIT_ROWS2 (rows per group).
+//   (An FC2 with passes shared by an expert's pairs plus a separate top-k sum was measured on an
+//   H100 at mixtral-8x7b T = 8: 600 µs against this one's 508 µs; removed.)
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
@@ -53,40 +52,13 @@
 #endif
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
 
-// split_dot_step for SPLIT_PAIRS pairs of one expert at once: each weight is decoded once and
-// meets every pair's activations (x[j] + offset: pair j's, as split_dot_step's x); acc[j] += pair
-// j's sum, with the same operations in the same order as split_dot_step (two chains). No branch
-// on the pairs actually served: callers point the unused x[j] at a served pair's activations and
-// ignore those sums (constant indices keep every array in registers).
-#define SPLIT_DOT_PAIRS(NAME, SPACE)                                                                  \
-  inline void NAME(uint4 w, const float* s, const SPACE float* const* x, int offset, int stride,         \
-                   float* acc) {                                                                      \
-    const uint words[4] = {w.x, w.y, w.z, w.w};                                                       \
-    float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];                                                           \
-    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                         \
-      c0[j] = 0.0f;                                                                                   \
-      c1[j] = 0.0f;                                                                                   \
-    }                                                                                                 \
-    _Pragma("unroll") for (int q = 0; q < 8; ++q) {                                                   \
-      const uint word = words[q / 2];                                                                 \
-      const int j0 = 4 * (q % 2);                                                                     \
-      const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];                   \
-      const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];               \
-      _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) {                                       \
-        const float4 xv = vload4(0, x[j] + offset + q * stride);                                      \
-        c0[j] = fma(a, xv.x, c0[j]);                                                                  \
-        c1[j] = fma(b, xv.y, c1[j]);                                                                  \
-        c0[j] = fma(c, xv.z, c0[j]);                                                                  \
-        c1[j] = fma(d, xv.w, c1[j]);                                                                  \
-      }                                                                                               \
-    }                                                                                                 \
-    _Pragma("unroll") for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] += c0[j] + c1[j];                  \
-  }
-SPLIT_DOT_PAIRS(split_dot_pairs_global, __global)
-#undef SPLIT_DOT_PAIRS
 
-// The same with each pair's activations already in registers (x[j][q]: split_dot_step's
-// vload4(0, x + q * stride) for pair j), so that several rows reuse one read of them.
+// split_dot_step for SPLIT_PAIRS pairs of one expert at once, with each pair's activations already
+// in registers (x[j][q]: split_dot_step's vload4(0, x + q * stride) for pair j), so that several
+// rows reuse one read of them: each weight is decoded once and meets every pair's activations;
+// acc[j] += pair j's sum, with the same operations in the same order as split_dot_step (two
+// chains). No branch on the pairs actually served: callers point unused slots at a served pair
+// and ignore those sums (constant indices keep every array in registers).
 inline void split_dot_pairs_regs(uint4 w, const float* s, float4 x[SPLIT_PAIRS][8], float* acc) {
   const uint words[4] = {w.x, w.y, w.z, w.w};
   float c0[SPLIT_PAIRS], c1[SPLIT_PAIRS];
@@ -400,77 +372,4 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
   if (lid < SPLIT_ROWS2 && row < hidden) split_store_out(result, out, ((long)token_offset + t) * hidden + row);
 }
 
-#if SPLIT_PAIRS > 1
-#define SPLIT_ROWS2P (SPLIT_LOCAL2 / SPLIT_LANES2)
-//   moe_split_fc2_pairs: the FC2 of chunks where experts have several pairs: work-group
-//   (tile of SPLIT_ROWS2P output rows, pair p) makes one pass over the tile's rows of p's expert
-//   for up to SPLIT_PAIRS of its pairs (split_pass), writing each pair's weighted dot product
-//   y[q, n] = w[q] · (fc2_factor[e] · (W2[e] x2[q])[n]) (the terms moe_split_fc2 sums);
-//   moe_split_reduce then sums each token's k terms in slot order, as moe_split_fc2 does.
-//   w2, w2_s, fc2_factor, x2, pair_expert, pair_weight as moe_split_fc2; y [pairs, H] fp32.
-__kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_split_fc2_pairs(
-    __global const uint4* w2, __global const uint2* w2_s, __global const float* fc2_factor, int hidden, int inter,
-    int scale_exp, __global const float* x2, int pairs, __global const int* pair_expert,
-    __global const float* pair_weight, __global float* y) {
-  __local float part[SPLIT_ROWS2P * SPLIT_LANES2];
-  __local uint same[SPLIT_MAX_PAIRS / 32];
-  __local int plist[SPLIT_PAIRS];
-  __local int served;
-  const int p = get_group_id(1), lid = get_local_id(0);
-  const int e = pair_expert[p];
-  if (e < 0) return;  // uniform
-  const int np = split_pass(p, e, pairs, 0, pair_expert, 0, 0, pair_expert, 0, pair_expert, same, plist, &served, lid,
-                            SPLIT_LOCAL2);
-  if (np == 0) return;  // uniform: another work-group serves p
-  const int lane = lid % SPLIT_LANES2, rg = lid / SPLIT_LANES2;
-  const int row0 = get_group_id(0) * SPLIT_ROWS2P;
-  const int n = min(row0 + rg, hidden - 1);  // rows past H repeat the last one
-  const int steps = inter / SPLIT_STEP2;
-  const long row_words = inter / 32, row_scales = (long)steps * SPLIT_GROUPS(SPLIT_LANES2);
-  const int sgroup = 4 * SPLIT_LANES2 >= MOE_BLOCK ? 4 * lane / MOE_BLOCK : 0;
-  const long row = (long)e * hidden + n;
-  const __global uint4* w = w2 + row * row_words + lane;
-  const __global uint2* sc = w2_s + row * row_scales + sgroup;
-  float acc[SPLIT_PAIRS];
-#pragma unroll
-  for (int j = 0; j < SPLIT_PAIRS; ++j) acc[j] = 0.0f;
-  const __global float* xs[SPLIT_PAIRS];  // pair j's FC2 input for this lane
-#pragma unroll
-  for (int j = 0; j < SPLIT_PAIRS; ++j) xs[j] = x2 + (long)plist[min(j, np - 1)] * inter + 4 * lane;
-  for (int st = 0; st < steps; ++st) {
-    float sv[8];
-    split_scales(sc[st * SPLIT_GROUPS(SPLIT_LANES2)], scale_exp, sv);
-    split_dot_pairs_global(w[st * SPLIT_LANES2], sv, xs, st * SPLIT_STEP2, 4 * SPLIT_LANES2, acc);
-  }
-  const float factor = fc2_factor[e];
-#pragma unroll
-  for (int j = 0; j < SPLIT_PAIRS; ++j) {
-    if (j < np) {  // uniform
-      part[rg * SPLIT_LANES2 + lane] = acc[j];
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (lid < SPLIT_ROWS2P && row0 + lid < hidden) {  // lanes summed in order
-        float d = 0.0f;
-        for (int l = 0; l < SPLIT_LANES2; ++l) d += part[lid * SPLIT_LANES2 + l];
-        const int q = plist[j];
-        y[(long)q * hidden + row0 + lid] = pair_weight[q] * (d * factor);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-  }
-}
-
-//   out [tokens, H] (the caller's): out[t, n] = Σ_s y[t·k + s, n] over the slots with a local
-//   expert, in slot order. One work-item per (n, t).
-__kernel void moe_split_reduce(__global const float* y, __global const int* pair_expert, int hidden, int top_k,
-                               int token_offset, __global void* out) {
-  const int n = get_global_id(0), t = get_global_id(1);
-  if (n >= hidden) return;
-  float result = 0.0f;
-  for (int s = 0; s < top_k; ++s) {
-    const int p = t * top_k + s;
-    if (pair_expert[p] >= 0) result += y[(long)p * hidden + n];
-  }
-  split_store_out(result, out, ((long)token_offset + t) * hidden + n);
-}
-#endif  // SPLIT_PAIRS > 1
 #endif  // SPLIT_LANES2

@@ -34,9 +34,8 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
                                     std::int64_t max_tokens) {
-  // y: the expert outputs of grouped, the per-pair FC2 terms of split.
   const bool needs_y = std::any_of(selection.usable.begin(), selection.usable.end(),
-                                   [](const MoeSelection::Entry& e) { return e.id != MoeStrategy::decode; });
+                                   [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
   const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
@@ -67,7 +66,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.status = device_buffer(ctx, "status", 16);
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
-  if (needs_y) ws.y = device_buffer(ctx, "y (expert outputs / split's FC2 terms)", 4 * P * shape.hidden);
+  if (needs_y) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
   return ws;
 }
 
@@ -122,9 +121,6 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     if (shared_pairs_ > 1) {
       fc1.define("SPLIT_PAIRS", shared_pairs_);
       fc1_shared_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc1", fc1);
-      fc2.define("SPLIT_PAIRS", shared_pairs_);
-      fc2_pairs_ = ctx.programs().kernel("moe_split.cl", "moe_split_fc2_pairs", fc2);
-      split_reduce_ = ctx.programs().kernel("moe_split.cl", "moe_split_reduce", fc2);
     }
     return;
   }
@@ -179,22 +175,6 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   moe_launch(queue, fc1, "moe_split_fc1",
              cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
              cl::NDRange(static_cast<std::size_t>(g.local1), 1), launches, last);
-  // FC2 in passes shared by an expert's pairs too (then the top-k sum is a launch of its own),
-  // else one work-group per (rows, token) over its k slots.
-  if (shared) {
-    const int rows = g.local2() / g.lanes2;
-    set_args(fc2_pairs_, "moe_split_fc2_pairs", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
-             as_int(pairs), ws.pair_expert, ws.pair_weight, ws.y);
-    moe_launch(queue, fc2_pairs_, "moe_split_fc2_pairs",
-               cl::NDRange(static_cast<std::size_t>((s.hidden + rows - 1) / rows * g.local2()),
-                           static_cast<std::size_t>(pairs)),
-               cl::NDRange(static_cast<std::size_t>(g.local2()), 1), launches, last);
-    set_args(split_reduce_, "moe_split_reduce", ws.y, ws.pair_expert, H, k, offset, *c.out);
-    moe_launch(queue, split_reduce_, "moe_split_reduce",
-               cl::NDRange(round_up(s.hidden, 64), static_cast<std::size_t>(c.tokens)), cl::NDRange(64, 1), launches,
-               last);
-    return;
-  }
   set_args(fc2_, "moe_split_fc2", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
            ws.pair_expert, ws.pair_weight, k, offset, *c.out);
   const std::size_t tiles2 = static_cast<std::size_t>((s.hidden + g.rows2 - 1) / g.rows2);

@@ -100,7 +100,6 @@ class MoeStrategyKernels {
   MoeLayout layout_;
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
   cl::Kernel fc1_shared_;  // split: FC1 serving several pairs of an expert a pass (chunks of 2+ tokens)
-  cl::Kernel fc2_pairs_, split_reduce_;  // split: the same for FC2, and the top-k sum after it
   SplitGeometry split_;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
