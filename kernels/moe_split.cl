@@ -274,17 +274,19 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       // One work-item per row sums its lanes in lane order.
-      if (lid < SPLIT_ROWS1) {
+      // One work-item per row sums its lanes in lane order (a work-group may cover more rows
+      // than it has work-items: few lanes per row and several rows per lane group).
+      for (int row = lid; row < SPLIT_ROWS1; row += SPLIT_LOCAL1) {
         float hg = 0.0f, hu = 0.0f;
         for (int l = 0; l < SPLIT_LANES1; ++l) {
-          hg += part[(lid * SPLIT_LANES1 + l) * 2];
-          hu += part[(lid * SPLIT_LANES1 + l) * 2 + 1];
+          hg += part[(row * SPLIT_LANES1 + l) * 2];
+          hu += part[(row * SPLIT_LANES1 + l) * 2 + 1];
         }
         const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
 #if MOE_W4A4
-        a_local[lid] = a;
+        a_local[row] = a;
 #else
-        if (row0 + lid < inter) x2[out_row + lid] = a;
+        if (row0 + row < inter) x2[out_row + row] = a;
 #endif
       }
       barrier(CLK_LOCAL_MEM_FENCE);

@@ -171,6 +171,10 @@ TEST(MoeConfig, SplitGeometriesMatchReference) {
       {kNvW4A16, 1024, 1024, 2, "split.local_i=256,split.local_h=64,split.tile_m=4"},  // 32 lanes, 4 rows
       {QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}, 256, 64, 5,
        "split.local_i=32,split.local_h=8,split.tile_m=8"},  // FC2: fewer slot lanes than k
+      // One lane per row (H = 96): a work-group of 32 covers 128 rows, more than its work-items
+      // (once left 96 of them unwritten on the H100's defaults).
+      {kNvW4A16, 96, 160, 4, "split.local_i=32,split.tile_m=4"},
+      {kNvW4A4, 96, 160, 4, "split.local_i=32,split.tile_m=4"},
   };
   for (const Case& c : cases) {
     ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
@@ -196,7 +200,7 @@ TEST(MoeConfig, SplitRefusalsNameTheReason) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 61});
   {
     // 64 / 2 lanes = 32 lane groups × 1 row: fine; 8 work-items / 2 lanes = 4 rows: not a block.
-    ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=8");
+    ScopedEnv env("FP4CL_MOE_TILES", "split.local_i=8,split.tile_m=1");
     expect_create_error(ex, cfg, "an FC1 work-group covers 4 rows, not a multiple of the NVFP4 block size 16");
   }
   {
