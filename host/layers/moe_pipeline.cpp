@@ -34,7 +34,7 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
                                     std::int64_t max_tokens) {
-  const bool needs_y = std::any_of(selection.usable.begin(), selection.usable.end(),
+  const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(),
                                    [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
   const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
@@ -49,7 +49,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
   const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
-                             4 * P * shape.intermediate + (needs_y ? 4 * P * shape.hidden : 0);
+                             4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
     fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
@@ -66,7 +66,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.status = device_buffer(ctx, "status", 16);
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
-  if (needs_y) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
+  if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
   return ws;
 }
 
