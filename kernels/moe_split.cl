@@ -33,8 +33,8 @@
 
 #define SPLIT_STEP1 (32 * SPLIT_LANES1)
 #define SPLIT_STEP2 (32 * SPLIT_LANES2)
-// The scale decode and the one-pair dot step are the split layout's shared ones
-// (common/fp4_split.cl; split_dot_pairs below does the same operations for several pairs).
+// The E2M1 and scale decodes and the one-pair dot step are the split layout's shared ones
+// (common/fp4_split.cl; split_dot_pairs_regs below does the same operations for several pairs).
 #ifdef MOE_NVFP4
 #define FP4_SPLIT_NVFP4
 #endif
@@ -44,7 +44,6 @@
 #include "common/fp4_split.cl"
 #define SPLIT_GROUPS(lanes) FP4_SPLIT_GROUPS(lanes, MOE_BLOCK)
 #define split_scales fp4_split_scales
-#define split_dot_step fp4_split_dot_step_local
 #define split_dot_step_global fp4_split_dot_step_global
 
 #ifndef SPLIT_PAIRS
@@ -53,10 +52,10 @@
 #define SPLIT_MAX_PAIRS 512  // the chunk's pairs, at most, when SPLIT_PAIRS > 1
 
 
-// split_dot_step for SPLIT_PAIRS pairs of one expert at once, with each pair's activations already
-// in registers (x[j][q]: split_dot_step's vload4(0, x + q * stride) for pair j), so that several
-// rows reuse one read of them: each weight is decoded once and meets every pair's activations;
-// acc[j] += pair j's sum, with the same operations in the same order as split_dot_step (two
+// fp4_split_dot_step_local for SPLIT_PAIRS pairs of one expert at once, with each pair's
+// activations already in registers (x[j][q]: its vload4(0, x + q * stride) for pair j), so that
+// several rows reuse one read of them: each weight is decoded once and meets every pair's
+// activations; acc[j] += pair j's sum, with the same operations in the same order (two
 // chains). No branch on the pairs actually served: callers point unused slots at a served pair
 // and ignore those sums (constant indices keep every array in registers).
 inline void split_dot_pairs_regs(uint4 w, const float* s, float4 x[SPLIT_PAIRS][8], float* acc) {
@@ -71,8 +70,8 @@ inline void split_dot_pairs_regs(uint4 w, const float* s, float4 x[SPLIT_PAIRS][
   for (int q = 0; q < 8; ++q) {
     const uint word = words[q / 2];
     const int j0 = 4 * (q % 2);
-    const float a = moe_e2m1(word, j0) * s[q], b = moe_e2m1(word, j0 + 1) * s[q];
-    const float c = moe_e2m1(word, j0 + 2) * s[q], d = moe_e2m1(word, j0 + 3) * s[q];
+    const float a = fp4_split_e2m1(word, j0) * s[q], b = fp4_split_e2m1(word, j0 + 1) * s[q];
+    const float c = fp4_split_e2m1(word, j0 + 2) * s[q], d = fp4_split_e2m1(word, j0 + 3) * s[q];
 #pragma unroll
     for (int j = 0; j < SPLIT_PAIRS; ++j) {
       c0[j] = fma(a, x[j][q].x, c0[j]);
