@@ -14,16 +14,17 @@
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
 // (x1 / x2, fp32 numbers that are BF16 numbers: BF16 inputs, bf16-rounded SwiGLU outputs, or
-// W4A4's e2m1 × scale) are staged in local memory as BF16 pairs, MMA_KSTAGE chunks of every K
-// slice at a time, and read from there as B fragments by all MMA_RT row tiles of the work-group
-// (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: the fragment reads of a warp,
-// 8 tokens × 4 pairs, hit 32 different banks). Tokens past the tile's count repeat its last one
-// (computed, not stored).
+// W4A4's e2m1 × scale) are read as B fragments either straight from global memory (MMA_STAGE 0:
+// few tokens, one row tile a work-group; no barrier in the K loop) or (MMA_STAGE 1: several row
+// tiles share them) staged in local memory as BF16 pairs, MMA_KSTAGE chunks of every K slice at
+// a time (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: the fragment reads of
+// a warp, 8 tokens × 4 pairs, hit 32 different banks). Tokens past the tile's count repeat its
+// last one (computed, not stored).
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
-//   MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
+//   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
 //   work-items; the work-group's rows (16 · MMA_RT) divide I (FC1) and H (FC2); under W4A4 FC1's
 //   are a multiple of the FP4 block.
 #define MOE_VEC 1
@@ -69,7 +70,41 @@ inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j ==
 // One local buffer holds the staged activations during the K loop and the K slices' partial
 // sums (FC1: gate and up) after it.
 #define MMA_PART_FLOATS (MMA_KSPLIT * MMA_RT * MMA_MATS * MMA_NT * 128)
+#if MMA_STAGE
 #define MMA_LDS_WORDS (MMA_XWORDS > MMA_PART_FLOATS ? MMA_XWORDS : MMA_PART_FLOATS)
+#else
+#define MMA_LDS_WORDS MMA_PART_FLOATS
+#endif
+
+// The B fragment (b0, b1) of k16 tile j of chunk c from global memory, for the lane's token row
+// xr (already offset by 2t).
+inline void mma_b_global(const __global float* xr, int c, int j, uint* b0, uint* b1) {
+  const float2 lo = vload2(0, xr + 64 * c + 16 * j), hi = vload2(0, xr + 64 * c + 16 * j + 8);
+  *b0 = fp4_mma_pack(lo.x, lo.y);
+  *b1 = fp4_mma_pack(hi.x, hi.y);
+}
+// The same from the staged activations (xw: the lane's token row of its K slice, offset by t).
+inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0, uint* b1) {
+  const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
+  *b0 = b[0];
+  *b1 = b[4];
+}
+
+// The K loop's frame: stages of MMA_KSTAGE chunks between barriers (MMA_STAGE), else one pass.
+#if MMA_STAGE
+#define MMA_K_LOOP_BEGIN(x, k_len)                                    \
+  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {                 \
+    const int n = min(MMA_KSTAGE, per_warp - s0);                     \
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous stage is consumed */ \
+    mma_stage(xs, x, k_len, start, count, per_warp, s0, n);           \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define MMA_B(nt, cc, j, b0, b1) mma_b_local(xw, nt, cc, j, b0, b1)
+#else
+#define MMA_K_LOOP_BEGIN(x, k_len) \
+  {                                \
+    const int s0 = 0, n = per_warp;
+#define MMA_B(nt, cc, j, b0, b1) mma_b_global(xr[nt], ks * per_warp + (cc), j, b0, b1)
+#endif
 
 // Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
 // tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + p] = elements 2p, 2p + 1
@@ -119,17 +154,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   const __global mma_scales_t* us = up_s + (rt * chunks + ks * per_warp) * 8 + g;
   __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
   const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
+  const __global float* xr[MMA_NT];
   float cg[MMA_NT][4], cu[MMA_NT][4];
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
+    xr[nt] = x1 + (long)(start + min(nt * 8 + g, count - 1)) * hidden + 2 * t;
 #pragma unroll
     for (int r = 0; r < 4; ++r) cg[nt][r] = cu[nt][r] = 0.0f;
   }
-  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {
-    const int n = min(MMA_KSTAGE, per_warp - s0);
-    barrier(CLK_LOCAL_MEM_FENCE);  // the previous stage is consumed
-    mma_stage(xs, x1, hidden, start, count, per_warp, s0, n);
-    barrier(CLK_LOCAL_MEM_FENCE);
+  MMA_K_LOOP_BEGIN(x1, hidden)
     for (int cc = 0; cc < n; ++cc) {
       const int c = s0 + cc;
       const uint4 wg = gw[c * 32], wu = uw[c * 32];
@@ -141,8 +174,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
         mma_fragment(mma_word(wu, j), su, j, scale_exp, au);
 #pragma unroll
         for (int nt = 0; nt < MMA_NT; ++nt) {
-          const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
-          const uint b0 = b[0], b1 = b[4];
+          uint b0, b1;
+          MMA_B(nt, cc, j, &b0, &b1);
           FP4_MMA(cg[nt], ag, b0, b1, sc, lane);
           FP4_MMA(cu[nt], au, b0, b1, sc, lane);
         }
@@ -224,17 +257,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
   const __global mma_scales_t* s = w2_s + (rt * chunks + ks * per_warp) * 8 + g;
   __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
   const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
+  const __global float* xr[MMA_NT];
   float acc[MMA_NT][4];
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
+    xr[nt] = x2 + (long)(start + min(nt * 8 + g, count - 1)) * inter + 2 * t;
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
   }
-  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {
-    const int n = min(MMA_KSTAGE, per_warp - s0);
-    barrier(CLK_LOCAL_MEM_FENCE);  // the previous stage is consumed
-    mma_stage(xs, x2, inter, start, count, per_warp, s0, n);
-    barrier(CLK_LOCAL_MEM_FENCE);
+  MMA_K_LOOP_BEGIN(x2, inter)
     for (int cc = 0; cc < n; ++cc) {
       const int c = s0 + cc;
       const uint4 wv = w[c * 32];
@@ -245,8 +276,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
         mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
 #pragma unroll
         for (int nt = 0; nt < MMA_NT; ++nt) {
-          const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
-          FP4_MMA(acc[nt], a, b[0], b[4], sc, lane);
+          uint b0, b1;
+          MMA_B(nt, cc, j, &b0, &b1);
+          FP4_MMA(acc[nt], a, b0, b1, sc, lane);
         }
       }
     }

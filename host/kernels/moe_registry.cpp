@@ -46,13 +46,14 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     return t;
   }
   if (s == MoeStrategy::mma) {
-    // Tiles of 8 pairs (one MMA column block), 4 warps splitting K in each GEMM, one row tile of
-    // 16 (two where a W4A4 block of 32 rows must sit in one FC1 work-group).
-    t.tile_m = 8;
-    t.split_k = 4;
-    const int rt = !p.scheme.w4a16() && block > 16 ? 2 : 1;
-    t.local_i = 32 * rt * t.split_k;
-    t.local_h = 32 * t.split_k;
+    // Chunks with many pairs per expert (those with few take mma_few_pairs_tiles): tiles of 32
+    // pairs, work-groups of 8 row tiles sharing the staged activations, no K split. Measured on
+    // an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh, µs at T = 512): mixtral-8x7b 3946 (tiles of 8
+    // pairs, 4 row tiles: 8090; 32 pairs, 4 row tiles: 5355), qwen3-30b-a3b 1046 (1417, 1226).
+    t.tile_m = 32;
+    t.split_k = 1;
+    t.local_i = 256;
+    t.local_h = 256;
     return t;
   }
   if (device.kind == DeviceKind::cpu) {
@@ -103,9 +104,17 @@ std::string split_refusal(const MoeTiles& t, const DeviceInfo& device, const Moe
 }
 
 // "" when the mma strategy with these tiles can serve the problem on the device, else why not.
+std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p);
+
 std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (p.hidden % 64 != 0 || p.intermediate % 64 != 0)
     return fmt::format("H = {} and I = {} must be multiples of 64 (the MMA layout's chunks)", p.hidden, p.intermediate);
+  if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(p), device, p); !why.empty())
+    return "with the tiles for few pairs: " + why;
+  return mma_tiles_refusal(t, device, p);
+}
+
+std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (t.tile_m != 8 && t.tile_m != 16 && t.tile_m != 32 && t.tile_m != 64)
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
   if (t.split_k < 1 || t.local_i % (32 * t.split_k) != 0 || t.local_h % (32 * t.split_k) != 0)
@@ -124,7 +133,8 @@ std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoePr
   // Local arrays: staged activations or the slices' partial sums, the emulation's scratch, W4A4's a values.
   const int scratch = mma_native(device) ? 1 : 32 * 6;
   for (const auto& [gemm, mats, name] : {std::tuple<MmaGemm, int, const char*>{g.fc1, 2, "FC1"}, {g.fc2, 1, "FC2"}}) {
-    const std::uint64_t staged = static_cast<std::uint64_t>(gemm.ks) * 8 * g.nt * (32 * gemm.kstage + 4);
+    const std::uint64_t staged =
+        gemm.stage ? static_cast<std::uint64_t>(gemm.ks) * 8 * g.nt * (32 * gemm.kstage + 4) : 0u;
     const std::uint64_t part = static_cast<std::uint64_t>(gemm.ks) * gemm.rt * mats * g.nt * 128;
     const std::uint64_t a_values = mats == 2 && !p.scheme.w4a16() ? 8u * g.nt * gemm.rows() : 0u;
     const std::uint64_t local_bytes = 4u * (std::max(staged, part) + gemm.ks * gemm.rt * scratch + a_values);
@@ -238,17 +248,34 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p) {
   MmaGeometry g;
   g.nt = std::max(1, t.tile_m / 8);
   const int split_k = std::max(1, t.split_k);
-  const auto gemm = [&](std::int64_t k, int local) {
+  // rows: the GEMM's output rows; block_rows: a multiple the work-group's rows must keep (FC1
+  // under W4A4 quantizes whole blocks of its outputs), else 16.
+  const auto gemm = [&](std::int64_t k, std::int64_t rows, int local, int block_rows) {
     MmaGemm m;
-    m.rt = std::max(1, local / (32 * split_k));
     m.ks = largest_divisor_within(std::max<std::int64_t>(1, k / 64), split_k);
+    // The most row tiles up to local / 32 / split_k that divide the rows and keep whole blocks.
+    const int want = std::max(1, local / (32 * split_k));
+    m.rt = want;
+    while (m.rt > 1 && (rows % (16 * m.rt) != 0 || (16 * m.rt) % block_rows != 0)) --m.rt;
+    if ((16 * m.rt) % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
     m.kstage = 4;
     while (m.kstage > 1 && m.ks * 8 * g.nt * (32 * m.kstage + 4) * 4 > 16384) m.kstage /= 2;
+    m.stage = m.rt > 1;
     return m;
   };
-  g.fc1 = gemm(p.hidden, t.local_i);
-  g.fc2 = gemm(p.intermediate, t.local_h);
+  const int block_rows = p.scheme.w4a16() ? 16 : std::max(16, p.scheme.block_size());
+  g.fc1 = gemm(p.hidden, p.intermediate, t.local_i, block_rows);
+  g.fc2 = gemm(p.intermediate, p.hidden, t.local_h, 16);
   return g;
+}
+
+MoeTiles mma_few_pairs_tiles(const MoeProblem& p) {
+  MoeTiles t;
+  t.tile_m = 8;
+  t.split_k = 4;
+  t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * t.split_k;
+  t.local_h = 32 * t.split_k;
+  return t;
 }
 
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }

@@ -96,7 +96,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
   MoeProgramOptions options{numerics.options, config.scheme, config.output};
-  if (config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
+  if (config.batch_invariant) {
+    options.numerics.define("MOE_BATCH_INVARIANT");
+    options.batch_invariant = true;
+  }
 
   bool interleaved = false, split = false, mma = false;
   for (const auto& entry : impl->selection.usable)
@@ -130,7 +133,10 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->router = std::make_unique<MoeRouter>(ctx);
   const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
   MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
-  if (from.config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
+  if (from.config.batch_invariant) {
+    options.numerics.define("MOE_BATCH_INVARIANT");
+    options.batch_invariant = true;
+  }
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
   for (const auto& entry : impl->selection.usable)

@@ -47,8 +47,11 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
     log::info("MoE: workspace capacity lowered from {} to {} tokens (largest allocation {} bytes)", max_tokens,
               ws.max_tokens, max_alloc);
   ws.max_pairs = ws.max_tokens * shape.top_k;
-  for (const auto& e : selection.usable)
-    ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, e.tiles.tile_m));
+  for (const auto& e : selection.usable) {
+    // mma runs chunks of few pairs with tiles of 8 (mma_few_pairs_tiles).
+    const int tile_m = e.id == MoeStrategy::mma ? std::min(8, e.tiles.tile_m) : e.tiles.tile_m;
+    ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, tile_m));
+  }
   const std::int64_t P = ws.max_pairs, E = shape.local_experts;
   const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
                              4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
@@ -126,7 +129,13 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     }
     return;
   }
-  if (id_ == MoeStrategy::mma) mma_ = mma_geometry(tiles_, problem);
+  if (id_ == MoeStrategy::mma) {
+    few_tiles_ = mma_few_pairs_tiles(problem);
+    // Batch invariance: the same K split (the same sums in the same order) for every chunk.
+    if (o.batch_invariant) tiles_.split_k = few_tiles_.split_k;
+    mma_ = mma_geometry(tiles_, problem);
+    few_ = mma_geometry(few_tiles_, problem);
+  }
   // Each file gets only the defines it reads, so layers share programs where they can.
   BuildOptions format = o.numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
@@ -143,13 +152,21 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     BuildOptions mma = o.numerics;
     if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
     mma.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1)
-        .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0)
-        .define("MMA_NT", mma_.nt);
-    BuildOptions mma1 = mma, mma2 = mma;
-    mma1.define("MMA_FC1").define("MMA_RT", mma_.fc1.rt).define("MMA_KSPLIT", mma_.fc1.ks).define("MMA_KSTAGE", mma_.fc1.kstage);
-    mma2.define("MMA_FC2").define("MMA_RT", mma_.fc2.rt).define("MMA_KSPLIT", mma_.fc2.ks).define("MMA_KSTAGE", mma_.fc2.kstage);
-    fc1_ = programs.kernel("moe_mma.cl", "moe_mma_fc1", mma1);
-    fc2_ = programs.kernel("moe_mma.cl", "moe_mma_fc2", mma2);
+        .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0);
+    const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which) {
+      BuildOptions b = mma;
+      b.define(which)
+          .define("MMA_NT", g.nt)
+          .define("MMA_RT", gemm.rt)
+          .define("MMA_KSPLIT", gemm.ks)
+          .define("MMA_KSTAGE", gemm.kstage)
+          .define("MMA_STAGE", gemm.stage ? 1 : 0);
+      return programs.kernel("moe_mma.cl", name, b);
+    };
+    fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1");
+    fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2");
+    fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1");
+    fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2");
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
     fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
@@ -165,7 +182,12 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
 }
 
+bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
+  return pairs < static_cast<std::int64_t>(tiles_.tile_m / 2) * experts_;
+}
+
 int MoeStrategyKernels::pairs_per_pass(std::int64_t tokens, int top_k) const {
+  if (id_ == MoeStrategy::mma) return mma_few_pairs(tokens * top_k) ? few_tiles_.tile_m : tiles_.tile_m;
   if (id_ != MoeStrategy::split) return tiles_.tile_m;
   const std::int64_t pairs = tokens * top_k;
   return shared_pairs_ > 1 && tokens > 1 && pairs <= kSplitMaxSharedPairs && pairs >= experts_ ? shared_pairs_ : 1;
@@ -207,12 +229,13 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
     return;
   }
   const std::int64_t pairs = c.tokens * s.top_k;
-  const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tiles_.tile_m);
+  const int tile_m = pairs_per_pass(c.tokens, s.top_k);
+  const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tile_m);
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, E = as_int(s.local_experts);
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
 
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tiles_.tile_m}, ws.expert_count, ws.expert_base, ws.pair_slot,
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, ws.expert_count, ws.expert_base, ws.pair_slot,
            ws.slot_pair, ws.tiles, ws.chunk_info, ws.status);
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 
@@ -223,16 +246,19 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
              launches, last);
 
   if (id_ == MoeStrategy::mma) {
-    const MmaGeometry& g = mma_;
-    set_args(fc1_, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
+    const bool few = mma_few_pairs(pairs);
+    const MmaGeometry& g = few ? few_ : mma_;
+    cl::Kernel& fc1 = few ? fc1_few_ : fc1_;
+    cl::Kernel& fc2 = few ? fc2_few_ : fc2_;
+    set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
              w.scale_exp, ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
-    moe_launch(queue, fc1_, "moe_mma_fc1",
+    moe_launch(queue, fc1, "moe_mma_fc1",
                cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                            static_cast<std::size_t>(tiles)),
                cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
-    set_args(fc2_, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
+    set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
              ws.chunk_info, ws.slot_pair, ws.y);
-    moe_launch(queue, fc2_, "moe_mma_fc2",
+    moe_launch(queue, fc2, "moe_mma_fc2",
                cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                            static_cast<std::size_t>(tiles)),
                cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);

@@ -76,6 +76,7 @@ struct MoeProgramOptions {
   BuildOptions numerics;  // moe_numerics(): exact division, E2M1 decode
   QuantScheme scheme;
   MoeOutput output = MoeOutput::bf16;
+  bool batch_invariant = false;  // MoeConfig::batch_invariant (also MOE_BATCH_INVARIANT in numerics)
 };
 
 class MoeStrategyKernels {
@@ -102,7 +103,12 @@ class MoeStrategyKernels {
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
   cl::Kernel fc1_shared_;  // split: FC1 serving several pairs of an expert a pass (chunks of 2+ tokens)
   SplitGeometry split_;
-  MmaGeometry mma_;        // mma: fc1_ and fc2_ are moe_mma_fc1 / moe_mma_fc2, reduce_ moe_reduce
+  // mma: fc1_ and fc2_ are moe_mma_fc1 / moe_mma_fc2 with the tiles_ (mma_), fc1_few_ / fc2_few_
+  // the same with mma_few_pairs_tiles (few_) for chunks of few pairs per expert; reduce_ moe_reduce.
+  MmaGeometry mma_, few_;
+  MoeTiles few_tiles_;
+  cl::Kernel fc1_few_, fc2_few_;
+  bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;

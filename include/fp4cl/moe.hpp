@@ -23,7 +23,9 @@
 //   an order that depends on how many pairs share its tile (one pair gets more accumulator
 //   chains, for speed), so a token's bits can depend on the other tokens of the call and on how
 //   the call is cut into chunks (max_tokens) — within the reference bound, and bit-identical run
-//   to run. MoeConfig::batch_invariant = true removes that dependence. The strategies may
+//   to run. So can `mma` (tensor cores): it splits K over more warps for chunks with few pairs
+//   per expert than for chunks with many. MoeConfig::batch_invariant = true removes that
+//   dependence (mma then splits K alike for every chunk). The strategies may
 //   round differently from each other (within the bound).
 //
 // Routing: either router logits [T, E_global] fp32 (softmax over all experts, top-k chosen by

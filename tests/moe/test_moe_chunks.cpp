@@ -112,14 +112,14 @@ const QuantScheme kSchemes[] = {{WeightFormat::nvfp4, Activations::fp4_dynamic},
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchInvariance,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
-                                                              Variant{"split", false}, Variant{"mma", false},
+                                                              Variant{"split", false}, Variant{"mma", true},
                                                               Variant{"", true})),
                          name);
 // Forced strategies only: automatic selection runs one token with another strategy than 40.
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchComposition,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
-                                                              Variant{"split", false}, Variant{"mma", false})),
+                                                              Variant{"split", false}, Variant{"mma", true})),
                          name);
 
 }  // namespace
