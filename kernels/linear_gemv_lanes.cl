@@ -102,12 +102,7 @@ inline void gemv_lanes(const __global uchar* restrict codes, const __global ucha
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m >= m_tokens) break;
-    float v[8];
-    vstore8(acc[t], 0, v);
-    for (uint r = 0; r < 8u; ++r) {
-      const uint n = g * 8u + r;
-      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
-    }
+    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
 
