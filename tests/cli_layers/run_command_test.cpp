@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
-#include "cli_layers/cli_tool.hpp"
+#include "support/cli_tool.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/safetensors.hpp"
