@@ -163,6 +163,18 @@ inline void fp4_store_output(__global uchar* y, ulong index, float sum, float ep
   }
 }
 
+// The block scales of 8 rows side by side (8 bytes at s: E8M0 exponents, biased by exp_bias and
+// kept normal, or E4M3 magnitudes), times `factor` (a power of two, folded into the constant).
+inline float8 fp4_lane_scales8(const __global uchar* restrict s, int exp_bias, const float factor) {
+  const int8 b = convert_int8(vload8(0, s));
+#if FP4CL_FORMAT_MXFP4
+  return as_float8(clamp(b + exp_bias, 1, 254) << 23) * factor;
+#else
+  (void)exp_bias;
+  return as_float8(b << 20) * (0x1p120f * factor);  // E4M3 magnitude bits at 20..26: e4m3 × 2^-120
+#endif
+}
+
 // The epilogue of the rows n0 .. n0 + 7 (or + 15) of token m, one per lane of `acc` (rows from
 // n_rows on are not stored): the CPU GEMVs' rows side by side as vector lanes.
 inline void fp4_store_rows8(__global uchar* y, float8 acc, uint m, uint n0, uint n_rows, float epilogue,
