@@ -43,6 +43,19 @@ inline void act_store_step(const float* v, __global float* restrict out, uint m,
   }
 }
 
+// The recipe's scale of a block whose largest magnitude is amax (NVFP4: under the global scale
+// gs): the multiplier its elements are encoded with (.x) and the decoded block scale (.y).
+inline float2 act_block_scale(float amax, float gs) {
+#if FP4CL_FORMAT_MXFP4
+  (void)gs;
+  const uint sf = mxfp4_scale_byte(amax);
+  return (float2)(mxfp4_multiplier(sf), e8m0_decode(sf));
+#else
+  const uint sf = nvfp4_scale_byte(amax, gs);
+  return (float2)(nvfp4_multiplier(sf, gs), e4m3_decode(sf));
+#endif
+}
+
 __kernel void linear_split_bf16(const __global ushort* restrict x, __global float* restrict out, uint m_tokens,
                                 uint k, uint kpad) {
   const uint s = get_global_id(0), m = get_global_id(1);
@@ -63,9 +76,6 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
   const uint s = get_global_id(0), m = get_global_id(1);
   if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
   const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
-#if FP4CL_FORMAT_MXFP4
-  (void)gs;
-#endif
   float v[FP4CL_STEP];
   for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
     const uint first = b * FP4CL_ACT_BLOCK;
@@ -78,15 +88,8 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
       v[first + i] = bf16_to_float(src[first + i]);
       amax = fp4cl_amax_step(amax, v[first + i]);
     }
-#if FP4CL_FORMAT_MXFP4
-    const uint sf = mxfp4_scale_byte(amax);
-    const float mult = mxfp4_multiplier(sf);
-    const float scale = e8m0_decode(sf);
-#else
-    const uint sf = nvfp4_scale_byte(amax, gs);
-    const float mult = nvfp4_multiplier(sf, gs);
-    const float scale = e4m3_decode(sf);
-#endif
+    const float2 block_scale = act_block_scale(amax, gs);
+    const float mult = block_scale.x, scale = block_scale.y;
     for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
       v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], mult)) * scale;
   }
@@ -107,9 +110,6 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
   __global short* codes = (__global short*)out + (size_t)m * kpad + s * FP4CL_STEP;
   __global float* scales = (__global float*)(out + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u) +
                            s * (FP4CL_STEP / 16);
-#if FP4CL_FORMAT_MXFP4
-  (void)gs;
-#endif
   for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
     const uint first = b * FP4CL_ACT_BLOCK;
     if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
@@ -123,15 +123,8 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
       v[i] = bf16_to_float(src[first + i]);
       amax = fp4cl_amax_step(amax, v[i]);
     }
-#if FP4CL_FORMAT_MXFP4
-    const uint sf = mxfp4_scale_byte(amax);
-    const float mult = mxfp4_multiplier(sf);
-    const float scale = e8m0_decode(sf);
-#else
-    const uint sf = nvfp4_scale_byte(amax, gs);
-    const float mult = nvfp4_multiplier(sf, gs);
-    const float scale = e4m3_decode(sf);
-#endif
+    const float2 block_scale = act_block_scale(amax, gs);
+    const float mult = block_scale.x, scale = block_scale.y;
     for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = act_twice_e2m1(fp4_encode_scaled(v[i], mult));
     for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = scale;
   }

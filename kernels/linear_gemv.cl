@@ -88,26 +88,15 @@ inline void gemv_rows(const __global uchar* restrict codes, const __global uchar
   }
 }
 
-__kernel void linear_gemv_single(const __global uchar* restrict codes, const __global uchar* restrict scales,
-                                 const __global float* restrict x, __global uchar* restrict y,
-                                 const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
-                                 uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
-  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
-            out_bf16, 1u);
-}
-
-__kernel void linear_gemv_pair(const __global uchar* restrict codes, const __global uchar* restrict scales,
-                               const __global float* restrict x, __global uchar* restrict y,
-                               const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
-                               uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
-  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
-            out_bf16, 2u);
-}
-
-__kernel void linear_gemv_tokens(const __global uchar* restrict codes, const __global uchar* restrict scales,
-                                 const __global float* restrict x, __global uchar* restrict y,
-                                 const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,
-                                 uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {
-  gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,
-            out_bf16, GEMV_TOKENS);
-}
+// The three entry points: 1, 2 and GEMV_TOKENS tokens per work-item.
+#define GEMV_KERNEL(name, tokens)                                                                            \
+  __kernel void name(const __global uchar* restrict codes, const __global uchar* restrict scales,            \
+                     const __global float* restrict x, __global uchar* restrict y,                           \
+                     const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad,             \
+                     uint scale_kp, int exp_bias, float epilogue, int has_bias, int out_bf16) {              \
+    gemv_rows(codes, scales, x, y, bias, n_rows, m_tokens, kpad, scale_kp, exp_bias, epilogue, has_bias,     \
+              out_bf16, tokens);                                                                             \
+  }
+GEMV_KERNEL(linear_gemv_single, 1u)
+GEMV_KERNEL(linear_gemv_pair, 2u)
+GEMV_KERNEL(linear_gemv_tokens, GEMV_TOKENS)

@@ -42,17 +42,6 @@ inline short16 int_twice_e2m1(uchar16 codes) {
   return convert_short16(fp4_lut16(t, codes));
 }
 
-// The 8 rows' weight scales of one block, divided by 4 (both tables hold 2·e2m1).
-inline float8 int_weight_scales(const __global uchar* restrict s, int exp_bias) {
-  const int8 b = convert_int8(vload8(0, s));
-#if FP4CL_FORMAT_MXFP4
-  return as_float8(clamp(b + exp_bias, 1, 254) << 23) * 0.25f;
-#else
-  (void)exp_bias;
-  return as_float8(b << 20) * 0x1p118f;  // E4M3 magnitude bits at 20..26: e4m3 × 2^-120
-#endif
-}
-
 inline void gemv_int(const __global uchar* restrict codes, const __global uchar* restrict scales,
                      const __global uchar* restrict acts, __global uchar* restrict y,
                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
@@ -86,7 +75,8 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
       for (uint t = 0; t < tokens; ++t)
         s[t] += w01 * as_short16((int8)(a[t][j])) + w23 * as_short16((int8)(a[t][j + 1u]));
     }
-    const float8 ws = int_weight_scales(sp + blk * 8u, exp_bias);
+    // The 8 rows' weight scales of the block, divided by 4 (both tables hold 2·e2m1).
+    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
     for (uint t = 0; t < tokens; ++t) {
       const int8 sum = convert_int8(s[t].even) + convert_int8(s[t].odd);
       acc[t] = fma(convert_float8(sum), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
@@ -96,12 +86,7 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m >= m_tokens) break;
-    float v[8];
-    vstore8(acc[t], 0, v);
-    for (uint r = 0; r < 8u; ++r) {
-      const uint n = g * 8u + r;
-      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
-    }
+    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
 

@@ -46,17 +46,6 @@ inline char16 lanes_twice_e2m1(uchar16 codes) {
   return fp4_lut16(t, codes);
 }
 
-// The 8 rows' scales of one block, halved (the table holds 2·e2m1).
-inline float8 lanes_block_scales(const __global uchar* restrict s, int exp_bias) {
-  const int8 b = convert_int8(vload8(0, s));
-#if FP4CL_FORMAT_MXFP4
-  return as_float8(clamp(b + exp_bias, 1, 254) << 23) * 0.5f;
-#else
-  (void)exp_bias;
-  return as_float8(b << 20) * 0x1p119f;  // E4M3 magnitude bits at 20..26: e4m3 × 2^-120
-#endif
-}
-
 inline void gemv_lanes(const __global uchar* restrict codes, const __global uchar* restrict scales,
                        const __global float* restrict x, __global uchar* restrict y,
                        const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
@@ -95,19 +84,15 @@ inline void gemv_lanes(const __global uchar* restrict codes, const __global ucha
         a1[t] = fma(w3, (float8)(xo[j + 1u]), a1[t]);
       }
     }
-    const float8 s = lanes_block_scales(sp + (c / (LANES_BLOCK / 16u)) * 8u, exp_bias);
+    // The 8 rows' block scales, halved (the table holds 2·e2m1).
+    const float8 s = fp4_lane_scales8(sp + (c / (LANES_BLOCK / 16u)) * 8u, exp_bias, 0.5f);
     for (uint t = 0; t < tokens; ++t) acc[t] = fma(a0[t] + a1[t], s, acc[t]);
   }
 
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m >= m_tokens) break;
-    float v[8];
-    vstore8(acc[t], 0, v);
-    for (uint r = 0; r < 8u; ++r) {
-      const uint n = g * 8u + r;
-      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
-    }
+    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
 

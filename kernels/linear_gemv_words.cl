@@ -159,12 +159,7 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m >= m_tokens) break;
-    float v[16];
-    vstore16(acc[t], 0, v);
-    for (uint r = 0; r < 16u; ++r) {
-      const uint n = g * 16u + r;
-      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
-    }
+    fp4_store_rows16(y, acc[t], m, g * 16u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
 

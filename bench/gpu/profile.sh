@@ -8,24 +8,20 @@
 #   FP4CL_GPU_SCHEMES   schemes (default nvfp4-w4a16,nvfp4-w4a4)
 #   FP4CL_GPU_KERNEL    MoE strategy to force (default: automatic)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/common.sh"
 deb_dir=${1:-$root/.device-deps/debs}
 out=${2:-${OUT:-$root/build-gpu-out}}
-build=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}
 schemes=${FP4CL_GPU_SCHEMES:-nvfp4-w4a16,nvfp4-w4a4}
 mkdir -p "$out"
-if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
-log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+gpu_host_env "$deb_dir"
 targets=(--target fp4cl_bench)
 [ -n "${FP4CL_GPU_TESTS:-}" ] && targets=()
-log "build ($build)"
-{ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFP4CL_WERROR=ON &&
-  cmake --build "$build" -j"$(nproc)" "${targets[@]}"; } >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
-bench="$build/bench/fp4cl-bench"
+gpu_build "$out" "${targets[@]}"
 if [ -n "${FP4CL_GPU_TESTS:-}" ]; then
   log "tests matching ${FP4CL_GPU_TESTS}"
   (cd "$build" && ctest -j8 --timeout 300 -R "$FP4CL_GPU_TESTS" >"$out/ctest.log" 2>&1)
-  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$out/ctest.log" | tail -30 >&2
+  ctest_summary "$out/ctest.log" 30
 fi
 kernel=()
 [ -n "${FP4CL_GPU_KERNEL:-}" ] && kernel=(--kernel "$FP4CL_GPU_KERNEL")

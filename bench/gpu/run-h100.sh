@@ -17,23 +17,17 @@
 # linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
 # (bench/gpu/summarize.py), build.log, ctest.log.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/common.sh"
 deb_dir=${1:-$root/.device-deps/debs}
 out=${2:-${OUT:-$root/build-gpu-out}}
-build=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}
 mkdir -p "$out"
-if [ "$deb_dir" != "-" ]; then
-  eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"
-fi
-log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+gpu_host_env "$deb_dir"
 parts=" ${FP4CL_GPU_PARTS:-torch moe linear} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 
-log "build ($build)"
-{ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFP4CL_WERROR=ON &&
-  cmake --build "$build" -j"$(nproc)" --target fp4cl_bench; } >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+gpu_build "$out" --target fp4cl_bench
 tail -3 "$out/build.log" >&2
-bench="$build/bench/fp4cl-bench"
 
 log "devices"
 "$bench" devices --measure >"$out/devices.txt" 2>&1
@@ -50,8 +44,7 @@ if part moe; then
   for preset in qwen3-30b-a3b mixtral-8x7b; do
     "$bench" moe --preset "$preset" --tokens 1,8,64,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
       --csv >"$out/moe-$preset.csv" || log "moe $preset failed"
-    if [ -f "$out/moe.csv" ]; then tail -n +2 "$out/moe-$preset.csv" >>"$out/moe.csv"; else cp "$out/moe-$preset.csv" "$out/moe.csv"; fi
-    rm -f "$out/moe-$preset.csv"
+    csv_append "$out/moe-$preset.csv" "$out/moe.csv"
   done
 
   if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
@@ -60,8 +53,7 @@ if part moe; then
     for preset in qwen3-30b-a3b mixtral-8x7b; do
       "$bench" moe --preset "$preset" --tokens 1,8,64 --scheme nvfp4-w4a16 --kernel all --iters 20 --warmup 2 \
         --csv >"$out/moe-part.csv" || log "moe --kernel all $preset failed"
-      if [ -f "$out/moe-all.csv" ]; then tail -n +2 "$out/moe-part.csv" >>"$out/moe-all.csv"; else cp "$out/moe-part.csv" "$out/moe-all.csv"; fi
-      rm -f "$out/moe-part.csv"
+      csv_append "$out/moe-part.csv" "$out/moe-all.csv"
     done
   fi
 fi
@@ -73,8 +65,7 @@ if part linear; then
     set -- $nk
     "$bench" linear -n "$1" -k "$2" --tokens 1,8,512 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 50 --warmup 3 \
       --csv >"$out/linear-part.csv" || log "linear $1x$2 failed"
-    if [ -f "$out/linear.csv" ]; then tail -n +2 "$out/linear-part.csv" >>"$out/linear.csv"; else cp "$out/linear-part.csv" "$out/linear.csv"; fi
-    rm -f "$out/linear-part.csv"
+    csv_append "$out/linear-part.csv" "$out/linear.csv"
   done
 
   if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
@@ -93,6 +84,6 @@ if [ "${FP4CL_GPU_CTEST:-0}" = 1 ]; then
   # Within FP4CL_GPU_DEADLINE seconds of the script's start when set (a lent machine's call limit).
   budget=$(( ${FP4CL_GPU_DEADLINE:-100000} - SECONDS ))
   (cd "$build" && timeout "$budget" ctest -j8 --timeout 300 >"$out/ctest.log" 2>&1)
-  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run" "$out/ctest.log" | tail -40 >&2
+  ctest_summary "$out/ctest.log" 40
 fi
 log "done"

@@ -12,10 +12,9 @@
 #                      32:256:256:1 64:128:128:1 16:256:256:2")
 #   FP4CL_SWEEP_TOKENS (default 1,8,64,512)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-deb_dir=${FP4CL_DEB_DIR:-$root/.device-deps/debs}
-if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
-bench=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}/bench/fp4cl-bench
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/common.sh"
+gpu_host_env "${FP4CL_DEB_DIR:-$root/.device-deps/debs}"
 presets=("$@")
 [ ${#presets[@]} -eq 0 ] && presets=(qwen3-30b-a3b mixtral-8x7b)
 settings=${FP4CL_SWEEP_MMA:-"8:128:128:4 8:128:128:1 32:128:128:1 32:256:256:1 64:128:128:1 16:256:256:2"}

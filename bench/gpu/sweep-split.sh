@@ -11,10 +11,9 @@
 #   FP4CL_SWEEP_FC1   "local_i:tile_m ..." (default "128:1 256:1 512:1 128:2 256:2 128:4 256:4")
 #   FP4CL_SWEEP_FC2   "local_h ..." (default "64 128 256 512")
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-deb_dir=${FP4CL_DEB_DIR:-$root/.device-deps/debs}
-if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
-bench=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}/bench/fp4cl-bench
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$(dirname "$0")/common.sh"
+gpu_host_env "${FP4CL_DEB_DIR:-$root/.device-deps/debs}"
 presets=("$@")
 [ ${#presets[@]} -eq 0 ] && presets=(qwen3-30b-a3b)
 fc1=${FP4CL_SWEEP_FC1:-"128:1 256:1 512:1 128:2 256:2 128:4 256:4"}

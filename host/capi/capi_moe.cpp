@@ -73,6 +73,9 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
   } else {
     raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->renormalize = {}: must be -1 (config.json), 0 or 1", o.renormalize);
   }
+  if (o.batch_invariant != 0 && o.batch_invariant != 1)
+    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->batch_invariant = {}: must be 0 or 1", o.batch_invariant);
+  config.batch_invariant = o.batch_invariant == 1;
   return config;
 }
 
@@ -138,6 +141,7 @@ void fp4cl_moe_options_init(fp4cl_moe_options* options) {
   options->renormalize = -1;
   options->expert_map = nullptr;
   options->expert_map_size = 0;
+  options->batch_invariant = 0;
 }
 
 fp4cl_status fp4cl_model_get_moe(fp4cl_model* model, const char* name, const fp4cl_moe_options* options,

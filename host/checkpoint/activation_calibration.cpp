@@ -11,16 +11,13 @@
 #include "checkpoint/weight_quantizer.hpp"
 #include "fp4cl/formats.hpp"
 #include "support/check.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl::detail {
 
 namespace {
 
 float round_bf16(double x) { return bf16_to_float(float_to_bf16(static_cast<float>(x))); }
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 

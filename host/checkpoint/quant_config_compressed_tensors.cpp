@@ -21,22 +21,11 @@
 #include "checkpoint/quant_rules.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl::detail {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return r;
-}
-
-std::string upper(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return r;
-}
 
 constexpr std::string_view kMixedPrecision = "mixed-precision";
 
@@ -114,11 +103,11 @@ QuantArgs read_args(const Json& object, const JsonPath& at) {
   expect_object(object, at);
   QuantArgs a;
   if (const auto v = integer_member(object, "num_bits", at)) a.num_bits = *v;
-  if (const auto v = string_member(object, "type", at)) a.type = lower(*v);
+  if (const auto v = string_member(object, "type", at)) a.type = to_lower(*v);
   if (const auto v = bool_member(object, "symmetric", at)) a.symmetric = *v;
   a.group_size = integer_member(object, "group_size", at);
   if (const auto v = string_member(object, "strategy", at)) {
-    a.strategy = lower(*v);
+    a.strategy = to_lower(*v);
   } else {
     a.strategy_inferred = true;
     a.strategy = !a.group_size ? "tensor" : *a.group_size > 0 ? "group" : *a.group_size == -1 ? "channel" : "invalid";
@@ -127,13 +116,13 @@ QuantArgs read_args(const Json& object, const JsonPath& at) {
     if (!d->is_boolean() && !d->is_string()) {
       (at / "dynamic").fail("must be true, false or \"local\", got {}", json_text(*d));
     }
-    a.dynamic = d->is_string() ? Json(lower(d->get<std::string>())) : *d;
+    a.dynamic = d->is_string() ? Json(to_lower(d->get<std::string>())) : *d;
   }
   if (const Json* order = member(object, "actorder")) {
     if (order->is_boolean()) {
       a.grouped_actorder = order->get<bool>();
     } else if (order->is_string()) {
-      const std::string s = lower(order->get<std::string>());
+      const std::string s = to_lower(order->get<std::string>());
       if (s == "group" || s == "dynamic") {
         a.grouped_actorder = true;
       } else if (s != "weight" && s != "static") {
@@ -360,7 +349,7 @@ class CompressedTensorsRules final : public QuantRules {
   Group read_group(const std::string& name, const Json& value, const JsonPath& at, const JsonPath& config_at) const {
     if (value.is_array()) {
       // A preset name mapped to its targets, e.g. "NVFP4": ["Linear"].
-      std::optional<Json> preset = fp4_preset(upper(name));
+      std::optional<Json> preset = fp4_preset(to_upper(name));
       if (!preset) {
         at.fail("is a list of targets for preset scheme '{}', which is not an FP4 preset (NVFP4, NVFP4A16, MXFP4, "
                 "MXFP4A16)",

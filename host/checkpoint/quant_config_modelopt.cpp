@@ -23,16 +23,11 @@
 #include "checkpoint/module_pattern.hpp"
 #include "checkpoint/quant_rules.hpp"
 #include "support/check.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl::detail {
 
 namespace {
-
-std::string upper(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return r;
-}
 
 constexpr std::string_view kMixedPrecision = "MIXED_PRECISION";
 constexpr QuantScheme kNvfp4W4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
@@ -86,7 +81,7 @@ struct Algo {
 // fields that would change its meaning. Unknown algos are errors.
 Algo read_algo(const Json& entry, const JsonPath& at, const std::string& raw_name,
                std::optional<std::int64_t> default_group_size) {
-  const std::string name = upper(raw_name);
+  const std::string name = to_upper(raw_name);
   const AlgoInfo* info = find_algo(name);
   if (!info) {
     (at / "quant_algo")
@@ -122,10 +117,6 @@ Decision decision_for(const Algo& algo, std::string reason) {
   return d;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
-}
-
 class ModelOptRules final : public QuantRules {
  public:
   // `body` holds quant_algo & co. at `body_at`; exclusion lists are read from `exclude_keys`.
@@ -142,7 +133,7 @@ class ModelOptRules final : public QuantRules {
       body_at.fail("has no quant_algo (expected hf_quant_config.json {{\"quantization\": {{\"quant_algo\": ...}}}} "
                    "or a config.json quantization_config with \"quant_algo\")");
     }
-    if (upper(*raw) == kMixedPrecision) {
+    if (to_upper(*raw) == kMixedPrecision) {
       read_quantized_layers(body, body_at);
       return;
     }

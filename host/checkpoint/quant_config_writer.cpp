@@ -1,8 +1,8 @@
 #include "checkpoint/quant_config_writer.hpp"
 
 #include <algorithm>
-#include <cctype>
 
+#include "checkpoint/module_names.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl::detail {
@@ -106,33 +106,6 @@ ProducerQuantConfig producer_quant_config(QuantProducer producer, const QuantSch
                                           const std::vector<std::string>& ignored) {
   return producer == QuantProducer::modelopt ? modelopt_config(scheme, ignored)
                                              : compressed_tensors_config(scheme, ignored);
-}
-
-bool natural_less(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
-  while (i < a.size() && j < b.size()) {
-    if (digit(a[i]) && digit(b[j])) {
-      std::size_t ie = i, je = j;
-      while (ie < a.size() && digit(a[ie])) ++ie;
-      while (je < b.size() && digit(b[je])) ++je;
-      // Compare the numbers without leading zeros by length, then digit by digit.
-      std::size_t is = i, js = j;
-      while (is + 1 < ie && a[is] == '0') ++is;
-      while (js + 1 < je && b[js] == '0') ++js;
-      if (ie - is != je - js) return ie - is < je - js;
-      const int cmp = a.compare(is, ie - is, b, js, je - js);
-      if (cmp != 0) return cmp < 0;
-      if (ie - i != je - j) return ie - i < je - j;  // fewer leading zeros first
-      i = ie;
-      j = je;
-    } else {
-      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-      ++i;
-      ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
 }
 
 }  // namespace fp4cl::detail

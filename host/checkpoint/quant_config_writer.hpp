@@ -45,7 +45,4 @@ struct ProducerQuantConfig {
 ProducerQuantConfig producer_quant_config(QuantProducer producer, const QuantScheme& scheme,
                                           const std::vector<std::string>& ignored);
 
-// a < b comparing runs of digits as numbers ("layers.2" < "layers.10").
-bool natural_less(const std::string& a, const std::string& b);
-
 }  // namespace fp4cl::detail

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "checkpoint/activation_calibration.hpp"
+#include "checkpoint/module_names.hpp"
 #include "checkpoint/module_pattern.hpp"
 #include "checkpoint/quant_config_writer.hpp"
 #include "checkpoint/staged_model_directory.hpp"
@@ -22,6 +23,7 @@
 #include "fp4cl/model_writer.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl {
 
@@ -30,17 +32,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr float kFp4TimesE4m3Max = 2688.0f;  // 6 · 448
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return r;
-}
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 bool matches_any(const std::string& module, const std::vector<std::string>& patterns) {
   return std::any_of(patterns.begin(), patterns.end(),
@@ -274,7 +265,7 @@ QuantizeSummary quantize_model(const fs::path& input, const fs::path& output, co
 }
 
 QuantScheme quant_scheme_from_name(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   if (n == "nvfp4") return {WeightFormat::nvfp4, Activations::fp4_dynamic};
   if (n == "nvfp4a16") return {WeightFormat::nvfp4, Activations::bf16};
   if (n == "mxfp4") return {WeightFormat::mxfp4, Activations::fp4_dynamic};
@@ -283,7 +274,7 @@ QuantScheme quant_scheme_from_name(std::string_view name) {
 }
 
 QuantProducer quant_producer_from_name(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   if (n == "modelopt") return QuantProducer::modelopt;
   if (n == "compressed-tensors") return QuantProducer::compressed_tensors;
   fail("unknown checkpoint layout '{}': expected modelopt or compressed-tensors", name);

@@ -11,6 +11,7 @@
 #include "checkpoint/strict_json.hpp"
 #include "fp4cl/safetensors.hpp"
 #include "support/check.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl {
 namespace {
@@ -19,10 +20,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string read_text_file(const std::string& path, const std::string& what) {
   std::error_code ec;

@@ -12,6 +12,7 @@
 #include "fp4cl/formats.hpp"
 #include "fp4cl/model_writer.hpp"
 #include "support/check.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl {
 
@@ -45,10 +46,6 @@ void check_options(const SyntheticModelOptions& o) {
 }
 
 enum class ValueKind { norm, dense, linear };
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 ValueKind kind_of(const SyntheticTensor& t) {
   if (t.shape.size() == 1) return ValueKind::norm;

@@ -6,22 +6,11 @@
 #include <string>
 
 #include "support/check.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl::detail {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return r;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
@@ -32,7 +21,7 @@ bool has_letter(std::string_view s) {
 }
 
 bool is_pocl(const DeviceInfo& d) {
-  const std::string platform = lower(d.platform_name);
+  const std::string platform = to_lower(d.platform_name);
   return platform.find("portable computing language") != std::string::npos ||
          platform.find("pocl") != std::string::npos;
 }
@@ -63,7 +52,7 @@ std::optional<std::pair<int, int>> parse_indices(std::string_view s) {
 }  // namespace
 
 std::size_t select_device_index(std::string_view selector_in, const std::vector<DeviceInfo>& devices) {
-  const std::string selector = lower(trim(selector_in));
+  const std::string selector = to_lower(trim(selector_in));
   std::size_t found = kNone;
   if (selector.empty() || selector == "default") {
     // The first GPU; else the PoCL CPU device (what CI runs); else any CPU; else the first device.
@@ -94,10 +83,10 @@ std::size_t select_device_index(std::string_view selector_in, const std::vector<
   } else {
     // A name substring: first against the device names, then against "platform name device name".
     for (std::size_t i = 0; i < devices.size() && found == kNone; ++i) {
-      if (lower(devices[i].name).find(selector) != std::string::npos) found = i;
+      if (to_lower(devices[i].name).find(selector) != std::string::npos) found = i;
     }
     for (std::size_t i = 0; i < devices.size() && found == kNone; ++i) {
-      if (lower(devices[i].platform_name + " " + devices[i].name).find(selector) != std::string::npos) found = i;
+      if (to_lower(devices[i].platform_name + " " + devices[i].name).find(selector) != std::string::npos) found = i;
     }
   }
   if (found == kNone) {

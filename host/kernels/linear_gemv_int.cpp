@@ -1,121 +1,43 @@
 // Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
 // weight rows per work-item; block sums of E2M1 products as exact int16 sums). Its weights are the
-// lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales.
+// lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales
+// (argument 13: the token capacity, where the scales start). The rest is
+// linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
-#include "cl/opencl_calls.hpp"
-#include "fp4cl/program_cache.hpp"
-#include "kernels/linear_activation_pass.hpp"
-#include "kernels/linear_build_options.hpp"
+#include "kernels/linear_lane_groups_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "prepare/fp4_lanes_layout.hpp"
-#include "prepare/fp4_row_layout.hpp"
-#include "support/check.hpp"
-#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
 namespace {
 
-class GemvIntKernel final : public LinearKernel {
+class GemvIntKernel final : public LaneGroupsGemvKernel {
  public:
-  Verdict is_supported(const Context& ctx) const override {
-    (void)ctx;  // plain OpenCL C 1.2: runs anywhere (fast where vector lanes are SIMD lanes)
-    return Verdict::yes();
-  }
+  GemvIntKernel() : LaneGroupsGemvKernel("gemv_int", "INT") {}
 
-  Verdict can_implement(const LinearConfig& config) const override {
+ protected:
+  Verdict can_take(const LinearConfig& config) const override {
     if (config.scheme.w4a16())
       return Verdict::no("integer products need FP4 activations (W4A4); BF16 activations are not integers");
     if (config.k % kFp4LaneChunk != 0)
       return Verdict::no(fmt::format("k = {} is not a multiple of {}", config.k, kFp4LaneChunk));
-    const long long tokens = value(config, "INT_TOKENS");
-    if (tokens < 1 || tokens > 16) return Verdict::no(fmt::format("INT_TOKENS = {} is outside 1..16", tokens));
-    const long long local = value(config, "INT_LOCAL");
-    if (local < 1 || local > 1024) return Verdict::no(fmt::format("INT_LOCAL = {} is outside 1..1024", local));
     return Verdict::yes();
   }
 
-  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
-    if (device != DeviceKind::cpu)
-      return Verdict::no("a CPU kernel: each work-item streams its own contiguous rows, which neighbouring "
-                         "work-items of a GPU would read uncoalesced");
-    if (regime == LinearRegime::prefill)
-      return Verdict::no("a GEMV: it decodes the weights again for every INT_TOKENS tokens");
-    return Verdict::yes();
-  }
-
-  void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
-               WeightLayouts& layouts) override {
-    weights_ = layouts.get_or_make<DeviceFp4LanesLayout>("fp4_lanes8_pairs", [&] {
-      return upload_fp4_lanes_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_pair));
+  std::shared_ptr<const DeviceFp4LaneGroups> take_weights(const Context& ctx, const Fp4Weight& weight,
+                                                          WeightLayouts& layouts) const override {
+    return layouts.get_or_make<DeviceFp4LaneGroups>("fp4_lanes8_pairs", [&] {
+      return upload_fp4_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_pair));
     });
-    tokens_ = value(config, "INT_TOKENS");
-    local_ = value(config, "INT_LOCAL");
-    const std::int64_t kpad = (config.k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
-    activations_.prepare(ctx, config.scheme, config.k, kpad, weight.input_global_scale, config.max_tokens,
-                         ActivationForm::int_codes);
-    BuildOptions options = linear_format_options(config.scheme.weight);
-    options.define("INT_TOKENS", tokens_);
-    kernels_ = {ctx.programs().kernel("linear_gemv_int.cl", "linear_gemv_int_single", options),
-                ctx.programs().kernel("linear_gemv_int.cl", "linear_gemv_int_pair", options),
-                ctx.programs().kernel("linear_gemv_int.cl", "linear_gemv_int_tokens", options)};
-    const Fp4LanesLayoutInfo& info = weights_->info;
-    set_arg(0, weights_->codes, "the weight codes");
-    set_arg(1, weights_->scales, "the block scales");
-    set_arg(5, static_cast<cl_uint>(info.n), "n");
-    set_arg(7, static_cast<cl_uint>(kpad), "the padded k");
-    set_arg(8, static_cast<cl_uint>(info.k), "k");
-    set_arg(9, static_cast<cl_int>(info.exp_bias), "the MXFP4 exponent bias");
-    set_arg(10, linear_epilogue_factor(config.scheme, weight, info.scale_shift), "the epilogue factor");
-    set_arg(11, static_cast<cl_int>(config.has_bias ? 1 : 0), "the bias flag");
-    set_arg(12, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
+  }
+
+  ActivationForm activation_form() const override { return ActivationForm::int_codes; }
+
+  void set_own_arguments(const LinearConfig& config) override {
     set_arg(13, static_cast<cl_uint>(config.max_tokens), "the token capacity");
   }
-
-  std::size_t workspace_bytes() const override { return activations_.workspace_bytes(); }
-
-  void apply(const Context& ctx, const LinearCall& call) override {
-    std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
-    // Recorded at once: when the next command fails, the layer still knows what it enqueued.
-    if (call.events) call.events->push_back(pass.front());
-    set_arg(2, *call.workspace, "the activation codes");
-    set_arg(3, *call.y, "the output");
-    set_arg(4, *call.bias, "the bias");
-    set_arg(6, static_cast<cl_uint>(call.m), "the token count");
-    const std::int64_t per_item = call.m <= 2 ? call.m : tokens_;
-    cl::Kernel& run = kernels_[call.m <= 2 ? static_cast<std::size_t>(call.m - 1) : 2];
-    const auto local = static_cast<std::size_t>(local_);
-    const auto groups = static_cast<std::size_t>(weights_->info.groups);
-    const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
-    cl::Event event;
-    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                    cl::NDRange(local, 1), &pass, &event),
-             "enqueueing linear_gemv_int ({} tokens, n = {}, k = {})", call.m, weights_->info.n, weights_->info.k);
-    if (call.events) call.events->push_back(event);
-  }
-
-  std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }
-
-  std::vector<std::string> tuning_parameters() const override { return {"INT_TOKENS", "INT_LOCAL"}; }
-
-  std::string describe() const override { return fmt::format("gemv_int(INT_TOKENS={}, INT_LOCAL={})", tokens_, local_); }
-
- private:
-  static long long value(const LinearConfig& config, const std::string& name) {
-    if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
-    return tuning::linear_default_params(config.device, "gemv_int").at(name);
-  }
-
-  template <typename T>
-  void set_arg(cl_uint index, const T& v, const char* what) {
-    for (cl::Kernel& k : kernels_) check_cl(k.setArg(index, v), "setting {} (argument {}) of linear_gemv_int", what, index);
-  }
-
-  std::shared_ptr<const DeviceFp4LanesLayout> weights_;
-  LinearActivationPass activations_;
-  std::vector<cl::Kernel> kernels_;
-  long long tokens_ = 0, local_ = 0;
 };
 
 }  // namespace

@@ -77,6 +77,10 @@ class LinearKernel {
   virtual std::string describe() const = 0;
 };
 
+// The value of tuning parameter `name` in the config, else the built-in default of the config's
+// device class for `strategy` (its name in the registry). Throws fp4cl::Error when there is none.
+long long linear_tuning_value(const LinearConfig& config, const std::string& strategy, const std::string& name);
+
 using LinearKernelRegistry = KernelRegistry<LinearKernel, LinearConfig>;
 
 // The linear strategies in priority order (FP4CL_LINEAR_KERNEL names one).

@@ -3,6 +3,8 @@
 
 #include "kernels/linear_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
+#include "support/check.hpp"
+#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
@@ -12,6 +14,13 @@ std::string LinearConfig::describe() const {
 }
 
 const char* to_string(LinearRegime r) { return r == LinearRegime::decode ? "decode" : "prefill"; }
+
+long long linear_tuning_value(const LinearConfig& config, const std::string& strategy, const std::string& name) {
+  if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
+  const tuning::Params defaults = tuning::linear_default_params(config.device, strategy);
+  if (const auto it = defaults.find(name); it != defaults.end()) return it->second;
+  fail("linear kernel '{}' has no tuning parameter '{}'", strategy, name);
+}
 
 const LinearKernelRegistry& linear_kernels() {
   static const LinearKernelRegistry registry = [] {

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "support/check.hpp"
-#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
@@ -28,10 +27,7 @@ float linear_epilogue_factor(const QuantScheme& scheme, const Fp4Weight& w, int 
 }
 
 long long RowsLinearKernel::tuning_value(const LinearConfig& config, const std::string& name) const {
-  if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
-  const tuning::Params defaults = tuning::linear_default_params(config.device, strategy_name());
-  if (const auto it = defaults.find(name); it != defaults.end()) return it->second;
-  fail("linear kernel '{}' has no tuning parameter '{}'", strategy_name(), name);
+  return linear_tuning_value(config, strategy_name(), name);
 }
 
 Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
@@ -45,7 +41,7 @@ Verdict RowsLinearKernel::can_implement(const LinearConfig& config) const {
 void RowsLinearKernel::prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
                                WeightLayouts& layouts) {
   weights_ = layouts.get_or_make<DeviceFp4RowLayout>(
-      "fp4_rows", [&] { return upload_fp4_row_layout(ctx, make_fp4_row_layout(weight)); });
+      "fp4_rows", [&] { return upload_fp4_layout(ctx, make_fp4_row_layout(weight)); });
   max_tokens_ = config.max_tokens;
   epilogue_ = rows_epilogue_factor(config.scheme, weight, weights_->info);
   activations_.prepare(ctx, config.scheme, weights_->info.k, weights_->info.kpad, weight.input_global_scale,

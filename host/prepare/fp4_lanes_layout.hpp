@@ -1,6 +1,5 @@
-// The "lanes" weight layout of the CPU GEMV (kernels/linear_gemv_lanes.cl): rows in groups of 8,
-// the 8 rows of a group side by side so that one vector lane serves one row, and every group's
-// codes contiguous (a work-item streams its group's codes front to back).
+// The "lanes" weight layout of the CPU GEMV (kernels/linear_gemv_lanes.cl): rows in groups of 8
+// as vector lanes (fp4_lane_groups.hpp: the group order and the block scales, [ceil(n/8)][k/block][8]).
 //
 //   codes   [ceil(n/8)][k/16][64] bytes: per group and 16-element chunk c, four 16-byte loads
 //           q = 0..3 of the elements e = 16c + 4q + {0, 1, 2, 3}, in one of two orders:
@@ -12,17 +11,14 @@
 //               as an int16 multiply-add wants them.
 //           The E2M1 codes are the checkpoint's (an NVFP4 block with a negative scale has its
 //           codes' signs flipped and its scale made positive).
-//   scales  [ceil(n/8)][k/block][8] bytes: the block scales of the group's 8 rows side by side
-//           (E4M3 magnitudes or E8M0 exponents). Rows past n hold zero codes and zero scales.
-// Made on the host once, at load, then uploaded.
+// Made on the host once, at load, then uploaded (upload_fp4_layout).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "fp4cl/context.hpp"
-#include "fp4cl/opencl.hpp"
 #include "fp4cl/weights.hpp"
+#include "prepare/fp4_lane_groups.hpp"
 
 namespace fp4cl {
 
@@ -31,24 +27,11 @@ constexpr std::int64_t kFp4LaneChunk = 16;  // elements per chunk (an NVFP4 bloc
 
 enum class Fp4LanesOrder { by_element, by_pair };
 
-struct Fp4LanesLayoutInfo {
-  WeightFormat format = WeightFormat::nvfp4;
-  std::int64_t n = 0, k = 0, groups = 0;
-  int scale_shift = 0, exp_bias = 0;  // MXFP4 scales relative to the largest (fp4_row_layout.hpp)
-};
-
 struct Fp4LanesLayout {
-  Fp4LanesLayoutInfo info;
+  Fp4LaneGroupsInfo info;
   std::vector<std::uint8_t> codes, scales;
 };
 
 Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& weight, Fp4LanesOrder order);
-
-struct DeviceFp4LanesLayout {
-  Fp4LanesLayoutInfo info;
-  cl::Buffer codes, scales;
-  std::uint64_t bytes = 0;  // codes + scales
-};
-DeviceFp4LanesLayout upload_fp4_lanes_layout(const Context& ctx, const Fp4LanesLayout& layout);
 
 }  // namespace fp4cl

@@ -4,7 +4,6 @@
 
 #include "common/quant_recipe.cl"
 #include "fp4cl/formats.hpp"
-#include "cl/opencl_calls.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -95,18 +94,6 @@ Fp4RowLayout make_fp4_row_layout(const Fp4Weight& w) {
   }
   layout.scales = swizzle_scales(scales, w.n, w.k / block);
   return layout;
-}
-
-DeviceFp4RowLayout upload_fp4_row_layout(const Context& ctx, const Fp4RowLayout& layout) {
-  DeviceFp4RowLayout d;
-  d.info = layout.info;
-  const std::string weight = fmt::format("FP4 weight [{}, {}]", layout.info.n, layout.info.k);
-  d.codes = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.codes.size(), layout.codes.data(),
-                            weight + " codes");
-  d.scales = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, layout.scales.size(), layout.scales.data(),
-                             weight + " block scales");
-  d.bytes = layout.codes.size() + layout.scales.size();
-  return d;
 }
 
 }  // namespace fp4cl

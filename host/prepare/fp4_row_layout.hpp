@@ -8,9 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "fp4cl/context.hpp"
-#include "fp4cl/opencl.hpp"
 #include "fp4cl/weights.hpp"
+#include "prepare/fp4_device_layout.hpp"
 
 namespace fp4cl {
 
@@ -46,12 +45,7 @@ struct Fp4ScaleOffsets {
 };
 Fp4ScaleOffsets fp4_scale_offsets(const Fp4Weight& weight);
 
-// The layout on the device.
-struct DeviceFp4RowLayout {
-  Fp4RowLayoutInfo info;
-  cl::Buffer codes, scales;
-  std::uint64_t bytes = 0;  // codes + scales
-};
-DeviceFp4RowLayout upload_fp4_row_layout(const Context& ctx, const Fp4RowLayout& layout);
+// The layout on the device (upload_fp4_layout).
+using DeviceFp4RowLayout = DeviceFp4Layout<Fp4RowLayoutInfo>;
 
 }  // namespace fp4cl

@@ -264,6 +264,11 @@ typedef struct fp4cl_moe_options {
    * contribute nothing here). NULL (default): every expert is local, E_global = E. Copied. */
   const int32_t* expert_map;
   size_t expert_map_size;  /* E_global when expert_map is not NULL */
+  /* 1: a token's output bits depend neither on max_tokens (how a call is cut into chunks) nor
+   * on the other tokens of a call run with the same strategy (FP4CL_MOE_KERNEL forces one), at
+   * some speed (MoeConfig::batch_invariant in fp4cl/moe.hpp); 0 (default): they may, within the
+   * reference bound and bit-identical run to run. */
+  int32_t batch_invariant;
 } fp4cl_moe_options;
 
 FP4CL_API void fp4cl_moe_options_init(fp4cl_moe_options* options);

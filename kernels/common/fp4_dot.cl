@@ -163,6 +163,35 @@ inline void fp4_store_output(__global uchar* y, ulong index, float sum, float ep
   }
 }
 
+// The block scales of 8 rows side by side (8 bytes at s: E8M0 exponents, biased by exp_bias and
+// kept normal, or E4M3 magnitudes), times `factor` (a power of two, folded into the constant).
+inline float8 fp4_lane_scales8(const __global uchar* restrict s, int exp_bias, const float factor) {
+  const int8 b = convert_int8(vload8(0, s));
+#if FP4CL_FORMAT_MXFP4
+  return as_float8(clamp(b + exp_bias, 1, 254) << 23) * factor;
+#else
+  (void)exp_bias;
+  return as_float8(b << 20) * (0x1p120f * factor);  // E4M3 magnitude bits at 20..26: e4m3 × 2^-120
+#endif
+}
+
+// The epilogue of the rows n0 .. n0 + 7 (or + 15) of token m, one per lane of `acc` (rows from
+// n_rows on are not stored): the CPU GEMVs' rows side by side as vector lanes.
+inline void fp4_store_rows8(__global uchar* y, float8 acc, uint m, uint n0, uint n_rows, float epilogue,
+                            const __global float* bias, int has_bias, int out_bf16) {
+  float v[8];
+  vstore8(acc, 0, v);
+  for (uint r = 0; r < 8u; ++r) {
+    const uint n = n0 + r;
+    if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, v[r], epilogue, bias, has_bias, n, out_bf16);
+  }
+}
+inline void fp4_store_rows16(__global uchar* y, float16 acc, uint m, uint n0, uint n_rows, float epilogue,
+                             const __global float* bias, int has_bias, int out_bf16) {
+  fp4_store_rows8(y, acc.lo, m, n0, n_rows, epilogue, bias, has_bias, out_bf16);
+  fp4_store_rows8(y, acc.hi, m, n0 + 8u, n_rows, epilogue, bias, has_bias, out_bf16);
+}
+
 // A deterministic horizontal sum (a fixed pairwise tree).
 inline float fp4_hsum(fp4_floatv v) {
 #if FP4CL_VEC == 16

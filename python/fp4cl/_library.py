@@ -61,6 +61,7 @@ class MoeOptions(ctypes.Structure):
         ("renormalize", ctypes.c_int32),
         ("expert_map", ctypes.POINTER(ctypes.c_int32)),
         ("expert_map_size", ctypes.c_size_t),
+        ("batch_invariant", ctypes.c_int32),
     ]
 
 

@@ -118,14 +118,17 @@ class Model(Handle):
         self._check(status, "fp4cl_model_get_linear")
         return Linear(out, self)
 
-    def moe(self, layer, max_tokens=256, output="bf16", top_k=None, renormalize=None, expert_map=None):
+    def moe(self, layer, max_tokens=256, output="bf16", top_k=None, renormalize=None, expert_map=None,
+            batch_invariant=False):
         """The MoE layer `layer` (its name, decoder-layer prefix or index) with its experts stacked
         and prepared on the device: an fp4cl.Moe.
           max_tokens   workspace capacity; larger batches run in chunks
           output       "bf16" or "fp32"
           top_k        k; None: config.json's num_experts_per_tok
           renormalize  router-logit path: divide the k weights by their sum; None: config.json
-          expert_map   expert parallelism: [E_global] local expert id or -1 per global id"""
+          expert_map   expert parallelism: [E_global] local expert id or -1 per global id
+          batch_invariant  True: a token's output bits depend neither on max_tokens (chunking) nor
+                       on the other tokens of a call run with the same strategy (at some speed)"""
         from .moe import Moe
         options = _library.MoeOptions()
         self._lib.fp4cl_moe_options_init(ctypes.byref(options))
@@ -135,6 +138,7 @@ class Model(Handle):
             options.top_k = _positive(top_k, "top_k", "Model.moe")
         if renormalize is not None:
             options.renormalize = 1 if renormalize else 0
+        options.batch_invariant = 1 if batch_invariant else 0
         keep = None
         if expert_map is not None:
             keep = np.asarray(expert_map)

@@ -1,9 +1,11 @@
 // C API MoE layers: host arrays (top-k and router logits) and the caller's buffers with events
 // give the same bits as the C++ API (fp4cl::MoeLayer) for every layout and scheme and lie within
-// the scalar reference's bound; expert_map, invalid expert ids, sizes and options are checked.
+// the scalar reference's bound; expert_map, batch_invariant, invalid expert ids, sizes and options
+// are checked.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "fp4cl/formats.hpp"
 #include "fp4cl/moe.hpp"
 #include "reference/moe_reference.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
 
 namespace fp4cl::test {
@@ -35,9 +38,11 @@ Routing routing(std::int64_t tokens) {
   return r;
 }
 
-// The C++ API's output bits for the same inputs (its own device buffers).
-std::vector<std::uint16_t> cpp_topk(const Checkpoint& ckpt, const MoeConfig& config, const std::vector<std::uint16_t>& x,
-                                    const Routing& r, std::int64_t tokens) {
+// The C++ API's output bits for the same inputs (its own device buffers); Out: std::uint16_t
+// (BF16 bits) or float, as config.output says.
+template <typename Out = std::uint16_t>
+std::vector<Out> cpp_topk(const Checkpoint& ckpt, const MoeConfig& config, const std::vector<std::uint16_t>& x,
+                          const Routing& r, std::int64_t tokens) {
   const Context& ctx = shared_context();
   MoeLayer layer = MoeLayer::from_checkpoint(ctx, ckpt, "model.layers.0", config);
   auto copy = [&](const void* data, std::size_t bytes) {
@@ -45,11 +50,17 @@ std::vector<std::uint16_t> cpp_topk(const Checkpoint& ckpt, const MoeConfig& con
   };
   const cl::Buffer xb = copy(x.data(), x.size() * 2), ib = copy(r.ids.data(), r.ids.size() * 4),
                    wb = copy(r.weights.data(), r.weights.size() * 4);
-  const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 2);
+  const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * sizeof(Out));
   layer.forward_topk(xb, ib, wb, out, tokens);
-  std::vector<std::uint16_t> y(x.size());
-  EXPECT_EQ(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data()), CL_SUCCESS);
+  std::vector<Out> y(x.size());
+  EXPECT_EQ(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * sizeof(Out), y.data()), CL_SUCCESS);
   return y;
+}
+
+std::vector<std::uint32_t> bits(const std::vector<float>& v) {
+  std::vector<std::uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
 }
 
 std::vector<std::uint16_t> c_topk(fp4cl_moe* layer, const std::vector<std::uint16_t>& x, const Routing& r,
@@ -281,6 +292,47 @@ TEST(CapiMoe, HostRunRefusesWrongSizesNamingTheArray) {
   EXPECT_EQ(fp4cl_moe_run(layer.get(), nullptr, 0, nullptr, 0, nullptr, 0, 0, nullptr, 0), FP4CL_SUCCESS);
 }
 
+// fp4cl_moe_options.batch_invariant reaches the layer: with it, 45 tokens cut into chunks of 7
+// give the bits of one pass and of the C++ API's MoeConfig::batch_invariant. The grouped strategy
+// (forced: the one whose bits depend on the batch) gives other bits without it on this data
+// (W4A16, fp32 out: inexact fp32 sums), so a C API that dropped the flag would fail here.
+TEST(CapiMoe, BatchInvariantKeepsTheBitsOfOnePassAndMatchesTheCppApi) {
+  const ScopedEnv grouped("FP4CL_MOE_KERNEL", std::string("grouped"));
+  Variant variant = default_variant();
+  variant.scheme.activations = Activations::bf16;
+  ModelPtr model = open_model(variant);
+  const Checkpoint ckpt = Checkpoint::open(quantized_model(variant));
+  const std::int64_t tokens = 45;
+  const std::vector<std::uint16_t> x = gaussian_bf16(tokens, 64, 47);
+  const Routing r = routing(tokens);
+  auto c_run = [&](std::int64_t max_tokens, std::int32_t batch_invariant) {
+    fp4cl_moe_options o;
+    fp4cl_moe_options_init(&o);
+    EXPECT_EQ(o.batch_invariant, 0);
+    o.output = FP4CL_DTYPE_FP32;
+    o.max_tokens = max_tokens;
+    o.batch_invariant = batch_invariant;
+    MoePtr layer = get_moe(model.get(), "model.layers.0", &o);
+    std::vector<float> out(x.size());
+    EXPECT_EQ(fp4cl_moe_run(layer.get(), x.data(), x.size() * 2, r.ids.data(), r.ids.size() * 4, r.weights.data(),
+                            r.weights.size() * 4, tokens, out.data(), out.size() * 4),
+              FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    return bits(out);
+  };
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  config.output = MoeOutput::fp32;
+  config.max_tokens = 7;
+  config.batch_invariant = true;
+  const std::vector<std::uint32_t> invariant = bits(cpp_topk<float>(ckpt, config, x, r, tokens));
+  config.batch_invariant = false;
+  const std::vector<std::uint32_t> batch_dependent = bits(cpp_topk<float>(ckpt, config, x, r, tokens));
+  ASSERT_NE(invariant, batch_dependent) << "the data no longer shows batch_invariant: choose data that does";
+  EXPECT_EQ(c_run(7, 1), invariant);
+  EXPECT_EQ(c_run(256, 1), invariant);
+  EXPECT_EQ(c_run(7, 0), batch_dependent);
+}
+
 TEST(CapiMoe, GettingALayerChecksTheNameKindAndOptions) {
   ModelPtr model = open_model();
   fp4cl_moe* m = nullptr;
@@ -288,31 +340,28 @@ TEST(CapiMoe, GettingALayerChecksTheNameKindAndOptions) {
                {"is a linear layer, not an MoE layer"});
   expect_error(fp4cl_model_get_moe(model.get(), "model.layers.3", nullptr, &m), FP4CL_ERROR_NOT_FOUND,
                {"model.layers.3"});
-  fp4cl_moe_options o;
+  // Options set from the defaults by `set` are refused as invalid, naming each of `fragments`.
+  auto refused = [&](const std::function<void(fp4cl_moe_options&)>& set, const std::vector<std::string>& fragments) {
+    fp4cl_moe_options o;
+    fp4cl_moe_options_init(&o);
+    set(o);
+    expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT, fragments);
+  };
   const std::vector<std::int32_t> bad_map = {0, 1, 4};
-  fp4cl_moe_options_init(&o);
-  o.expert_map = bad_map.data();
-  o.expert_map_size = bad_map.size();
-  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
-               {"expert_map[2] = 4", "[0, 4)"});
-  fp4cl_moe_options_init(&o);
-  o.expert_map_size = 3;
-  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
-               {"expert_map is NULL"});
-  fp4cl_moe_options_init(&o);
-  o.top_k = 5;
-  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
-               {"top_k = 5", "[1, 4]"});
-  fp4cl_moe_options_init(&o);
-  o.renormalize = 2;
-  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
-               {"renormalize = 2"});
-  fp4cl_moe_options_init(&o);
-  o.max_tokens = -1;
-  expect_error(fp4cl_model_get_moe(model.get(), "model.layers.0", &o, &m), FP4CL_ERROR_INVALID_ARGUMENT,
-               {"max_tokens = -1"});
+  refused(
+      [&](fp4cl_moe_options& o) {
+        o.expert_map = bad_map.data();
+        o.expert_map_size = bad_map.size();
+      },
+      {"expert_map[2] = 4", "[0, 4)"});
+  refused([](fp4cl_moe_options& o) { o.expert_map_size = 3; }, {"expert_map is NULL"});
+  refused([](fp4cl_moe_options& o) { o.top_k = 5; }, {"top_k = 5", "[1, 4]"});
+  refused([](fp4cl_moe_options& o) { o.renormalize = 2; }, {"renormalize = 2"});
+  refused([](fp4cl_moe_options& o) { o.batch_invariant = 2; }, {"batch_invariant = 2", "0 or 1"});
+  refused([](fp4cl_moe_options& o) { o.max_tokens = -1; }, {"max_tokens = -1"});
   EXPECT_EQ(m, nullptr);
   // top_k set by hand: k = 1.
+  fp4cl_moe_options o;
   fp4cl_moe_options_init(&o);
   o.top_k = 1;
   MoePtr k1 = get_moe(model.get(), "model.layers.0", &o);

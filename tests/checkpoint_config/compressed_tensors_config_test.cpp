@@ -15,6 +15,7 @@ namespace {
 
 using test::config_data_dir;
 using test::expect_error;
+using test::expect_layout;
 
 constexpr QuantScheme kNvfp4W4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 constexpr QuantScheme kNvfp4W4A16{WeightFormat::nvfp4, Activations::bf16};
@@ -71,22 +72,16 @@ TEST(CompressedTensorsConfig, Nvfp4MoeCheckpoint) {
             "model.layers.0.self_attn.q_proj: NVFP4 W4A4 (config_groups.group_0 target 'Linear')");
   EXPECT_EQ(c.explain("model.layers.9.mlp.gate"), "model.layers.9.mlp.gate: not quantized (ignore entry 'model.layers.9.mlp.gate')");
 
-  const TensorLayout t = c.layout(kNvfp4W4A4);
-  EXPECT_EQ(t.weight, "weight_packed");
-  EXPECT_EQ(t.weight_scale, "weight_scale");
-  EXPECT_EQ(t.weight_global_scale, "weight_global_scale");
-  EXPECT_EQ(t.input_global_scale, "input_global_scale");
-  EXPECT_EQ(t.global_scale_direction, ScaleDirection::quant);
+  expect_layout(c.layout(kNvfp4W4A4), "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale",
+                ScaleDirection::quant);
 }
 
 TEST(CompressedTensorsConfig, Nvfp4A16StaysW4A16) {
   const QuantConfig c = QuantConfig::load(config_data_dir() / "ct-llama-nvfp4a16");
   EXPECT_EQ(c.resolve("model.layers.0.mlp.down_proj"), kNvfp4W4A16);
   EXPECT_EQ(c.resolve("lm_head"), std::nullopt);
-  const TensorLayout t = c.layout(kNvfp4W4A16);
-  EXPECT_EQ(t.weight_global_scale, "weight_global_scale");
-  EXPECT_EQ(t.input_global_scale, "");
-  EXPECT_EQ(t.global_scale_direction, ScaleDirection::quant);
+  expect_layout(c.layout(kNvfp4W4A16), "weight_packed", "weight_scale", "weight_global_scale", "",
+                ScaleDirection::quant);
 }
 
 TEST(CompressedTensorsConfig, Mxfp4AndMxfp4A16) {
@@ -96,14 +91,8 @@ TEST(CompressedTensorsConfig, Mxfp4AndMxfp4A16) {
   const QuantConfig w4a16 = QuantConfig::load(config_data_dir() / "ct-qwen3-mxfp4a16");
   EXPECT_EQ(w4a16.resolve("model.layers.10.mlp.up_proj"), kMxfp4W4A16);
 
-  for (const QuantScheme& s : {kMxfp4W4A4, kMxfp4W4A16}) {
-    const TensorLayout t = w4a4.layout(s);
-    EXPECT_EQ(t.weight, "weight_packed");
-    EXPECT_EQ(t.weight_scale, "weight_scale");
-    EXPECT_EQ(t.weight_global_scale, "");
-    EXPECT_EQ(t.input_global_scale, "");
-    EXPECT_EQ(t.global_scale_direction, ScaleDirection::none);
-  }
+  for (const QuantScheme& s : {kMxfp4W4A4, kMxfp4W4A16})
+    expect_layout(w4a4.layout(s), "weight_packed", "weight_scale", "", "", ScaleDirection::none);
 }
 
 TEST(CompressedTensorsConfig, MixedPrecisionWithRegexTargets) {

@@ -1,21 +1,17 @@
-// Helpers for the quantization-config tests: fixture paths, error-message checks, temp dirs.
+// Helpers for the quantization-config tests: fixture paths, layout checks (error-message checks and temp dirs:
+// support/errors.hpp, support/temp_dir.hpp, included here).
 #pragma once
-
-#include <gtest/gtest.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <initializer_list>
 #include <ostream>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
 #include "fp4cl/error.hpp"
+#include "fp4cl/quant_config.hpp"
 #include "fp4cl/scheme.hpp"
+#include "support/errors.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fp4cl {
 
@@ -32,49 +28,15 @@ inline std::filesystem::path config_data_dir() {
   return std::filesystem::path(dir ? dir : ".") / "data";
 }
 
-// Runs `f`, which must throw fp4cl::Error with a message containing every one of `parts`.
-template <typename F>
-void expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (std::string_view part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in: " << message;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected an fp4cl::Error";
+// Expects layout t to name these tensors, with this global-scale direction (FP4.md §5).
+inline void expect_layout(const TensorLayout& t, const std::string& weight, const std::string& weight_scale,
+                          const std::string& weight_global_scale, const std::string& input_global_scale,
+                          ScaleDirection direction) {
+  EXPECT_EQ(t.weight, weight);
+  EXPECT_EQ(t.weight_scale, weight_scale);
+  EXPECT_EQ(t.weight_global_scale, weight_global_scale);
+  EXPECT_EQ(t.input_global_scale, input_global_scale);
+  EXPECT_EQ(t.global_scale_direction, direction);
 }
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "fp4cl-quantcfg-XXXXXX").string();
-    if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
-  // Writes `text` to `<dir>/<name>` and returns the file's path.
-  std::filesystem::path write(const std::string& name, std::string_view text) const {
-    const std::filesystem::path file = path_ / name;
-    std::ofstream out(file, std::ios::binary);
-    out << text;
-    if (!out) throw std::runtime_error("writing " + file.string() + " failed");
-    return file;
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace fp4cl::test

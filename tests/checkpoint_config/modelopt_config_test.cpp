@@ -12,6 +12,7 @@ namespace {
 
 using test::config_data_dir;
 using test::expect_error;
+using test::expect_layout;
 
 constexpr QuantScheme kNvfp4W4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 constexpr QuantScheme kNvfp4W4A16{WeightFormat::nvfp4, Activations::bf16};
@@ -31,12 +32,7 @@ TEST(ModelOptConfig, LegacyHfQuantConfigNvfp4) {
   EXPECT_EQ(c.resolve("model.layers.31.mlp.down_proj"), kNvfp4W4A4);
   EXPECT_EQ(c.resolve("lm_head"), std::nullopt);
 
-  const TensorLayout t = c.layout(kNvfp4W4A4);
-  EXPECT_EQ(t.weight, "weight");
-  EXPECT_EQ(t.weight_scale, "weight_scale");
-  EXPECT_EQ(t.weight_global_scale, "weight_scale_2");
-  EXPECT_EQ(t.input_global_scale, "input_scale");
-  EXPECT_EQ(t.global_scale_direction, ScaleDirection::dequant);
+  expect_layout(c.layout(kNvfp4W4A4), "weight", "weight_scale", "weight_scale_2", "input_scale", ScaleDirection::dequant);
 }
 
 TEST(ModelOptConfig, ConfigJsonFormWithExcludeWildcards) {
@@ -66,11 +62,8 @@ TEST(ModelOptConfig, W4A16StaysW4A16AndNamesNoInputScale) {
   EXPECT_EQ(c.resolve("model.layers.5.mlp.gate"), std::nullopt);
   EXPECT_EQ(c.resolve("model.layers.5.mlp.experts.3.gate_proj"), kNvfp4W4A16);
 
-  const TensorLayout t = c.layout(kNvfp4W4A16);
-  EXPECT_EQ(t.weight, "weight");
-  EXPECT_EQ(t.weight_global_scale, "weight_scale_2");
-  EXPECT_EQ(t.input_global_scale, "");  // calibrated input_scale tensors, if any, are not read
-  EXPECT_EQ(t.global_scale_direction, ScaleDirection::dequant);
+  // Calibrated input_scale tensors, if any, are not read.
+  expect_layout(c.layout(kNvfp4W4A16), "weight", "weight_scale", "weight_scale_2", "", ScaleDirection::dequant);
 }
 
 TEST(ModelOptConfig, MixedPrecisionPerModuleAlgos) {

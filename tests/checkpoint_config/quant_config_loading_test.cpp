@@ -13,6 +13,7 @@ namespace {
 
 using test::config_data_dir;
 using test::expect_error;
+using test::expect_layout;
 using test::TempDir;
 
 constexpr QuantScheme kNvfp4W4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
@@ -182,12 +183,8 @@ TEST(TensorLayout, EachProducerAndScheme) {
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(std::string(to_string(r.producer)) + " " + r.scheme.name());
-    const TensorLayout t = tensor_layout(r.producer, r.scheme);
-    EXPECT_EQ(t.weight, r.weight);
-    EXPECT_EQ(t.weight_scale, r.weight_scale);
-    EXPECT_EQ(t.weight_global_scale, r.weight_global_scale);
-    EXPECT_EQ(t.input_global_scale, r.input_global_scale);
-    EXPECT_EQ(t.global_scale_direction, r.direction);
+    expect_layout(tensor_layout(r.producer, r.scheme), r.weight, r.weight_scale, r.weight_global_scale,
+                  r.input_global_scale, r.direction);
   }
   expect_error([] { tensor_layout(QuantProducer::modelopt, kMxfp4W4A4); }, {"ModelOpt", "no MXFP4 W4A4 layout"});
 }

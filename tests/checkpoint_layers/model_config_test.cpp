@@ -15,6 +15,7 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
 #include "fp4cl/moe.hpp"
+#include "support/errors.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
 
@@ -23,15 +24,6 @@ namespace {
 
 constexpr QuantScheme kNvfp4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 constexpr QuantScheme kNvfp4A16{WeightFormat::nvfp4, Activations::bf16};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 void write_config(const std::filesystem::path& dir, const std::string& text) {
   std::filesystem::create_directories(dir);

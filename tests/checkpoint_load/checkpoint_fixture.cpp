@@ -208,6 +208,18 @@ std::string moe_layer_name(ExpertStyle style, const std::string& prefix) {
   return prefix + (style == ExpertStyle::qwen3 ? ".mlp.experts" : ".block_sparse_moe.experts");
 }
 
+namespace {
+
+// The attention projections of decoder layer `prefix` (k and v at half width).
+void add_attention(ModelSpec& s, const std::string& prefix, std::int64_t hidden) {
+  s.linears.push_back({prefix + ".self_attn.q_proj", hidden, hidden});
+  s.linears.push_back({prefix + ".self_attn.k_proj", hidden / 2, hidden});
+  s.linears.push_back({prefix + ".self_attn.v_proj", hidden / 2, hidden});
+  s.linears.push_back({prefix + ".self_attn.o_proj", hidden, hidden});
+}
+
+}  // namespace
+
 ModelSpec moe_model(Layout layout, const QuantScheme& scheme, int layers, std::int64_t experts, std::int64_t hidden,
                     std::int64_t intermediate, ExpertStyle style) {
   ModelSpec s;
@@ -217,10 +229,7 @@ ModelSpec moe_model(Layout layout, const QuantScheme& scheme, int layers, std::i
   s.hidden = hidden;
   for (int l = 0; l < layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l);
-    s.linears.push_back({p + ".self_attn.q_proj", hidden, hidden});
-    s.linears.push_back({p + ".self_attn.k_proj", hidden / 2, hidden});
-    s.linears.push_back({p + ".self_attn.v_proj", hidden / 2, hidden});
-    s.linears.push_back({p + ".self_attn.o_proj", hidden, hidden});
+    add_attention(s, p, hidden);
     s.moes.push_back({p, experts, hidden, intermediate});
   }
   return s;
@@ -234,10 +243,7 @@ ModelSpec dense_model(Layout layout, const QuantScheme& scheme, int layers, std:
   s.hidden = hidden;
   for (int l = 0; l < layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l);
-    s.linears.push_back({p + ".self_attn.q_proj", hidden, hidden});
-    s.linears.push_back({p + ".self_attn.k_proj", hidden / 2, hidden});
-    s.linears.push_back({p + ".self_attn.v_proj", hidden / 2, hidden});
-    s.linears.push_back({p + ".self_attn.o_proj", hidden, hidden});
+    add_attention(s, p, hidden);
     s.linears.push_back({p + ".mlp.gate_proj", intermediate, hidden});
     s.linears.push_back({p + ".mlp.up_proj", intermediate, hidden});
     s.linears.push_back({p + ".mlp.down_proj", hidden, intermediate});

@@ -17,6 +17,7 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/checkpoint_report.hpp"
 #include "load_test_support.hpp"
+#include "support/cli_tool.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fp4cl::test {
@@ -24,31 +25,6 @@ namespace {
 
 constexpr QuantScheme kNvfp4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 constexpr QuantScheme kMxfp4A16{WeightFormat::mxfp4, Activations::bf16};
-
-struct ToolRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs the built `fp4cl` with `args`, capturing stdout and stderr.
-ToolRun run_tool(const std::string& args, const TempDir& scratch) {
-  const std::filesystem::path out = scratch.path() / "stdout", err = scratch.path() / "stderr";
-  const std::string command =
-      std::string("'") + FP4CL_CLI_PATH + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int raw = std::system(command.c_str());
-  ToolRun r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
 
 // The dequant-direction global scales (weight, input) the fixture stored for `modules`.
 std::pair<ScaleRange, ScaleRange> fixture_ranges(const FixtureCheckpoint& f, const std::vector<std::string>& modules) {

@@ -1,4 +1,4 @@
-// Helpers for the checkpoint-loading tests: error-message checks, bit-exact comparisons of loaded
+// Helpers for the checkpoint-loading tests: error-message checks (support/errors.hpp), bit-exact comparisons of loaded
 // weights with what a fixture quantized, and the stacked experts a fixture implies.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/weights.hpp"
+#include "support/errors.hpp"
 
 namespace fp4cl {
 inline void PrintTo(const QuantScheme& scheme, std::ostream* os) { *os << scheme.name(); }
@@ -33,23 +34,6 @@ inline std::vector<std::uint32_t> bits(const std::vector<float>& v) {
   std::vector<std::uint32_t> out;
   for (float x : v) out.push_back(bits(x));
   return out;
-}
-
-// Runs `f`, which must throw fp4cl::Error with a message containing every one of `parts`;
-// returns the message.
-template <typename F>
-std::string expect_error(F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (std::string_view part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in: " << message;
-    }
-    return message;
-  }
-  ADD_FAILURE() << "expected an fp4cl::Error";
-  return "";
 }
 
 // The quant-direction activation scale a load must give for `e` under `layout`: the stored gs_q

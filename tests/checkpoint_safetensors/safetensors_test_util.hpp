@@ -3,17 +3,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "fp4cl/error.hpp"
+#include "support/errors.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fp4cl::test {
 
@@ -34,44 +33,6 @@ inline std::vector<std::uint8_t> counting_bytes(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i);
   return v;
 }
-
-// Runs `action`, expecting an fp4cl::Error whose message contains every one of `parts`.
-inline void expect_error(const std::function<void()>& action, const std::vector<std::string>& parts) {
-  try {
-    action();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message << "\nlacks: " << part;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected an fp4cl::Error mentioning '" << (parts.empty() ? "" : parts[0]) << "'";
-}
-
-// A fresh directory, removed with its contents when the object dies.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("fp4cl_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

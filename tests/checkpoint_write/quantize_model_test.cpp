@@ -11,6 +11,7 @@
 #include "checkpoint_write/quantize_test_fixture.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/quant_config.hpp"
+#include "support/errors.hpp"
 
 namespace fp4cl {
 namespace {
@@ -24,14 +25,7 @@ QuantizeOptions options(const char* scheme, QuantProducer layout) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 #define EXPECT_CONTAINS(text, fragment) \
   EXPECT_NE(std::string(text).find(fragment), std::string::npos) << (text)

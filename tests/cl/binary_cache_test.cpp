@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cl/binary_cache.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fp4cl {
@@ -20,16 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using detail::CacheEntryRead;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void write_file(const fs::path& p, const std::string& data) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 std::vector<std::string> files_in(const fs::path& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
@@ -78,9 +69,9 @@ TEST(BinaryCache, EveryTruncationIsCorrupt) {
   test::TempDir dir;
   const fs::path entry = dir.path() / "e.clbin";
   ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
-  const std::string good = read_file(entry);
+  const std::string good = test::file_text(entry);
   for (std::size_t n = 0; n < good.size(); ++n) {
-    write_file(entry, good.substr(0, n));
+    test::write_file_text(entry, good.substr(0, n));
     const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
     EXPECT_EQ(read.status, CacheEntryRead::corrupt) << "truncated to " << n << " bytes";
     EXPECT_FALSE(read.problem.empty());
@@ -91,11 +82,11 @@ TEST(BinaryCache, EveryFlippedByteIsCorrupt) {
   test::TempDir dir;
   const fs::path entry = dir.path() / "e.clbin";
   ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
-  const std::string good = read_file(entry);
+  const std::string good = test::file_text(entry);
   for (std::size_t i = 0; i < good.size(); ++i) {
     std::string bad = good;
     bad[i] = static_cast<char>(bad[i] ^ 0x5a);
-    write_file(entry, bad);
+    test::write_file_text(entry, bad);
     EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt) << "byte " << i << " flipped";
   }
 }
@@ -106,12 +97,12 @@ TEST(BinaryCache, GarbageAndTrailingBytesAreCorrupt) {
   std::mt19937 rng(7);
   std::string garbage(4096, '\0');
   for (char& c : garbage) c = static_cast<char>(rng());
-  write_file(entry, garbage);
+  test::write_file_text(entry, garbage);
   EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt);
-  write_file(entry, "FP4CLBIN1\n" + garbage);  // right magic, garbage after it
+  test::write_file_text(entry, "FP4CLBIN1\n" + garbage);  // right magic, garbage after it
   EXPECT_EQ(detail::read_cache_entry(entry, kKey).status, CacheEntryRead::corrupt);
   ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
-  write_file(entry, read_file(entry) + "x");
+  test::write_file_text(entry, test::file_text(entry) + "x");
   const CacheEntryRead read = detail::read_cache_entry(entry, kKey);
   EXPECT_EQ(read.status, CacheEntryRead::corrupt);
   EXPECT_EQ(read.problem, "its length does not add up");
@@ -138,14 +129,14 @@ TEST(BinaryCache, AnIntactEntryOfAnotherKeyIsStale) {
 TEST(BinaryCache, WriteReplacesAnExistingEntry) {
   test::TempDir dir;
   const fs::path entry = dir.path() / "e.clbin";
-  write_file(entry, "garbage");
+  test::write_file_text(entry, "garbage");
   ASSERT_EQ(detail::write_cache_entry(entry, kKey, kBinary), "");
   EXPECT_EQ(detail::read_cache_entry(entry, kKey).binary, kBinary);
 }
 
 TEST(BinaryCache, WriteIntoAnImpossibleDirectoryReportsWhy) {
   test::TempDir dir;
-  write_file(dir.path() / "a_file", "not a directory");
+  test::write_file_text(dir.path() / "a_file", "not a directory");
   const std::string why = detail::write_cache_entry(dir.path() / "a_file" / "sub" / "e.clbin", kKey, kBinary);
   EXPECT_NE(why.find("creating the directory"), std::string::npos) << why;
 }

@@ -6,19 +6,12 @@
 
 #include "fp4cl/error.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "support/errors.hpp"
 
 namespace fp4cl {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-    return "no error";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
+using test::error_of;
 
 TEST(BuildOptions, EmptyIsEmpty) { EXPECT_EQ(BuildOptions().str(), ""); }
 

@@ -7,6 +7,7 @@
 #include "memory_sources.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "support/errors.hpp"
 
 namespace fp4cl {
 namespace {
@@ -18,12 +19,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 std::string error_of(const std::string& file, const KernelSources& sources) {
-  try {
-    kernel_source(file, sources);
-    return "no error";
-  } catch (const Error& e) {
-    return e.what();
-  }
+  return test::error_of([&] { kernel_source(file, sources); });
 }
 
 TEST(KernelSource, ResolvesNestedIncludesInOrder) {

@@ -17,6 +17,7 @@
 #include "memory_sources.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
 
@@ -60,16 +61,6 @@ std::vector<fs::path> entries(const fs::path& dir) {
   return found;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void write_file(const fs::path& p, const std::string& data) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 
 // The only entry in `dir` (after building one program there).
 fs::path only_entry(const fs::path& dir) {
@@ -118,7 +109,7 @@ TEST(ProgramCache, CorruptEntriesAreRebuiltWithAWarning) {
   test::TempDir dir;
   { EXPECT_EQ(run_scale(*make_cache(dir.str()), 1), expected_scale(1)); }
   const fs::path entry = only_entry(dir.path());
-  const std::string good = read_file(entry);
+  const std::string good = test::file_text(entry);
   ASSERT_GT(good.size(), 64u);
 
   std::string flipped = good;
@@ -131,7 +122,7 @@ TEST(ProgramCache, CorruptEntriesAreRebuiltWithAWarning) {
   };
   for (const auto& [what, damaged] : damages) {
     SCOPED_TRACE(what);
-    write_file(entry, damaged);
+    test::write_file_text(entry, damaged);
     test::LogCapture log;
     auto cache = make_cache(dir.str());
     EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));
@@ -227,7 +218,7 @@ TEST(ProgramCache, SourceOptionsAndDriverEachGetTheirOwnEntry) {
 
 TEST(ProgramCache, AnUnwritableDirectoryOnlyLosesTheDiskCache) {
   test::TempDir dir;
-  write_file(dir.path() / "a_file", "a file where the cache directory's parent should be");
+  test::write_file_text(dir.path() / "a_file", "a file where the cache directory's parent should be");
   const std::string impossible = (dir.path() / "a_file" / "cache").string();
   test::LogCapture log;
   auto cache = make_cache(impossible);

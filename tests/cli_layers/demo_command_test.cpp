@@ -5,7 +5,7 @@
 #include <string>
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
-#include "cli_layers/cli_tool.hpp"
+#include "support/cli_tool.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fp4cl::test {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
-#include "cli_layers/cli_tool.hpp"
+#include "support/cli_tool.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/safetensors.hpp"
@@ -60,17 +60,31 @@ std::vector<std::uint32_t> as_bits(const std::vector<float>& v) {
   return b;
 }
 
+// A run's BF16 output bits as moe_outside_bound takes them.
+MoeRun bf16_moe_run(const std::vector<std::uint16_t>& bits) {
+  MoeRun run;
+  for (std::uint16_t b : bits) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  return run;
+}
+
 class RunCommand : public testing::Test {
  protected:
   TempDir scratch{"fp4cl-run-test"};
   std::filesystem::path out() const { return scratch.path() / "out.safetensors"; }
+  // `fp4cl run` of `layer` on the tensors of `in` (written to the scratch folder) into out().
+  ToolRun run_layer(const std::filesystem::path& model, const std::string& layer, const Inputs& in,
+                    const std::string& extra = "") const {
+    return run_tool(run_args(model, layer, in.write(scratch), out(), extra), scratch);
+  }
 };
 
 TEST_F(RunCommand, LinearMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
-  const ToolRun r =
-      run_tool(run_args(model, kQProj, Inputs().bf16("x", kTokens, 64, x).write(scratch), out(), "--check"), scratch);
+  const ToolRun r = run_layer(model, kQProj, Inputs().bf16("x", kTokens, 64, x), "--check");
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("check against the scalar reference: 320 outputs within bounds"), std::string::npos) << r.out;
 
@@ -101,8 +115,7 @@ TEST_F(RunCommand, F32ActivationsAreRoundedToBf16) {
     x16.push_back(float_to_bf16(v));
   }
   const ToolRun r =
-      run_tool(run_args(model, kQProj, Inputs().add("x", kTokens, 64, x32).write(scratch), out(), "--output-dtype f32"),
-               scratch);
+      run_layer(model, kQProj, Inputs().add("x", kTokens, 64, x32), "--output-dtype f32");
   ASSERT_EQ(r.status, 0) << describe(r);
   const TensorView y = SafetensorsFile::open(out().string()).tensor("y");
   ASSERT_EQ(y.dtype(), Dtype::f32);
@@ -119,11 +132,9 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 33);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 34);
-  const ToolRun r =
-      run_tool(run_args(model, "model.layers.0",
-                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
-                        out(), "--output-dtype f32 --check"),
-               scratch);
+  const ToolRun r = run_layer(model, "model.layers.0",
+                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                              "--output-dtype f32 --check");
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
   const std::vector<float> y =
@@ -149,11 +160,9 @@ TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 36);
-  const ToolRun r =
-      run_tool(run_args(model, "model.layers.0.mlp.experts",
-                        Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits).write(scratch),
-                        out(), "--topk 3 --no-renormalize --check"),
-               scratch);
+  const ToolRun r = run_layer(model, "model.layers.0.mlp.experts",
+                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                              "--topk 3 --no-renormalize --check");
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-3, not renormalized"), std::string::npos) << r.out;
   const std::vector<std::uint16_t> bits =
@@ -163,12 +172,7 @@ TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
   ro.scheme = kNvfp4;
   const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
                                             reference::routing_from_logits(logits, kTokens, 4, 3, false));
-  MoeRun run;
-  for (std::uint16_t b : bits) {
-    run.values.push_back(bf16_to_float(b));
-    run.bits.push_back(b);
-  }
-  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, "fp4cl run --topk 3 --no-renormalize"), 0u);
+  EXPECT_EQ(moe_outside_bound(ref, bf16_moe_run(bits), MoeOutput::bf16, "fp4cl run --topk 3 --no-renormalize"), 0u);
 }
 
 TEST_F(RunCommand, MoeFromPrecomputedTopk) {
@@ -176,14 +180,10 @@ TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
   const std::vector<std::int64_t> ids = {0, 1, 1, 2, 2, 3, 3, 0, 0, 0};  // the last token names expert 0 twice
   const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 0.125f, 0.75f, 0.5f, 0.3f, 0.7f, 0.5f, 0.5f};
-  const ToolRun r = run_tool(run_args(model, "model.layers.0",
-                                      Inputs()
-                                          .bf16("x", kTokens, 64, x)
-                                          .add("topk_ids", kTokens, 2, ids)
-                                          .add("topk_weights", kTokens, 2, weights)
-                                          .write(scratch),
-                                      out(), "--check"),
-                             scratch);
+  const ToolRun r = run_layer(
+      model, "model.layers.0",
+      Inputs().bf16("x", kTokens, 64, x).add("topk_ids", kTokens, 2, ids).add("topk_weights", kTokens, 2, weights),
+      "--check");
   ASSERT_EQ(r.status, 0) << describe(r);
   const std::vector<std::uint16_t> bits =
       SafetensorsFile::open(out().string()).tensor("y").to_vector<std::uint16_t>(Dtype::bf16);
@@ -192,12 +192,7 @@ TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
   const auto ref = reference::moe_reference(Checkpoint::open(model).load_moe("model.layers.0").experts, ro, x,
                                             reference::routing_from_topk(ids32, weights, kTokens, 2));
-  MoeRun run;
-  for (std::uint16_t b : bits) {
-    run.values.push_back(bf16_to_float(b));
-    run.bits.push_back(b);
-  }
-  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, "fp4cl run with topk_ids"), 0u);
+  EXPECT_EQ(moe_outside_bound(ref, bf16_moe_run(bits), MoeOutput::bf16, "fp4cl run with topk_ids"), 0u);
 }
 
 struct BadRun {
@@ -319,7 +314,7 @@ TEST_F(RunCommand, ArgumentErrorsAreClear) {
   for (const BadRun& c : cases) {
     Inputs in;
     c.inputs(in);
-    const ToolRun r = run_tool(run_args(model, c.layer, in.write(scratch), out(), c.extra), scratch);
+    const ToolRun r = run_layer(model, c.layer, in, c.extra);
     EXPECT_NE(r.status, 0) << c.what << "\n" << describe(r);
     for (const std::string& e : c.expected)
       EXPECT_NE(r.err.find(e), std::string::npos) << c.what << ": '" << e << "'\n" << r.err;

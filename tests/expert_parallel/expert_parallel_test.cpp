@@ -16,26 +16,11 @@
 #include "common/formats.cl"
 #include "fp4cl/error.hpp"
 #include "moe/moe_test_support.hpp"
+#include "support/errors.hpp"
 #include "shard_contexts.hpp"
 
 namespace fp4cl::test {
 namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-    return "no error";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-#define EXPECT_ERROR_HAS(call, text)                               \
-  do {                                                             \
-    const std::string message_ = error_of([&] { call; });          \
-    EXPECT_NE(message_.find(text), std::string::npos) << message_; \
-  } while (0)
 
 const QuantScheme kSchemes[] = {{WeightFormat::nvfp4, Activations::fp4_dynamic},
                                 {WeightFormat::nvfp4, Activations::bf16},

@@ -8,27 +8,12 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/expert_parallel.hpp"
 #include "moe/moe_test_support.hpp"
+#include "support/errors.hpp"
 
 namespace fp4cl::test {
 namespace {
 
 using Map = std::vector<std::int32_t>;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-    return "no error";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-#define EXPECT_ERROR_HAS(call, text)                               \
-  do {                                                             \
-    const std::string message_ = error_of([&] { call; });          \
-    EXPECT_NE(message_.find(text), std::string::npos) << message_; \
-  } while (0)
 
 TEST(ContiguousExpertMaps, SplitsInOrderWithTheRemainderFirst) {
   const auto maps = contiguous_expert_maps(10, 3);

@@ -16,6 +16,7 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/quantize.hpp"
+#include "support/errors.hpp"
 #include "test_helpers.hpp"
 
 namespace fp4cl {

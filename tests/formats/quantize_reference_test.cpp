@@ -11,6 +11,7 @@
 #include "bf16_test_data.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
+#include "support/errors.hpp"
 #include "test_helpers.hpp"
 
 namespace fp4cl {

@@ -108,7 +108,7 @@ TEST(KernelRegistry, UnknownNameListsTheValidOnes) {
 TEST(KernelRegistry, EnvironmentForcesUnlessTheCallerNamesOne) {
   const Registry r = make_registry();
   {
-    ScopedEnv env("FP4CL_FAKE_KERNEL", nullptr);
+    ScopedEnv env("FP4CL_FAKE_KERNEL", std::nullopt);
     EXPECT_EQ(r.forced_name(""), "");
     EXPECT_EQ(r.forced_name("small"), "small");
   }

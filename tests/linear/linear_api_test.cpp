@@ -156,7 +156,7 @@ TEST(LinearApi, MetadataForBenchmarks) {
 // ---------------------------------------------------------------- kernel selection
 
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
-  ScopedEnv env("FP4CL_LINEAR_KERNEL", nullptr);
+  ScopedEnv env("FP4CL_LINEAR_KERNEL", std::nullopt);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
   // The decode GEMVs by device class: on CPUs the words kernel, on GPUs the split kernel, on
   // other devices the rows kernel.

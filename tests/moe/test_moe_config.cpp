@@ -8,6 +8,7 @@
 
 #include "moe_test_support.hpp"
 #include "support/check.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -31,15 +32,6 @@ void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 TEST(MoeConfig, RejectsInvalidExperts) {
   const Fp4Experts good = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 1});

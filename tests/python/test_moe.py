@@ -1,5 +1,6 @@
 """MoE layers through the binding, every scheme and layout, against the independent NumPy
-reference: precomputed top-k and router logits, BF16 and fp32 outputs, expert parallelism."""
+reference: precomputed top-k and router logits, BF16 and fp32 outputs, expert parallelism, batch
+invariance."""
 
 import ml_dtypes
 import numpy as np
@@ -98,6 +99,22 @@ def test_moe_batch_larger_than_max_tokens_runs_in_chunks(fp4cl, context, checkpo
         assert moe.max_tokens == 4
         y = moe.run(x, ids, weights)
     check(reference.run(x.view(np.uint16), ids, weights), y, "11 tokens, max_tokens 4")
+
+
+def test_moe_batch_invariant_keeps_the_bits_of_one_pass(fp4cl, context, checkpoints, monkeypatch):
+    # The grouped strategy (forced; its sums depend on how many pairs share a tile) on 45 tokens
+    # in chunks of 7: batch_invariant gives the bits of one pass, and without it this data
+    # differs (so the option reaches the layer).
+    monkeypatch.setenv("FP4CL_MOE_KERNEL", "grouped")
+    path = checkpoints.get("nvfp4a16", "compressed-tensors")
+    x, ids, weights, _ = inputs(MODEL["hidden"], tokens=45, seed=13)
+    with context.open(path) as model:
+        def run(max_tokens, batch_invariant):
+            with model.moe(MOE_PREFIX, output="fp32", max_tokens=max_tokens, batch_invariant=batch_invariant) as moe:
+                return moe.run(x, ids, weights)
+        invariant = run(256, True)
+        assert np.array_equal(run(7, True).view(np.uint32), invariant.view(np.uint32))
+        assert not np.array_equal(run(7, False).view(np.uint32), invariant.view(np.uint32))
 
 
 def test_moe_one_token_as_1d_arrays(fp4cl, context, checkpoints):

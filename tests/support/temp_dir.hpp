@@ -3,8 +3,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <stdlib.h>  // mkdtemp
@@ -28,6 +30,17 @@ class TempDir {
 
   const std::filesystem::path& path() const { return path_; }
   std::string str() const { return path_.string(); }
+  // The path of `name` in the directory.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+  // Writes `text` to `<dir>/<name>` and returns the file's path.
+  std::filesystem::path write(const std::string& name, std::string_view text) const {
+    const std::filesystem::path file = path_ / name;
+    std::ofstream out(file, std::ios::binary);
+    out << text;
+    if (!out) throw std::runtime_error("writing " + file.string() + " failed");
+    return file;
+  }
 
  private:
   std::filesystem::path path_;

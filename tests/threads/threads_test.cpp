@@ -93,6 +93,24 @@ struct Failures {
   }
 };
 
+// Runs body(t, mine) on kThreads threads t, each with its own queue on ctx (`mine`), and reports
+// what any of them recorded in `failures` or threw.
+template <typename Body>
+void run_on_threads(const Context& ctx, Failures& failures, Body body) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        body(t, ctx.with_new_queue());
+      } catch (const std::exception& e) {
+        failures.add("thread " + std::to_string(t) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& m : failures.messages) ADD_FAILURE() << m;
+}
+
 TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
   const Context& ctx = test_context();
   const std::int64_t E = 16;
@@ -112,28 +130,18 @@ TEST(Threads, MoeLayersOnTheirOwnQueuesSharingWeightsAreBitIdentical) {
 
   const int iterations = iterations_per_thread();
   Failures failures;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      try {
-        const Context mine = ctx.with_new_queue();
-        // Half the threads share the base layer's weights, half create their own layer.
-        MoeLayer layer = t % 2 ? MoeLayer::create(mine, ex, cfg) : base.with_context(mine);
-        for (int i = 0; i < iterations; ++i) {
-          const MoeCase& c = cases[static_cast<std::size_t>(t + i) % cases.size()];
-          const std::vector<float> y = run_case(mine, layer, c);
-          failures.calls++;
-          if (y.size() != c.expected.size() || std::memcmp(y.data(), c.expected.data(), y.size() * 4) != 0)
-            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
-                         " (T = " + std::to_string(c.tokens) + "): the output differs from the single-threaded run");
-        }
-      } catch (const std::exception& e) {
-        failures.add("thread " + std::to_string(t) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (const auto& m : failures.messages) ADD_FAILURE() << m;
+  run_on_threads(ctx, failures, [&](int t, const Context& mine) {
+    // Half the threads share the base layer's weights, half create their own layer.
+    MoeLayer layer = t % 2 ? MoeLayer::create(mine, ex, cfg) : base.with_context(mine);
+    for (int i = 0; i < iterations; ++i) {
+      const MoeCase& c = cases[static_cast<std::size_t>(t + i) % cases.size()];
+      const std::vector<float> y = run_case(mine, layer, c);
+      failures.calls++;
+      if (y.size() != c.expected.size() || std::memcmp(y.data(), c.expected.data(), y.size() * 4) != 0)
+        failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
+                     " (T = " + std::to_string(c.tokens) + "): the output differs from the single-threaded run");
+    }
+  });
   EXPECT_EQ(failures.calls.load(), kThreads * iterations);
   // The base layer still gives its bits after the threads used its weights.
   EXPECT_EQ(run_case(ctx, base, cases[0]), cases[0].expected);
@@ -179,28 +187,18 @@ TEST(Threads, LinearLayersOnTheirOwnQueuesAreBitIdentical) {
   }
   const int iterations = iterations_per_thread();
   Failures failures;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      try {
-        const Context mine = ctx.with_new_queue();
-        Linear layer = Linear::create(mine, weight, scheme, options);
-        for (int i = 0; i < iterations; ++i) {
-          const std::size_t c = static_cast<std::size_t>(t + i) % xs.size();
-          std::vector<float> y;
-          layer.run(xs[c], token_counts[c], y);
-          failures.calls++;
-          if (y != expected[c])
-            failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
-                         ": the linear output differs from the single-threaded run");
-        }
-      } catch (const std::exception& e) {
-        failures.add("thread " + std::to_string(t) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (const auto& m : failures.messages) ADD_FAILURE() << m;
+  run_on_threads(ctx, failures, [&](int t, const Context& mine) {
+    Linear layer = Linear::create(mine, weight, scheme, options);
+    for (int i = 0; i < iterations; ++i) {
+      const std::size_t c = static_cast<std::size_t>(t + i) % xs.size();
+      std::vector<float> y;
+      layer.run(xs[c], token_counts[c], y);
+      failures.calls++;
+      if (y != expected[c])
+        failures.add("thread " + std::to_string(t) + " iteration " + std::to_string(i) +
+                     ": the linear output differs from the single-threaded run");
+    }
+  });
   EXPECT_EQ(failures.calls.load(), kThreads * iterations);
 }
 
@@ -226,24 +224,14 @@ TEST(Threads, ConcurrentCreationBuildsEachProgramOnce) {
 
     Failures failures;
     std::vector<std::vector<std::uint16_t>> outs(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        try {
-          const Context mine = many.with_new_queue();
-          MoeLayer layer = MoeLayer::create(mine, ex, cfg);
-          const auto n = static_cast<std::size_t>(9 * 64);
-          const cl::Buffer out(mine.opencl_context(), CL_MEM_READ_WRITE, n * 2);
-          layer.forward_topk(upload(mine, x), upload(mine, ids), upload(mine, w), out, 9);
-          outs[static_cast<std::size_t>(t)].resize(n);
-          mine.queue().enqueueReadBuffer(out, CL_TRUE, 0, n * 2, outs[static_cast<std::size_t>(t)].data());
-        } catch (const std::exception& e) {
-          failures.add("thread " + std::to_string(t) + ": " + e.what());
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (const auto& m : failures.messages) ADD_FAILURE() << m;
+    run_on_threads(many, failures, [&](int t, const Context& mine) {
+      MoeLayer layer = MoeLayer::create(mine, ex, cfg);
+      const auto n = static_cast<std::size_t>(9 * 64);
+      const cl::Buffer out(mine.opencl_context(), CL_MEM_READ_WRITE, n * 2);
+      layer.forward_topk(upload(mine, x), upload(mine, ids), upload(mine, w), out, 9);
+      outs[static_cast<std::size_t>(t)].resize(n);
+      mine.queue().enqueueReadBuffer(out, CL_TRUE, 0, n * 2, outs[static_cast<std::size_t>(t)].data());
+    });
     const ProgramCacheStats stats = many.programs().stats();
     EXPECT_EQ(stats.source_builds, single.source_builds);
     // Every thread asks for every program: one build each, the other requests served from memory.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fp4cl/error.hpp"
+#include "support/errors.hpp"
 #include "support/temp_dir.hpp"
 #include "tuning/tuning_database.hpp"
 
@@ -26,12 +27,7 @@ const char* kValid = R"({
 
 // The error message of parsing `text` (or "(no error)").
 std::string parse_error(const std::string& text) {
-  try {
-    parse_database(text, "db.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::error_of([&] { parse_database(text, "db.json"); });
 }
 
 // kValid with `from` replaced by `to` (once).

@@ -1,14 +1,14 @@
-// Running the built `fp4cl` tool from a test and capturing what it prints.
+// Running the built `fp4cl` tool from a test and capturing what it prints (the test target defines
+// FP4CL_CLI_PATH, the tool's path).
 #pragma once
 
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fp4cl::test {
@@ -17,13 +17,6 @@ struct ToolRun {
   int status = -1;  // the exit status, -1 when the tool did not exit normally
   std::string out, err;
 };
-
-inline std::string file_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs `fp4cl <args>` (args are passed to the shell as written), capturing stdout and stderr in
 // files of `scratch`.
