@@ -94,7 +94,7 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 // lookup in a float16 table of the exact E2M1 values, indexed by the nibble, which LLVM compiles to
 // one vpermps on AVX-512 (a variable-index vector written lane by lane; OpenCL's shuffle() is
 // scalarized by PoCL), and the products of a block accumulate unscaled and meet the block's scales
-// once per block: per 16 weights a shift, a mask, a permute and an FMA, against a shift, a shift, a
+// once per block: per 16 weights a shift, a mask (see MOE_PERMVAR), a permute and an FMA, against a shift, a shift, a
 // mask, a scale multiply and an FMA for moe_e2m1. NVFP4 only (its scaled block sums stay normal
 // fp32 numbers; MXFP4's scale range does not guarantee it). Tiles of more than
 // MOE_LUT_MAX_PAIRS pairs, and batch-invariant builds (one summation order for every tile size),
@@ -104,13 +104,30 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 #define MOE_LUT_MAX_PAIRS 4
 #define MOE_LUT_TABLE \
   (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f)
+// With clang's AVX-512 builtins (PoCL on x86 CPUs with AVX-512F) the lookup is vpermps itself,
+// which reads only the low 4 bits of each index: the nibble needs its shift but no mask, so per 16
+// weights a shift, a permute and an FMA (measured in the README's PoCL section). Elsewhere, and with
+// MOE_NO_PERMVAR, the lane-by-lane lookup below (LLVM needs the mask there to prove every index is
+// in range; without it, it scalarizes). Both give the same table values: bit-identical results.
+#if defined(__has_builtin) && !defined(MOE_NO_PERMVAR)
+#if __has_builtin(__builtin_ia32_permvarsf512) && defined(__AVX512F__)
+#define MOE_PERMVAR 1
+#endif
+#endif
+#ifndef MOE_PERMVAR
+#define MOE_PERMVAR 0
+#endif
 inline float16 moe_lut16(float16 t, uint16 i) {
   return (float16)(t[i.s0], t[i.s1], t[i.s2], t[i.s3], t[i.s4], t[i.s5], t[i.s6], t[i.s7], t[i.s8], t[i.s9], t[i.sa],
                    t[i.sb], t[i.sc], t[i.sd], t[i.se], t[i.sf]);
 }
 // The exact E2M1 values of element 8g + j of each lane's row, from the word of elements 8g..8g+7.
 inline float16 moe_lut_e2m1(float16 table, uint16 w, int j) {
+#if MOE_PERMVAR
+  return __builtin_ia32_permvarsf512(table, as_int16(j == 0 ? w : w >> (uint)(4 * j)));
+#else
   return moe_lut16(table, j == 7 ? w >> 28u : (w >> (uint)(4 * j)) & 15u);
+#endif
 }
 // The block scales for unscaled E2M1 sums: those of moe_block_scales times 2^MOE_E2M1_EXP, so
 // that the host's factor 2^-(scale_exp + MOE_E2M1_EXP) still applies (NVFP4: e4m3 × 2^-7 at
