@@ -37,6 +37,12 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
+#if MOE_BF16DOT
+  if (n == 1) {  // one pair: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
+    moe_bf16_dot2(gw, gs, uw, us, hidden, scale_exp, x1 + (long)start * hidden, &hg[0], &hu[0]);
+    return;
+  }
+#endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
   // 4 / n chains per pair and matrix.

@@ -28,6 +28,12 @@
 __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
+#if MOE_BF16DOT
+  if (n == 1) {  // one pair: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
+    h[0] = moe_bf16_dot(w, s, inter, scale_exp, x2 + (long)start * inter);
+    return;
+  }
+#endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
   // 4 / n chains per pair.

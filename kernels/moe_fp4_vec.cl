@@ -140,6 +140,131 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_LUT_MAX_PAIRS 0
 #endif
 
+// One-pair tiles by AVX-512 BF16 dot products (MOE_BF16DOT; the host defines MOE_DPBF16 for CPU
+// devices whose processor has AVX-512 BW, VBMI and BF16, host/kernels/moe_build_options.cpp; the
+// OpenCL compiler must be one whose builtins this code knows, below, else this stays off). For a word vector
+// (8 elements of each of the 16 rows) and an element pair p, one vpmultishiftqb moves nibbles 2p
+// and 2p+1 of every row into the low bits of the two 16-bit halves of the row's lane, one vpermw
+// looks both up in a 32-entry table of the E2M1 values as BF16 (the table twice over: vpermw reads
+// 5 index bits, the fifth is the next nibble's), and one vdpbf16ps adds both products to the
+// row's sum: per 32 weights 3 vector instructions, against 6 for the table decode above. The
+// activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded SwiGLU output;
+// W4A4: e2m1 × an E4M3 scale, 6 significant bits), so their high halves are them exactly; each
+// work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
+// fp32; a block's 8 pair steps alternate between two sums (vdpbf16ps rounds to nearest even,
+// flushing denormal inputs and results: activations below 2^-126 count as 0, far inside the
+// reference's bound), which meet the block's scales as in the table decode. Tiles of one pair
+// only (other tiles keep the table decode); not in batch-invariant builds (as MOE_LUT).
+// (__has_builtin answers for the base instruction set only, so the guard names the compilers
+// whose builtins take the forms used here: clang 11 to 16 on x86-64; clang 17 changed the BF16
+// operand type.)
+#if MOE_LUT && defined(MOE_DPBF16) && defined(__clang__) && defined(__x86_64__)
+#if __clang_major__ >= 11 && __clang_major__ <= 16
+#define MOE_BF16DOT 1
+#endif
+#endif
+#ifndef MOE_BF16DOT
+#define MOE_BF16DOT 0
+#endif
+
+#if MOE_BF16DOT
+#define MOE_BF16_TARGET __attribute__((target("avx512bw,avx512vbmi,avx512bf16")))
+#define MOE_BF16_CHUNK 256
+typedef char moe_v64qi __attribute__((vector_size(64)));
+typedef short moe_v32hi __attribute__((vector_size(64)));
+typedef float moe_v16sf __attribute__((vector_size(64)));
+typedef int moe_v16si __attribute__((vector_size(64)));
+
+// The BF16 pairs of n elements of x (n a multiple of 16): xp[i] = bf16(x[2i]) | bf16(x[2i+1]) << 16.
+inline void moe_bf16_pack(const __global float* x, uint* xp, int n) {
+  for (int c = 0; c < n / 16; ++c) {
+    const uint16 v = vload16(c, (const __global uint*)x);
+    vstore8((v.even >> 16) | (v.odd & 0xFFFF0000u), c, xp);
+  }
+}
+
+// The E2M1 values of elements 8g + 2p (low half) and 8g + 2p + 1 (high half) of each lane's row as
+// BF16, from the word vector w of elements 8g .. 8g+7.
+MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p) {
+  // Bytes 0 and 2 of a lane select the bits from 8p and 8p + 4 of its 32-bit word (lanes are the
+  // low and high halves of 64-bit words: offsets + 32 in the high one); bytes 1 and 3 are unused.
+  const uint lo = 0x04040000u + 0x08080808u * (uint)p, hi = lo + 0x20202020u;
+  const uint16 ctrl = (uint16)(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
+  const moe_v64qi idx = __builtin_ia32_vpmultishiftqb512(__builtin_astype(ctrl, moe_v64qi), __builtin_astype(w, moe_v64qi));
+  return (moe_v16si)__builtin_ia32_permvarhi512(table, (moe_v32hi)idx);
+}
+
+#define MOE_BF16_TABLE                                                                                          \
+  (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \
+             0xC000, 0xC040, 0xC080, 0xC0C0)
+
+// One block (two word vectors w0, w1) against its 8 activation pairs xp[0..7]: the unscaled sum.
+MOE_BF16_TARGET inline float16 moe_bf16_block(moe_v32hi table, uint16 w0, uint16 w1, const uint* xp) {
+  moe_v16sf a = __builtin_astype((float16)(0.0f), moe_v16sf), b = a;
+#define MOE_BF16_STEP(acc, w, p, i) \
+  acc = __builtin_ia32_dpbf16ps_512(acc, moe_bf16_pair(table, w, p), __builtin_astype((uint16)(xp[i]), moe_v16si))
+  MOE_BF16_STEP(a, w0, 0, 0);
+  MOE_BF16_STEP(b, w0, 1, 1);
+  MOE_BF16_STEP(a, w0, 2, 2);
+  MOE_BF16_STEP(b, w0, 3, 3);
+  MOE_BF16_STEP(a, w1, 0, 4);
+  MOE_BF16_STEP(b, w1, 1, 5);
+  MOE_BF16_STEP(a, w1, 2, 6);
+  MOE_BF16_STEP(b, w1, 3, 7);
+#undef MOE_BF16_STEP
+  return __builtin_astype(a, float16) + __builtin_astype(b, float16);
+}
+
+// Σ_k w[row, k] · x[k] of the 16 rows of a work-item (words w, block scales s as in moe_fp4_vec.cl)
+// over k < kk, scaled as the table decode's sums, for one matrix (moe_bf16_dot) or two sharing x
+// (moe_bf16_dot2: FC1's gate and up). Not inlined: the kernel is built for the device's base
+// instruction set, these functions for the one with BF16.
+MOE_BF16_TARGET __attribute__((noinline)) float16 moe_bf16_dot(const __global uint* w, const __global moe_scale_t* s,
+                                                                int kk, int scale_exp, const __global float* x) {
+  const ushort16 t = MOE_BF16_TABLE;
+  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);
+  uint xp[MOE_BF16_CHUNK / 2];
+  float16 acc = (float16)(0.0f);
+  for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {
+    const int kn = min(MOE_BF16_CHUNK, kk - k0);
+    moe_bf16_pack(x + k0, xp, kn);
+    for (int b = 0; b < kn / 16; ++b) {
+      const int g = (k0 + 16 * b) / 8;
+      const float16 sum =
+          moe_bf16_block(table, vload16(0, w + (long)g * MOE_GROUP), vload16(0, w + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
+      acc = fma(sum, moe_lut_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_exp), acc);
+    }
+  }
+  return acc;
+}
+
+MOE_BF16_TARGET __attribute__((noinline)) void moe_bf16_dot2(const __global uint* w1, const __global moe_scale_t* s1,
+                                                              const __global uint* w2, const __global moe_scale_t* s2,
+                                                              int kk, int scale_exp, const __global float* x,
+                                                              float16* out1, float16* out2) {
+  const ushort16 t = MOE_BF16_TABLE;
+  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);
+  uint xp[MOE_BF16_CHUNK / 2];
+  float16 acc1 = (float16)(0.0f), acc2 = (float16)(0.0f);
+  for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {
+    const int kn = min(MOE_BF16_CHUNK, kk - k0);
+    moe_bf16_pack(x + k0, xp, kn);
+    for (int b = 0; b < kn / 16; ++b) {
+      const int g = (k0 + 16 * b) / 8;
+      const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;
+      const float16 sum1 = moe_bf16_block(table, vload16(0, w1 + (long)g * MOE_GROUP),
+                                          vload16(0, w1 + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
+      const float16 sum2 = moe_bf16_block(table, vload16(0, w2 + (long)g * MOE_GROUP),
+                                          vload16(0, w2 + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
+      acc1 = fma(sum1, moe_lut_block_scales(s1 + sb, scale_exp), acc1);
+      acc2 = fma(sum2, moe_lut_block_scales(s2 + sb, scale_exp), acc2);
+    }
+  }
+  *out1 = acc1;
+  *out2 = acc2;
+}
+#endif
+
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
 inline floatV moe_round_bf16(floatV v) {
   const intV u = as_intV(v);
