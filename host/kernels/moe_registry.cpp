@@ -15,7 +15,7 @@ namespace fp4cl {
 
 namespace {
 
-constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode, MoeStrategy::split};
+constexpr MoeStrategy kAll[] = {MoeStrategy::grouped, MoeStrategy::decode, MoeStrategy::split, MoeStrategy::mma};
 
 // Defaults by device class. CPUs (PoCL): each work-item owns one SIMD vector of rows, small
 // work-groups, tiles sized so the accumulators (2 × tile_m vectors in FC1) stay in registers.
@@ -42,6 +42,14 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     const int lanes = std::max(1, std::min(split_lanes(p.hidden), t.local_i));
     const int blocks_rows = p.scheme.w4a16() ? 1 : std::max(1, block / (t.local_i / lanes));
     t.tile_m = cpu ? blocks_rows : std::max(4, blocks_rows);
+    return t;
+  }
+  if (s == MoeStrategy::mma) {
+    // Tiles of 8 pairs (one MMA column block), 4 warps splitting K in each GEMM.
+    t.tile_m = 8;
+    const int rt = mma_geometry(t, p).rt;
+    t.local_i = 32 * rt * 4;
+    t.local_h = 32 * rt * 4;
     return t;
   }
   if (device.kind == DeviceKind::cpu) {
@@ -91,10 +99,36 @@ std::string split_refusal(const MoeTiles& t, const DeviceInfo& device, const Moe
   return {};
 }
 
+// "" when the mma strategy with these tiles can serve the problem on the device, else why not.
+std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
+  if (p.hidden % 64 != 0 || p.intermediate % 64 != 0)
+    return fmt::format("H = {} and I = {} must be multiples of 64 (the MMA layout's chunks)", p.hidden, p.intermediate);
+  if (t.tile_m != 8 && t.tile_m != 16 && t.tile_m != 32 && t.tile_m != 64)
+    return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
+  const MmaGeometry g = mma_geometry(t, p);
+  if (t.local_i % (32 * g.rt) != 0 || t.local_h % (32 * g.rt) != 0)
+    return fmt::format("the work-groups of {} and {} must be multiples of {} (warps of 32 on {} row tiles)", t.local_i,
+                       t.local_h, 32 * g.rt, g.rt);
+  if (p.intermediate % g.rows() != 0 || p.hidden % g.rows() != 0)
+    return fmt::format("H = {} and I = {} must be multiples of the {} rows of a work-group", p.hidden, p.intermediate,
+                       g.rows());
+  const auto widest = static_cast<std::size_t>(std::max(g.local1(), g.local2()));
+  if (widest > device.max_work_group_size)
+    return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
+  // moe_mma_fc1's local arrays: the slices' partial sums, the emulation's scratch, W4A4's a values.
+  const int scratch = mma_native(device) ? 1 : 32 * 6;
+  const auto local_bytes = 4u * static_cast<std::uint64_t>(g.ks1 * g.rt * 2 * g.nt * 128 + g.ks1 * g.rt * scratch +
+                                                           (p.scheme.w4a16() ? 0 : 8 * g.nt * g.rows()));
+  if (local_bytes > device.local_mem_bytes)
+    return fmt::format("FC1 needs {} bytes of local memory, the device has {}", local_bytes, device.local_mem_bytes);
+  return {};
+}
+
 // "" when a strategy with these tiles can serve the problem on the device, else why not.
 std::string refusal(MoeStrategy id, const MoeTiles& t, const MoeLayout& layout, const DeviceInfo& device,
                     const MoeProblem& p) {
   if (id == MoeStrategy::split) return split_refusal(t, device, p);
+  if (id == MoeStrategy::mma) return mma_refusal(t, device, p);
   const int block = p.scheme.block_size();
   if (!p.scheme.w4a16() && (t.local_i * layout.vec) % block != 0)
     return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", t.local_i * layout.vec,
@@ -135,11 +169,11 @@ std::map<std::string, int> tile_overrides() {
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
-                                        "split.local_h"};
+                                        "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split>.<tile_m|local_i|local_h>",
+           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>",
            key);
     out[key] = value;
   }
@@ -163,6 +197,7 @@ const char* to_string(MoeStrategy s) {
     case MoeStrategy::grouped: return "grouped";
     case MoeStrategy::decode: return "decode";
     case MoeStrategy::split: return "split";
+    case MoeStrategy::mma: return "mma";
   }
   return "?";
 }
@@ -177,6 +212,26 @@ SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
   g.rows2 = std::max(1, t.local_h / (g.lanes2 * g.slots));
   return g;
 }
+
+namespace {
+// The largest divisor of n that is at most limit (at least 1).
+int largest_divisor_within(std::int64_t n, int limit) {
+  for (int d = std::max(1, limit); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+}  // namespace
+
+MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p) {
+  MmaGeometry g;
+  g.nt = std::max(1, t.tile_m / 8);
+  g.rt = !p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1;
+  g.ks1 = largest_divisor_within(std::max<std::int64_t>(1, p.hidden / 64), t.local_i / (32 * g.rt));
+  g.ks2 = largest_divisor_within(std::max<std::int64_t>(1, p.intermediate / 64), t.local_h / (32 * g.rt));
+  return g;
+}
+
+bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {
   // moe_split_fc1's local arrays besides the tokens (part, a_local, the pair set and list).
@@ -198,6 +253,9 @@ const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top
   const std::int64_t pairs = tokens * top_k;
   for (const Entry& e : usable) {
     if (e.id == MoeStrategy::split && pairs <= split_max_pairs) return e;
+  }
+  for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::mma) return e;
   }
   for (const Entry& e : usable) {
     if (e.id == MoeStrategy::split) continue;
@@ -248,7 +306,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     apply(overrides, prefix + "tile_m", t.tile_m);
     apply(overrides, prefix + "local_i", t.local_i);
     apply(overrides, prefix + "local_h", t.local_h);
-    if (t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
+    if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
     return t;
   };
@@ -270,6 +328,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   std::string reasons;
   for (MoeStrategy id : kAll) {
     if (id == MoeStrategy::split && sel.split_max_pairs == 0) continue;  // CPUs: only when forced or asked for
+    if (id == MoeStrategy::mma && !mma_native(device)) continue;        // emulated: only when forced
     const MoeTiles tiles = tiles_for(id);
     const std::string why = refusal(id, tiles, sel.layout, device, problem);
     if (why.empty()) {

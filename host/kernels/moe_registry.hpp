@@ -8,15 +8,21 @@
 //   split    (GPUs) every row split over many work-items of a work-group, one work-group per
 //            (row tile, pair) in FC1 and per (row tile, token) in FC2 with the top-k sum; no sort,
 //            no gather: route, FC1, FC2 (kernels/moe_split.cl, its own weight layout).
+//   mma      grouped's pipeline with FC1 and FC2 on tensor cores (kernels/moe_mma.cl: BF16
+//            m16n8k16 MMAs through inline PTX, its own weight layout): chosen automatically on
+//            NVIDIA devices of compute capability 8.0 or more for the chunks split does not take;
+//            elsewhere only when forced (a portable emulation, for tests).
 //
 // FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
 // of T tokens runs `split` when T·k <= split_max_pairs (GPU devices only, by default
-// min(512, 2·E_local): CPUs never build it unless it is forced or split_max_pairs is set), else `decode` when T·k <= decode_max_pairs,
-// else `grouped`.
+// min(512, 2·E_local): CPUs never build it unless it is forced or split_max_pairs is set), else
+// `mma` where it is built, else `decode` when T·k <= decode_max_pairs, else `grouped`.
 // FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
 // overrides the defaults of the layout, the tiles and the crossovers (for tuning; an unknown key
 // or a value the device refuses is an error). For `split`, tile_m is the FC1 rows per lane group,
-// local_i the FC1 work-group size and local_h the FC2 work-group size budget (SplitGeometry). Between the two, the tuning database's entries for
+// local_i the FC1 work-group size and local_h the FC2 work-group size budget (SplitGeometry); for
+// `mma`, tile_m is the pairs a tile (8, 16, 32 or 64), local_i and local_h the FC1 and FC2
+// work-group sizes (MmaGeometry). Between the two, the tuning database's entries for
 // the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES.
 #pragma once
 
@@ -31,7 +37,7 @@
 
 namespace fp4cl {
 
-enum class MoeStrategy { grouped, decode, split };
+enum class MoeStrategy { grouped, decode, split, mma };
 
 // The weight layout of a layer on a device (kernels/moe_fp4_vec.cl), passed as -D defines.
 struct MoeLayout {
@@ -68,6 +74,21 @@ SplitGeometry split_geometry(const MoeTiles& tiles, const MoeProblem& problem);
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& problem, std::uint64_t local_mem_bytes);
 // The chunk's pairs, at most, for a shared FC1 pass (SPLIT_MAX_PAIRS in moe_split.cl).
 constexpr std::int64_t kSplitMaxSharedPairs = 512;
+
+// The launch geometry of the mma strategy (kernels/moe_mma.cl): MMAs of 8 tokens per k16 step
+// (tile_m / 8), row tiles of 16 per work-group (2 where a W4A4 block of 32 rows must sit in one
+// work-group, else 1), and the warps splitting K in FC1 (K = H) and FC2 (K = I): the largest
+// divisors of K / 64 within local_i and local_h.
+struct MmaGeometry {
+  int nt = 1, rt = 1, ks1 = 1, ks2 = 1;
+  int rows() const { return 16 * rt; }
+  int local1() const { return 32 * rt * ks1; }
+  int local2() const { return 32 * rt * ks2; }
+};
+MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem);
+// Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
+// capability 8.0 or more); elsewhere it is emulated.
+bool mma_native(const DeviceInfo& device);
 
 struct MoeSelection {
   struct Entry {

@@ -53,6 +53,12 @@ struct MoeLayer::Impl {
     }
     fail("MoE: strategy {} was selected but not built", to_string(chosen.id));
   }
+  // FP4 bytes per expert (codes and block scales, FC1 and FC2) in the layout strategy `id` streams.
+  std::uint64_t weights_bytes_of(MoeStrategy id) const {
+    return id == MoeStrategy::split ? weights.split_bytes_per_expert
+           : id == MoeStrategy::mma ? weights.mma_bytes_per_expert
+                                    : weights.bytes_per_expert;
+  }
   MoeStrategyKernels& kernels_for(std::int64_t tokens) {
     return const_cast<MoeStrategyKernels&>(static_cast<const Impl&>(*this).kernels_for(tokens));
   }
@@ -93,10 +99,15 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (config.batch_invariant) options.numerics.define("MOE_BATCH_INVARIANT");
   if (moe_bf16_dot_enabled(ctx)) options.numerics.define("MOE_DPBF16");  // one-pair tiles (moe_fp4_vec.cl)
 
-  bool interleaved = false, split = false;
-  for (const auto& entry : impl->selection.usable) (entry.id == MoeStrategy::split ? split : interleaved) = true;
+  bool interleaved = false, split = false, mma = false;
+  for (const auto& entry : impl->selection.usable)
+    (entry.id == MoeStrategy::split ? split : entry.id == MoeStrategy::mma ? mma : interleaved) = true;
+  // The mma kernels decode E2M1 as BF16 subnormals (kernels/common/fp4_mma.cl).
+  if (mma && numerics.e2m1_exp != -126)
+    fail("MoE kernel strategy 'mma' cannot run on {}: it flushes fp32 denormals (the MMA decode needs them)",
+         ctx.info().name);
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
-                                     interleaved, split);
+                                     interleaved, split, mma);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens);
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
@@ -213,9 +224,11 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
          m.shape.local_experts);
   stats.expert_passes = status[2];
   stats.local_pairs = status[3];
-  const bool split = !call.chunk_strategies.empty() && call.chunk_strategies.front() == to_string(MoeStrategy::split);
+  const std::string first = call.chunk_strategies.empty() ? std::string() : call.chunk_strategies.front();
   stats.weight_bytes = static_cast<std::uint64_t>(stats.expert_passes) *
-                       (split ? m.weights.split_bytes_per_expert : m.weights.bytes_per_expert);
+                       m.weights_bytes_of(first == to_string(MoeStrategy::split) ? MoeStrategy::split
+                                          : first == to_string(MoeStrategy::mma) ? MoeStrategy::mma
+                                                                                 : MoeStrategy::grouped);
   return stats;
 }
 
@@ -237,12 +250,10 @@ int MoeLayer::top_k() const { return impl_->shape.top_k; }
 std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
 std::uint64_t MoeLayer::expert_weight_bytes() const {
-  return impl_->selection.usable.front().id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert
-                                                                  : impl_->weights.bytes_per_expert;
+  return impl_->weights_bytes_of(impl_->selection.usable.front().id);
 }
 std::uint64_t MoeLayer::expert_weight_bytes_for(std::int64_t tokens) const {
-  const MoeStrategy id = impl_->selection.for_tokens(tokens, impl_->shape.top_k).id;
-  return id == MoeStrategy::split ? impl_->weights.split_bytes_per_expert : impl_->weights.bytes_per_expert;
+  return impl_->weights_bytes_of(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);

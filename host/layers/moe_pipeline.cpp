@@ -34,8 +34,10 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
                                     std::int64_t max_tokens) {
-  const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(),
-                                   [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::grouped; });
+  // y [pairs, H]: the per-pair FC2 outputs that moe_reduce sums (grouped and mma).
+  const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
+    return e.id == MoeStrategy::grouped || e.id == MoeStrategy::mma;
+  });
   const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
@@ -124,6 +126,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     }
     return;
   }
+  if (id_ == MoeStrategy::mma) mma_ = mma_geometry(tiles_, problem);
   // Each file gets only the defines it reads, so layers share programs where they can.
   BuildOptions format = o.numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
@@ -136,11 +139,25 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   ProgramCache& programs = ctx.programs();
   sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
   gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
-  fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
-  if (id_ == MoeStrategy::grouped) {
+  if (id_ == MoeStrategy::mma) {
+    BuildOptions mma = o.numerics;
+    if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
+    mma.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1)
+        .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0)
+        .define("MMA_NT", mma_.nt)
+        .define("MMA_RT", mma_.rt);
+    BuildOptions mma1 = mma, mma2 = mma;
+    mma1.define("MMA_FC1").define("MMA_KSPLIT", mma_.ks1);
+    mma2.define("MMA_FC2").define("MMA_KSPLIT", mma_.ks2);
+    fc1_ = programs.kernel("moe_mma.cl", "moe_mma_fc1", mma1);
+    fc2_ = programs.kernel("moe_mma.cl", "moe_mma_fc2", mma2);
+    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
+  } else if (id_ == MoeStrategy::grouped) {
+    fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
     fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2", fc2);
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else {
+    fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
     fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2_reduce", fc2);
   }
   std::size_t limit = 0;
@@ -206,6 +223,25 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
              cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)), cl::NullRange,
              launches, last);
 
+  if (id_ == MoeStrategy::mma) {
+    const MmaGeometry& g = mma_;
+    set_args(fc1_, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
+             w.scale_exp, ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+    moe_launch(queue, fc1_, "moe_mma_fc1",
+               cl::NDRange(static_cast<std::size_t>(s.intermediate / g.rows() * g.local1()),
+                           static_cast<std::size_t>(tiles)),
+               cl::NDRange(static_cast<std::size_t>(g.local1()), 1), launches, last);
+    set_args(fc2_, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
+             ws.chunk_info, ws.slot_pair, ws.y);
+    moe_launch(queue, fc2_, "moe_mma_fc2",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / g.rows() * g.local2()), static_cast<std::size_t>(tiles)),
+               cl::NDRange(static_cast<std::size_t>(g.local2()), 1), launches, last);
+    set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
+    moe_launch(queue, reduce_, "moe_reduce",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),
+               cl::NullRange, launches, last);
+    return;
+  }
   // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
   const std::int64_t v = layout_.vec;
   set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,

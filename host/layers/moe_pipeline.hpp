@@ -2,6 +2,7 @@
 // token capacity) and the kernels of one strategy with how they are enqueued:
 //   route (topk ids or logits) -> sort -> gather -> fc1 -> grouped: fc2, reduce | decode: fc2_reduce
 //   route -> split_fc1 -> split_fc2 (the split strategy: no sort, FC1 reads the caller's x)
+//   route -> sort -> gather -> mma_fc1 -> mma_fc2 -> reduce (the mma strategy: tensor cores)
 // OpenCL 1.2 has no grid-wide synchronization, so each global dependency (all pairs routed
 // before sorting, sorted before gathering, every expert's FC2 done before the top-k sum) is a
 // kernel boundary; everything else is fused.
@@ -101,6 +102,7 @@ class MoeStrategyKernels {
   cl::Kernel sort_, gather_, fc1_, fc2_, reduce_;  // decode: fc2_ is moe_fc2_reduce, no reduce_; split: fc1_, fc2_
   cl::Kernel fc1_shared_;  // split: FC1 serving several pairs of an expert a pass (chunks of 2+ tokens)
   SplitGeometry split_;
+  MmaGeometry mma_;        // mma: fc1_ and fc2_ are moe_mma_fc1 / moe_mma_fc2, reduce_ moe_reduce
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;

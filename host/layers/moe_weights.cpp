@@ -6,6 +6,7 @@
 #include "cl/opencl_calls.hpp"
 #include "common/formats.cl"
 #include "kernels/moe_registry.hpp"
+#include "prepare/fp4_mma_layout.hpp"
 #include "prepare/fp4_split_layout.hpp"
 #include "support/check.hpp"
 
@@ -128,7 +129,7 @@ void upload_matrix(const Context& ctx, const char* what, const std::vector<std::
 
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, const MoeConfig& config,
                                     const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,
-                                    bool interleaved, bool split) {
+                                    bool interleaved, bool split, bool mma) {
   const bool nv = ex.format == WeightFormat::nvfp4, w4a4 = !config.scheme.w4a16();
   const std::int64_t E = ex.num_experts, H = ex.hidden, I = ex.intermediate;
   MoeDeviceWeights w;
@@ -159,18 +160,32 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   }
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
+  const std::int64_t block = block_size(ex.format);
+  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H].
+  const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
+    std::vector<std::uint8_t> out;
+    out.reserve(v.size() / 2);
+    for (std::int64_t e = 0; e < E; ++e) {
+      const auto begin = v.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * row_bytes);
+      out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(I * row_bytes));
+    }
+    return out;
+  };
+  if (mma) {
+    const MmaLayout g = mma_layout(half(ex.w13_packed, H / 2, 0), half(ex.w13_scales, H / block, 0), E * I, H, block);
+    const MmaLayout u = mma_layout(half(ex.w13_packed, H / 2, I), half(ex.w13_scales, H / block, I), E * I, H, block);
+    const MmaLayout w2 = mma_layout(ex.w2_packed, ex.w2_scales, E * H, I, block);
+    w.mma_gate = upload(ctx, "w13 gate rows (MMA layout)", g.words);
+    w.mma_gate_scales = upload(ctx, "w13 gate scales (MMA layout)", g.scales);
+    w.mma_up = upload(ctx, "w13 up rows (MMA layout)", u.words);
+    w.mma_up_scales = upload(ctx, "w13 up scales (MMA layout)", u.scales);
+    w.mma_w2 = upload(ctx, "w2 (MMA layout)", w2.words);
+    w.mma_w2_scales = upload(ctx, "w2 scales (MMA layout)", w2.scales);
+    w.mma_bytes_per_expert = static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + w2.words.size()) +
+                                                        g.scales.size() + u.scales.size() + w2.scales.size()) /
+                             static_cast<std::uint64_t>(E);
+  }
   if (split) {
-    const std::int64_t block = block_size(ex.format);
-    // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H].
-    const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
-      std::vector<std::uint8_t> out;
-      out.reserve(v.size() / 2);
-      for (std::int64_t e = 0; e < E; ++e) {
-        const auto begin = v.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * row_bytes);
-        out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(I * row_bytes));
-      }
-      return out;
-    };
     const SplitLayout g = split_layout(half(ex.w13_packed, H / 2, 0), half(ex.w13_scales, H / block, 0), E, I, H, block);
     const SplitLayout u = split_layout(half(ex.w13_packed, H / 2, I), half(ex.w13_scales, H / block, I), E, I, H, block);
     const SplitLayout w2 = split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);

@@ -24,6 +24,9 @@ struct MoeDeviceWeights {
   // The split strategy's layout (kernels/moe_split.cl), only when it is built: gate and up
   // [E, I, H] and w2 [E, H, I] as uint4 words, their block scales as raw E4M3 / E8M0 bytes.
   cl::Buffer split_gate, split_gate_scales, split_up, split_up_scales, split_w2, split_w2_scales;
+  // The mma strategy's layout (kernels/moe_mma.cl, prepare/fp4_mma_layout.hpp), only when it is
+  // built: gate and up [E·I/16, H/64, 32] and w2 [E·H/16, I/64, 32] uint4, block scales as bytes.
+  cl::Buffer mma_gate, mma_gate_scales, mma_up, mma_up_scales, mma_w2, mma_w2_scales;
   cl::Buffer fc1_factor;       // float [E, 2] {gate, up}
   cl::Buffer fc2_factor;       // float [E]
   cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
@@ -34,12 +37,13 @@ struct MoeDeviceWeights {
   int scale_exp = 0;
   std::uint64_t bytes_per_expert = 0;        // FP4 codes + block scales of FC1 and FC2, as stored here
   std::uint64_t split_bytes_per_expert = 0;  // the same in the split layout
+  std::uint64_t mma_bytes_per_expert = 0;    // the same in the MMA layout
 };
 
 // `experts` must have passed check_moe_experts; `expert_map` is the resolved map; `group` the
-// layout's interleave (MOE_GROUP); `interleaved` / `split`: which layouts to upload.
+// layout's interleave (MOE_GROUP); `interleaved` / `split` / `mma`: which layouts to upload.
 MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& experts, const MoeConfig& config,
                                     const std::vector<std::int32_t>& expert_map, int e2m1_exp, int group,
-                                    bool interleaved = true, bool split = false);
+                                    bool interleaved = true, bool split = false, bool mma = false);
 
 }  // namespace fp4cl

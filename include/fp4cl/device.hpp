@@ -26,6 +26,9 @@ struct DeviceInfo {
   std::size_t max_work_group_size = 0;
   bool has_fp64 = false;                 // cl_khr_fp64 (or fp64 in the core of the device)
   bool correctly_rounded_divide = false; // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT for fp32
+  // NVIDIA devices (cl_nv_device_attribute_query): compute capability as 10·major + minor (90
+  // for an H100); 0 elsewhere. Tensor-core kernels (inline PTX mma.sync) need 80 or more.
+  int nv_compute_capability = 0;
 
   bool has_extension(std::string_view ext) const;
   // "0:0 pthread-haswell-AMD EPYC (Portable Computing Language, CPU, OpenCL C 1.2 PoCL)"

@@ -112,13 +112,14 @@ const QuantScheme kSchemes[] = {{WeightFormat::nvfp4, Activations::fp4_dynamic},
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchInvariance,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
-                                                              Variant{"split", false}, Variant{"", true})),
+                                                              Variant{"split", false}, Variant{"mma", false},
+                                                              Variant{"", true})),
                          name);
 // Forced strategies only: automatic selection runs one token with another strategy than 40.
 INSTANTIATE_TEST_SUITE_P(All, MoeBatchComposition,
                          ::testing::Combine(::testing::ValuesIn(kSchemes),
                                             ::testing::Values(Variant{"grouped", true}, Variant{"decode", false},
-                                                              Variant{"split", false})),
+                                                              Variant{"split", false}, Variant{"mma", false})),
                          name);
 
 }  // namespace

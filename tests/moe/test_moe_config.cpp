@@ -129,7 +129,7 @@ TEST(MoeConfig, AutomaticSelectionByBatchSize) {
   const bool cpu = test_context().info().kind == DeviceKind::cpu;  // GPUs take split for few pairs
   EXPECT_EQ(layer.strategy_for(1), cpu ? "decode" : "split");
   EXPECT_EQ(layer.strategy_for(256), "grouped");
-  EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode", "split"}));
+  EXPECT_EQ(moe_kernel_strategies(), (std::vector<std::string>{"grouped", "decode", "split", "mma"}));
 }
 
 // The split strategy joins the automatic choice on a CPU only when split_max_pairs asks for it:

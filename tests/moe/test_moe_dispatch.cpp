@@ -77,11 +77,12 @@ TEST_P(MoeDispatch, ExpertsWithoutTokensCostNothing) {
   MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
   const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
-  // Two experts with 20 pairs each: ceil(20 / tile) passes each (decode: a tile is one pair;
+  // Two experts with 20 pairs each: ceil(20 / tile) passes each (decode: a tile is one pair; mma: 8;
   // split: the pairs one FC1 pass serves, several on every device with room for 2 tokens).
   const int tile = layer.tile_pairs_for(T);
   EXPECT_EQ(tile == 1, GetParam() == "decode");
-  EXPECT_EQ(layer.tile_pairs_for(1), GetParam() == "grouped" ? tile : 1);
+  // (grouped and mma tiles keep their size: one token's tile is a tile with one pair.)
+  EXPECT_EQ(layer.tile_pairs_for(1), GetParam() == "grouped" || GetParam() == "mma" ? tile : 1);
   const std::int64_t passes = 2 * ((T + tile - 1) / tile);
   EXPECT_EQ(dev.stats.expert_passes, passes);
   EXPECT_EQ(dev.stats.weight_bytes, static_cast<std::uint64_t>(passes) * layer.expert_weight_bytes());
@@ -197,8 +198,8 @@ TEST_P(MoeDispatch, TokensWithNoLocalExpertGiveZero) {
 
 TEST_P(MoeDispatch, RerunsAreBitIdentical) {
   const std::int64_t T = 64, E = 16;
-  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 96, 64, Data::generic, 71});
-  const auto x = make_activations(T, 96, Data::generic, 72);
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 192, 64, Data::generic, 71});  // H: 3 MMA chunks
+  const auto x = make_activations(T, 192, Data::generic, 72);
   const auto logits = make_logits(T, E, 73);
   MoeConfig cfg = config(kNvW4A4, 4);
   cfg.output = MoeOutput::fp32;
@@ -258,7 +259,7 @@ TEST_P(MoeDispatch, InvalidIdsAreReportedNotRead) {
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, MoeDispatch, ::testing::Values("grouped", "decode", "split"),
+INSTANTIATE_TEST_SUITE_P(Strategies, MoeDispatch, ::testing::Values("grouped", "decode", "split", "mma"),
                          [](const auto& p) { return p.param; });
 
 }  // namespace

@@ -1,0 +1,43 @@
+// The "MMA layout" of the tensor-core MoE kernels (kernels/moe_mma.cl, kernels/common/fp4_mma.cl):
+// the FP4 codes of a matrix arranged so that each lane of a 32-lane warp loads, with one uint4 a
+// chunk, the A-fragment elements of four m16n8k16 MMAs (PTX `mma.sync ... .bf16`, row-major A:
+// 16 rows × 16 k), already in the pairs the fragment registers hold.
+//
+// Matrix [R, K] (R = E·N stacked rows, R % 16 == 0, K % 64 == 0), row tile rt = 16 rows, chunk c =
+// 64 elements of k; lane = 4g + t (g = 0..7, t = 0..3); word j (0..3) of a lane's uint4 covers k16
+// tile j of the chunk. In word j, nibble p = 4h + i (h = 0, 1; i = 0..3) is the code of
+//   row 16·rt + g + 8·(i & 1),  k = 64·c + 16·j + 2·t + h + 8·(i >> 1)
+// so that (word >> 4i) holds fragment register a_i's two elements at bits 0..3 (h = 0) and 16..19
+// (h = 1). Words: [R/16][K/64][32 lanes][4] uint32.
+//
+// Block scales (the checkpoint's E4M3 / E8M0 bytes, unchanged), per (rt, c) 8 groups g of the
+// bytes of rows 16·rt + g and 16·rt + g + 8:
+//   NVFP4 (block 16): 8 bytes, byte 4·half + j = row g + 8·half, block 4c + j;
+//   MXFP4 (block 32): 4 bytes, byte 2·half + jj = row g + 8·half, block 2c + jj.
+// Scales: [R/16][K/64][8][8 or 4] bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fp4cl {
+
+struct MmaLayout {
+  std::vector<std::uint32_t> words;  // R·K/8
+  std::vector<std::uint8_t> scales;  // R/16 · K/64 · 8 · (64/block)
+};
+
+// `packed`: R rows of K/2 bytes (the checkpoint's nibble order: element k in byte k/2, low nibble
+// first), `scales`: R rows of K/block bytes. Fails unless R % 16 == 0, K % 64 == 0 and block is 16
+// or 32.
+MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
+                     std::int64_t K, std::int64_t block);
+
+// Where element (row, k) of the matrix lands: words index and nibble position (tests, debugging).
+struct MmaPosition {
+  std::int64_t word = 0;
+  int nibble = 0;
+};
+MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K);
+
+}  // namespace fp4cl

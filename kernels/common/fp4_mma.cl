@@ -1,0 +1,97 @@
+// Tensor-core building blocks of the MMA kernels (moe_mma.cl): FP4 weights in the MMA layout
+// (host/prepare/fp4_mma_layout.hpp) decoded straight into the A fragments of an m16n8k16 BF16
+// MMA with fp32 accumulation (PTX `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`).
+//
+// Fragments (PTX ISA, per lane = 4g + t of a 32-lane warp; each register two BF16, the lower
+// index in the low half): A a_i = row g + 8·(i & 1), k 2t, 2t+1 (+8 when i >= 2); B b_0 = k 2t,
+// 2t+1 of column g, b_1 = the same + 8; C c_r = row g + 8·(r >> 1), column 2t + (r & 1).
+//
+// Exactness. A weight is decoded as the BF16 pair ((v << 6) & 0x01C001C0) | ((v << 12) &
+// 0x80008000), v = word >> 4i: the E2M1 code's magnitude bits as the low bits of a BF16 number,
+// i.e. e2m1 × 2^-126 (a BF16 subnormal for |e2m1| < 2), its sign bit as the sign. Multiplied by
+// the block scale s × 2^scale_exp (a BF16 number: E4M3 and E8M0 values have at most 4
+// significant bits) it gives e2m1 × s × 2^(scale_exp - 126): at most 6 significant bits, a
+// normal BF16 number for the scale_exp the host chose (the split layout's; FP4.md §1), exact.
+// Activations are BF16 numbers (W4A16) or e2m1 × block scale (W4A4), exact in BF16 too, so the
+// MMA multiplies exact values and accumulates in fp32 (the tensor core's order: not the scalar
+// reference's, deterministic on a device). Measured on an H100 (NVIDIA OpenCL): BF16 subnormal
+// A elements are multiplied exactly by mma.sync.
+//
+// Build-time parameters:
+//   FP4_MMA_PTX   1: inline PTX (NVIDIA, compute capability >= 8.0); 0: a portable emulation in
+//                 OpenCL C (any device; each MMA two barriers through local memory, so every
+//                 work-item of the work-group must make the same calls: tests on PoCL)
+//   FP4_MMA_NVFP4 E4M3 block scales of 16 (else MXFP4: E8M0 of 32)
+#ifndef FP4CL_COMMON_FP4_MMA_CL
+#define FP4CL_COMMON_FP4_MMA_CL
+
+// The BF16 pair of fragment register a_i from a word of the MMA layout.
+inline uint fp4_mma_pair(uint word, int i) {
+  const uint v = word >> (4 * i);
+  return ((v << 6) & 0x01C001C0u) | ((v << 12) & 0x80008000u);
+}
+
+// A block scale as a BF16 pair (the same scale in both halves), times 2^scale_exp. NVFP4: the
+// E4M3 byte's bits 6..0 placed at fp32 bits 26..20 make s × 2^-120 (an E4M3 subnormal an fp32
+// subnormal, exact), times 2^(120 + scale_exp); MXFP4: 2^(byte - 127 + scale_exp).
+inline uint fp4_mma_scale(uint byte, int scale_exp) {
+#ifdef FP4_MMA_NVFP4
+  const float s = as_float(((byte << 20) & 0x07F00000u) | ((byte << 24) & 0x80000000u)) * 0x1p120f *
+                  as_float((uint)(scale_exp + 127) << 23);
+  const uint b = as_uint(s) >> 16;
+#else
+  const uint b = ((byte & 0xFFu) + (uint)scale_exp) << 7;
+#endif
+  return b | (b << 16);
+}
+
+// BF16 bits of two fp32 numbers that are BF16 numbers (truncation is exact): lo, hi.
+inline uint fp4_mma_pack(float lo, float hi) { return (as_uint(lo) >> 16) | (as_uint(hi) & 0xFFFF0000u); }
+
+#if FP4_MMA_PTX
+// a × s per BF16 half, exact (see above); the addend -0 keeps the product's sign of zero.
+inline uint fp4_mma_scaled(uint a, uint s) {
+  uint d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(s), "r"(0x80008000u));
+  return d;
+}
+// c += A · B for one warp (every lane calls it; `scratch` unused).
+#define FP4_MMA(c, a, b0, b1, scratch, lane)                                                                          \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "         \
+               "{%0,%1,%2,%3};"                                                                                      \
+               : "+f"((c)[0]), "+f"((c)[1]), "+f"((c)[2]), "+f"((c)[3])                                              \
+               : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "r"(b0), "r"(b1))
+#define FP4_MMA_SCRATCH_WORDS 1
+#else
+inline float fp4_mma_bf16(uint bits) { return as_float(bits << 16); }
+inline uint fp4_mma_scaled(uint a, uint s) {
+  const uint lo = as_uint(fp4_mma_bf16(a & 0xFFFFu) * fp4_mma_bf16(s & 0xFFFFu)) >> 16;
+  const uint hi = as_uint(fp4_mma_bf16(a >> 16) * fp4_mma_bf16(s >> 16)) >> 16;
+  return lo | (hi << 16);
+}
+// The MMA emulated for the warp of `lane` (every work-item of the work-group calls it): the
+// lanes' fragments meet in the warp's 32 × 6 words of local scratch; each lane then computes its
+// four C elements as fp32 FMA chains over k = 0..15.
+inline void fp4_mma_emulated(float* c, const uint* a, uint b0, uint b1, __local uint* scratch, int lane) {
+  barrier(CLK_LOCAL_MEM_FENCE);  // the previous MMA's reads are done
+  for (int i = 0; i < 4; ++i) scratch[lane * 6 + i] = a[i];
+  scratch[lane * 6 + 4] = b0;
+  scratch[lane * 6 + 5] = b1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int g = lane / 4, t = lane % 4;
+  for (int r = 0; r < 4; ++r) {
+    const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
+    float acc = c[r];
+    for (int k = 0; k < 16; ++k) {
+      const uint aw = scratch[(4 * (row % 8) + (k % 8) / 2) * 6 + row / 8 + 2 * (k / 8)];
+      const uint bw = scratch[(4 * col + (k % 8) / 2) * 6 + 4 + k / 8];
+      acc = fma(fp4_mma_bf16((aw >> (16 * (k % 2))) & 0xFFFFu), fp4_mma_bf16((bw >> (16 * (k % 2))) & 0xFFFFu), acc);
+    }
+    c[r] = acc;
+  }
+}
+#define FP4_MMA(c, a, b0, b1, scratch, lane) fp4_mma_emulated(c, a, b0, b1, scratch, lane)
+#define FP4_MMA_SCRATCH_WORDS (32 * 6)
+#endif
+
+#endif  // FP4CL_COMMON_FP4_MMA_CL
