@@ -23,14 +23,23 @@
 #define MOE_FC2_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_BF16DOT
+MOE_BF16_DOT_N(moe_bf16_fc2_1, 1)
+MOE_BF16_DOT_N(moe_bf16_fc2_2, 2)
+MOE_BF16_DOT_N(moe_bf16_fc2_4, 4)
+#endif
+
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
 __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
 #if MOE_BF16DOT
-  if (n == 1) {  // one pair: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
-    h[0] = moe_bf16_dot(w, s, inter, scale_exp, x2 + (long)start * inter);
+  if (n <= MOE_BF16_MAX_PAIRS) {  // few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
+    const __global float* x = x2 + (long)start * inter;
+    if (n == 1) moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
+    else if (n == 2) moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
+    else moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
     return;
   }
 #endif

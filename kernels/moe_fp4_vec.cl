@@ -140,7 +140,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_LUT_MAX_PAIRS 0
 #endif
 
-// One-pair tiles by AVX-512 BF16 dot products (MOE_BF16DOT; the host defines MOE_DPBF16 for CPU
+// Tiles of few pairs by AVX-512 BF16 dot products (MOE_BF16DOT; the host defines MOE_DPBF16 for CPU
 // devices whose processor has AVX-512 BW, VBMI and BF16, host/kernels/moe_build_options.cpp; the
 // OpenCL compiler must be one whose builtins this code knows, below, else this stays off). For a word vector
 // (8 elements of each of the 16 rows) and an element pair p, one vpmultishiftqb moves nibbles 2p
@@ -153,8 +153,9 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
 // fp32; a block's 8 pair steps alternate between two sums (vdpbf16ps rounds to nearest even,
 // flushing denormal inputs and results: activations below 2^-126 count as 0, far inside the
-// reference's bound), which meet the block's scales as in the table decode. Tiles of one pair
-// only (other tiles keep the table decode); not in batch-invariant builds (as MOE_LUT).
+// reference's bound), which meet the block's scales as in the table decode. Tiles of up to
+// MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product; larger
+// tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
 // (__has_builtin answers for the base instruction set only, so the guard names the compilers
 // whose builtins take the forms used here: clang 11 to 16 on x86-64; clang 17 changed the BF16
 // operand type.)
@@ -170,6 +171,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #if MOE_BF16DOT
 #define MOE_BF16_TARGET __attribute__((target("avx512bw,avx512vbmi,avx512bf16")))
 #define MOE_BF16_CHUNK 256
+#define MOE_BF16_MAX_PAIRS 4
 typedef char moe_v64qi __attribute__((vector_size(64)));
 typedef short moe_v32hi __attribute__((vector_size(64)));
 typedef float moe_v16sf __attribute__((vector_size(64)));
@@ -198,71 +200,90 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
   (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \
              0xC000, 0xC040, 0xC080, 0xC0C0)
 
-// One block (two word vectors w0, w1) against its 8 activation pairs xp[0..7]: the unscaled sum.
-MOE_BF16_TARGET inline float16 moe_bf16_block(moe_v32hi table, uint16 w0, uint16 w1, const uint* xp) {
-  moe_v16sf a = __builtin_astype((float16)(0.0f), moe_v16sf), b = a;
-#define MOE_BF16_STEP(acc, w, p, i) \
-  acc = __builtin_ia32_dpbf16ps_512(acc, moe_bf16_pair(table, w, p), __builtin_astype((uint16)(xp[i]), moe_v16si))
-  MOE_BF16_STEP(a, w0, 0, 0);
-  MOE_BF16_STEP(b, w0, 1, 1);
-  MOE_BF16_STEP(a, w0, 2, 2);
-  MOE_BF16_STEP(b, w0, 3, 3);
-  MOE_BF16_STEP(a, w1, 0, 4);
-  MOE_BF16_STEP(b, w1, 1, 5);
-  MOE_BF16_STEP(a, w1, 2, 6);
-  MOE_BF16_STEP(b, w1, 3, 7);
-#undef MOE_BF16_STEP
-  return __builtin_astype(a, float16) + __builtin_astype(b, float16);
-}
-
-// Σ_k w[row, k] · x[k] of the 16 rows of a work-item (words w, block scales s as in moe_fp4_vec.cl)
-// over k < kk, scaled as the table decode's sums, for one matrix (moe_bf16_dot) or two sharing x
-// (moe_bf16_dot2: FC1's gate and up). Not inlined: the kernel is built for the device's base
-// instruction set, these functions for the one with BF16.
-MOE_BF16_TARGET __attribute__((noinline)) float16 moe_bf16_dot(const __global uint* w, const __global moe_scale_t* s,
-                                                                int kk, int scale_exp, const __global float* x) {
-  const ushort16 t = MOE_BF16_TABLE;
-  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);
-  uint xp[MOE_BF16_CHUNK / 2];
-  float16 acc = (float16)(0.0f);
-  for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {
-    const int kn = min(MOE_BF16_CHUNK, kk - k0);
-    moe_bf16_pack(x + k0, xp, kn);
-    for (int b = 0; b < kn / 16; ++b) {
-      const int g = (k0 + 16 * b) / 8;
-      const float16 sum =
-          moe_bf16_block(table, vload16(0, w + (long)g * MOE_GROUP), vload16(0, w + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
-      acc = fma(sum, moe_lut_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_exp), acc);
-    }
+// Σ_k w[row, k] · x_m[k] of the 16 rows of a work-item (words w, block scales s as in
+// moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
+// min(m, count - 1) from x, rows kk apart): each decoded pair of weights meets every pair's
+// activations. Per block each pair's sum runs in two chains (element pairs 0, 2 and 1, 3 of each
+// word), so a pair's bits do not depend on N. MOE_BF16_DOT_N(name, N): one matrix (FC2);
+// MOE_BF16_DOT2_N(name, N): two sharing x (FC1's gate and up). Not inlined: the kernel is built for
+// the device's base instruction set, these functions for the one with BF16.
+#define MOE_BF16_PACK_N(N)                                                                      \
+  const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
+    moe_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn);
+#define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
+  _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
+    const moe_v16si d = moe_bf16_pair(table, W, p);                                              \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      const moe_v16si xv = __builtin_astype((uint16)(xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p]), moe_v16si); \
+      if (p % 2 == 0) A[m] = __builtin_ia32_dpbf16ps_512(A[m], d, xv);                          \
+      else B[m] = __builtin_ia32_dpbf16ps_512(B[m], d, xv);                                      \
+    }                                                                                            \
   }
-  return acc;
-}
+#define MOE_BF16_TABLE_V                                                                         \
+  const ushort16 t = MOE_BF16_TABLE;                                                             \
+  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);       \
+  const moe_v16sf zero = __builtin_astype((float16)(0.0f), moe_v16sf)
 
-MOE_BF16_TARGET __attribute__((noinline)) void moe_bf16_dot2(const __global uint* w1, const __global moe_scale_t* s1,
-                                                              const __global uint* w2, const __global moe_scale_t* s2,
-                                                              int kk, int scale_exp, const __global float* x,
-                                                              float16* out1, float16* out2) {
-  const ushort16 t = MOE_BF16_TABLE;
-  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);
-  uint xp[MOE_BF16_CHUNK / 2];
-  float16 acc1 = (float16)(0.0f), acc2 = (float16)(0.0f);
-  for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {
-    const int kn = min(MOE_BF16_CHUNK, kk - k0);
-    moe_bf16_pack(x + k0, xp, kn);
-    for (int b = 0; b < kn / 16; ++b) {
-      const int g = (k0 + 16 * b) / 8;
-      const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;
-      const float16 sum1 = moe_bf16_block(table, vload16(0, w1 + (long)g * MOE_GROUP),
-                                          vload16(0, w1 + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
-      const float16 sum2 = moe_bf16_block(table, vload16(0, w2 + (long)g * MOE_GROUP),
-                                          vload16(0, w2 + (long)(g + 1) * MOE_GROUP), xp + 8 * b);
-      acc1 = fma(sum1, moe_lut_block_scales(s1 + sb, scale_exp), acc1);
-      acc2 = fma(sum2, moe_lut_block_scales(s2 + sb, scale_exp), acc2);
-    }
+#define MOE_BF16_DOT_N(NAME, N)                                                                              \
+  MOE_BF16_TARGET __attribute__((noinline)) void NAME(const __global uint* w, const __global moe_scale_t* s, \
+                                                      int kk, int scale_exp, const __global float* x, int count, \
+                                                      float16* out) {                                        \
+    MOE_BF16_TABLE_V;                                                                                        \
+    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                     \
+    float16 acc[N];                                                                                          \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                                  \
+    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                        \
+      MOE_BF16_PACK_N(N)                                                                                     \
+      for (int b = 0; b < kn / 16; ++b) {                                                                    \
+        const int g = (k0 + 16 * b) / 8;                                                                     \
+        const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP); \
+        moe_v16sf a[N], c[N];                                                                                \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                                    \
+        MOE_BF16_STEPS(w0, 0, a, c, N)                                                                       \
+        MOE_BF16_STEPS(w1, 1, a, c, N)                                                                       \
+        const float16 sv = moe_lut_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_exp);     \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                        \
+          acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);       \
+      }                                                                                                      \
+    }                                                                                                        \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                                                           \
   }
-  *out1 = acc1;
-  *out2 = acc2;
-}
+
+#define MOE_BF16_DOT2_N(NAME, N)                                                                               \
+  MOE_BF16_TARGET __attribute__((noinline)) void NAME(                                                        \
+      const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2,                       \
+      const __global moe_scale_t* s2, int kk, int scale_exp, const __global float* x, int count, float16* out1, \
+      float16* out2) {                                                                                         \
+    MOE_BF16_TABLE_V;                                                                                          \
+    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                       \
+    float16 acc1[N], acc2[N];                                                                                  \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                                         \
+    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                          \
+      MOE_BF16_PACK_N(N)                                                                                       \
+      for (int b = 0; b < kn / 16; ++b) {                                                                      \
+        const int g = (k0 + 16 * b) / 8;                                                                       \
+        const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;                                         \
+        const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP); \
+        const uint16 v0 = vload16(0, w2 + (long)g * MOE_GROUP), v1 = vload16(0, w2 + (long)(g + 1) * MOE_GROUP); \
+        moe_v16sf a[N], c[N], e[N], f[N];                                                                      \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = e[m] = f[m] = zero;                                        \
+        MOE_BF16_STEPS(u0, 0, a, c, N)                                                                         \
+        MOE_BF16_STEPS(v0, 0, e, f, N)                                                                         \
+        MOE_BF16_STEPS(u1, 1, a, c, N)                                                                         \
+        MOE_BF16_STEPS(v1, 1, e, f, N)                                                                         \
+        const float16 sv1 = moe_lut_block_scales(s1 + sb, scale_exp), sv2 = moe_lut_block_scales(s2 + sb, scale_exp); \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                        \
+          acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);      \
+          acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);      \
+        }                                                                                                      \
+      }                                                                                                        \
+    }                                                                                                          \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                            \
+      out1[m] = acc1[m];                                                                                       \
+      out2[m] = acc2[m];                                                                                       \
+    }                                                                                                          \
+  }
 #endif
 
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.

@@ -241,10 +241,10 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
                       "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
 }
 
-// One-pair tiles by AVX-512 BF16 dot products (kernels/moe_fp4_vec.cl, MOE_BF16DOT) where the
+// Tiles of up to 4 pairs by AVX-512 BF16 dot products (kernels/moe_fp4_vec.cl, MOE_BF16DOT) where the
 // processor has them, and the table decode they replace (FP4CL_MOE_BF16_DOT=0), against the
 // reference: K = 320 and 288 cover a partial packing chunk (256 elements), T = 1 only one-pair
-// tiles, T = 5 over 8 experts with k = 2 a mix of one- and two-pair tiles; decode's FC2 always
+// tiles, T = 5 and 16 over 8 experts with k = 2 tiles of 1 to 8 pairs; decode's FC2 always
 // has one pair. MXFP4 (which never takes this path) runs with it requested, unchanged.
 TEST(MoeConfig, Bf16DotProductsMatchReference) {
   const bool available = [] {
@@ -282,7 +282,7 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
     MoeConfig cfg = config(c.scheme, 2);
     cfg.kernel = c.strategy;
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-    for (const std::int64_t T : {1, 5}) {
+    for (const std::int64_t T : {1, 5, 16}) {
       const auto x = make_activations(T, H, Data::exact, 42 + T);
       const auto ids = make_ids(T, 2, E, 43 + T);
       const auto w = make_weights(T, 2, 44 + T);
