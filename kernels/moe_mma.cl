@@ -14,15 +14,18 @@
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
 // (x1 / x2, fp32 numbers that are BF16 numbers: BF16 inputs, bf16-rounded SwiGLU outputs, or
-// W4A4's e2m1 × scale) are read as B fragments from global memory (L1/L2-cached: every warp of
-// the tile reads the same rows). Tokens past the tile's count repeat its last one (computed,
-// not stored).
+// W4A4's e2m1 × scale) are staged in local memory as BF16 pairs, MMA_KSTAGE chunks of every K
+// slice at a time, and read from there as B fragments by all MMA_RT row tiles of the work-group
+// (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: the fragment reads of a warp,
+// 8 tokens × 4 pairs, hit 32 different banks). Tokens past the tile's count repeat its last one
+// (computed, not stored).
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
-//   work-group), MMA_KSPLIT (warps splitting K; it divides K / 64 of both GEMMs' K, the host
-//   checks). Work-group: 32 · MMA_RT · MMA_KSPLIT work-items; the work-group's rows (16 · MMA_RT)
-//   divide I (FC1) and H (FC2); under W4A4 they are a multiple of the FP4 block.
+//   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
+//   MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
+//   work-items; the work-group's rows (16 · MMA_RT) divide I (FC1) and H (FC2); under W4A4 FC1's
+//   are a multiple of the FP4 block.
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
@@ -61,18 +64,32 @@ inline void mma_fragment(uint word, mma_scales_t sb, int j, int scale_exp, uint*
 
 inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
 
-// The B fragment (b0, b1) of k16 tile j of chunk c for the lane's token row xr (already offset
-// by 2t).
-inline void mma_b(const __global float* xr, int c, int j, uint* b0, uint* b1) {
-  const float2 lo = vload2(0, xr + 64 * c + 16 * j), hi = vload2(0, xr + 64 * c + 16 * j + 8);
-  *b0 = fp4_mma_pack(lo.x, lo.y);
-  *b1 = fp4_mma_pack(hi.x, hi.y);
+#define MMA_XSTRIDE (32 * MMA_KSTAGE + 4)
+#define MMA_XWORDS (MMA_KSPLIT * MMA_TOKENS * MMA_XSTRIDE)
+// One local buffer holds the staged activations during the K loop and the K slices' partial
+// sums (FC1: gate and up) after it.
+#define MMA_PART_FLOATS (MMA_KSPLIT * MMA_RT * MMA_MATS * MMA_NT * 128)
+#define MMA_LDS_WORDS (MMA_XWORDS > MMA_PART_FLOATS ? MMA_XWORDS : MMA_PART_FLOATS)
+
+// Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
+// tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + p] = elements 2p, 2p + 1
+// of the staged range. Called by the whole work-group between barriers.
+inline void mma_stage(__local uint* xs, const __global float* x, int k_len, int start, int count, int per_warp,
+                      int s0, int n) {
+  const int pairs = 32 * n, per_slice = MMA_TOKENS * pairs;
+  for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
+    const int ks = i / per_slice, m = (i % per_slice) / pairs, p = i % pairs;
+    const float2 v =
+        vload2(0, x + (long)(start + min(m, count - 1)) * k_len + 64 * (ks * per_warp + s0) + 2 * p);
+    xs[(ks * MMA_TOKENS + m) * MMA_XSTRIDE + p] = fp4_mma_pack(v.x, v.y);
+  }
 }
 
 // Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.
 inline int mma_c_index(int rr, int col) { return (4 * (rr % 8) + col / 2) * 4 + 2 * (rr / 8) + col % 2; }
 
 #ifdef MMA_FC1
+#define MMA_MATS 2
 //   gate_w, up_w [E·I/16, H/64, 32] uint4, gate_s, up_s their scales (MMA layout)
 //   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] (moe_gather)
 //   tiles, chunk_info: moe_sort's; x2 [slots, I] (written)
@@ -81,8 +98,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
     __global const float* x1, __global const int* tiles, __global const int* chunk_info,
     __global const float* fc2_input_scale, __global float* x2) {
-  __local float part[MMA_KSPLIT * MMA_RT * 2 * MMA_NT * 128];
+  __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
+  __local uint* xs = lds;
+  __local float* part = (__local float*)lds;
 #if MOE_W4A4
   __local float a_local[MMA_TOKENS * MMA_ROWS];
 #endif
@@ -94,36 +113,43 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   const int row0 = get_group_id(0) * MMA_ROWS;
   const int chunks = hidden / 64, per_warp = chunks / MMA_KSPLIT;
   const long rt = ((long)e * inter + row0) / 16 + rt_local;
-  const __global uint4* gw = gate_w + rt * chunks * 32 + lane;
-  const __global uint4* uw = up_w + rt * chunks * 32 + lane;
-  const __global mma_scales_t* gs = gate_s + rt * chunks * 8 + g;
-  const __global mma_scales_t* us = up_s + rt * chunks * 8 + g;
+  const __global uint4* gw = gate_w + (rt * chunks + ks * per_warp) * 32 + lane;
+  const __global uint4* uw = up_w + (rt * chunks + ks * per_warp) * 32 + lane;
+  const __global mma_scales_t* gs = gate_s + (rt * chunks + ks * per_warp) * 8 + g;
+  const __global mma_scales_t* us = up_s + (rt * chunks + ks * per_warp) * 8 + g;
   __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
-  const __global float* xr[MMA_NT];
+  const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
   float cg[MMA_NT][4], cu[MMA_NT][4];
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
-    xr[nt] = x1 + (long)(start + min(nt * 8 + g, count - 1)) * hidden + 2 * t;
 #pragma unroll
     for (int r = 0; r < 4; ++r) cg[nt][r] = cu[nt][r] = 0.0f;
   }
-  for (int c = ks * per_warp; c < (ks + 1) * per_warp; ++c) {
-    const uint4 wg = gw[c * 32], wu = uw[c * 32];
-    const mma_scales_t sg = gs[c * 8], su = us[c * 8];
+  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {
+    const int n = min(MMA_KSTAGE, per_warp - s0);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the previous stage is consumed
+    mma_stage(xs, x1, hidden, start, count, per_warp, s0, n);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int cc = 0; cc < n; ++cc) {
+      const int c = s0 + cc;
+      const uint4 wg = gw[c * 32], wu = uw[c * 32];
+      const mma_scales_t sg = gs[c * 8], su = us[c * 8];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint ag[4], au[4];
-      mma_fragment(mma_word(wg, j), sg, j, scale_exp, ag);
-      mma_fragment(mma_word(wu, j), su, j, scale_exp, au);
+      for (int j = 0; j < 4; ++j) {
+        uint ag[4], au[4];
+        mma_fragment(mma_word(wg, j), sg, j, scale_exp, ag);
+        mma_fragment(mma_word(wu, j), su, j, scale_exp, au);
 #pragma unroll
-      for (int nt = 0; nt < MMA_NT; ++nt) {
-        uint b0, b1;
-        mma_b(xr[nt], c, j, &b0, &b1);
-        FP4_MMA(cg[nt], ag, b0, b1, sc, lane);
-        FP4_MMA(cu[nt], au, b0, b1, sc, lane);
+        for (int nt = 0; nt < MMA_NT; ++nt) {
+          const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
+          const uint b0 = b[0], b1 = b[4];
+          FP4_MMA(cg[nt], ag, b0, b1, sc, lane);
+          FP4_MMA(cu[nt], au, b0, b1, sc, lane);
+        }
       }
     }
   }
+  barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
 #pragma unroll
@@ -175,14 +201,17 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif  // MMA_FC1
 
 #ifdef MMA_FC2
+#define MMA_MATS 1
 //   w2 [E·H/16, I/64, 32] uint4, w2_s its scales (MMA layout), fc2_factor [E]
 //   x2 [slots, I] (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2(
     __global const uint4* w2, __global const mma_scales_t* w2_s, __global const float* fc2_factor, int hidden,
     int inter, int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
     __global const int* slot_pair, __global float* y) {
-  __local float part[MMA_KSPLIT * MMA_RT * MMA_NT * 128];
+  __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
+  __local uint* xs = lds;
+  __local float* part = (__local float*)lds;
   const int tile = get_group_id(1);
   if (tile >= chunk_info[0]) return;  // uniform over the work-group
   const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
@@ -191,32 +220,38 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
   const int row0 = get_group_id(0) * MMA_ROWS;
   const int chunks = inter / 64, per_warp = chunks / MMA_KSPLIT;
   const long rt = ((long)e * hidden + row0) / 16 + rt_local;
-  const __global uint4* w = w2 + rt * chunks * 32 + lane;
-  const __global mma_scales_t* s = w2_s + rt * chunks * 8 + g;
+  const __global uint4* w = w2 + (rt * chunks + ks * per_warp) * 32 + lane;
+  const __global mma_scales_t* s = w2_s + (rt * chunks + ks * per_warp) * 8 + g;
   __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
-  const __global float* xr[MMA_NT];
+  const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
   float acc[MMA_NT][4];
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
-    xr[nt] = x2 + (long)(start + min(nt * 8 + g, count - 1)) * inter + 2 * t;
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
   }
-  for (int c = ks * per_warp; c < (ks + 1) * per_warp; ++c) {
-    const uint4 wv = w[c * 32];
-    const mma_scales_t sv = s[c * 8];
+  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {
+    const int n = min(MMA_KSTAGE, per_warp - s0);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the previous stage is consumed
+    mma_stage(xs, x2, inter, start, count, per_warp, s0, n);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int cc = 0; cc < n; ++cc) {
+      const int c = s0 + cc;
+      const uint4 wv = w[c * 32];
+      const mma_scales_t sv = s[c * 8];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint a[4];
-      mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
+      for (int j = 0; j < 4; ++j) {
+        uint a[4];
+        mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
 #pragma unroll
-      for (int nt = 0; nt < MMA_NT; ++nt) {
-        uint b0, b1;
-        mma_b(xr[nt], c, j, &b0, &b1);
-        FP4_MMA(acc[nt], a, b0, b1, sc, lane);
+        for (int nt = 0; nt < MMA_NT; ++nt) {
+          const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
+          FP4_MMA(acc[nt], a, b[0], b[4], sc, lane);
+        }
       }
     }
   }
+  barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
 #pragma unroll

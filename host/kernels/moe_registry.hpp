@@ -50,6 +50,7 @@ struct MoeTiles {
   int tile_m = 1;    // MOE_TILE_M: pairs of one expert that share each weight read
   int local_i = 1;   // MOE_LOCAL of moe_fc1.cl: work-items per group (each vec rows of I)
   int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
+  int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
 };
 
 struct MoeProblem {
@@ -76,14 +77,18 @@ int split_shared_pairs(const SplitGeometry& g, const MoeProblem& problem, std::u
 constexpr std::int64_t kSplitMaxSharedPairs = 512;
 
 // The launch geometry of the mma strategy (kernels/moe_mma.cl): MMAs of 8 tokens per k16 step
-// (tile_m / 8), row tiles of 16 per work-group (2 where a W4A4 block of 32 rows must sit in one
-// work-group, else 1), and the warps splitting K in FC1 (K = H) and FC2 (K = I): the largest
-// divisors of K / 64 within local_i and local_h.
-struct MmaGeometry {
-  int nt = 1, rt = 1, ks1 = 1, ks2 = 1;
+// (tile_m / 8); per GEMM (FC1: K = H, rows I; FC2: K = I, rows H) the warps splitting K (the
+// largest divisor of K / 64 up to split_k), the row tiles of 16 per work-group (local / 32 /
+// split_k) and the chunks of 64 staged per K slice at a time (4, 2 or 1: the most whose staged
+// activations fit in 16 KiB).
+struct MmaGemm {
+  int rt = 1, ks = 1, kstage = 1;
   int rows() const { return 16 * rt; }
-  int local1() const { return 32 * rt * ks1; }
-  int local2() const { return 32 * rt * ks2; }
+  int local() const { return 32 * rt * ks; }
+};
+struct MmaGeometry {
+  int nt = 1;
+  MmaGemm fc1, fc2;
 };
 MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute

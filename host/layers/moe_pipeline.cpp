@@ -144,11 +144,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
     mma.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1)
         .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0)
-        .define("MMA_NT", mma_.nt)
-        .define("MMA_RT", mma_.rt);
+        .define("MMA_NT", mma_.nt);
     BuildOptions mma1 = mma, mma2 = mma;
-    mma1.define("MMA_FC1").define("MMA_KSPLIT", mma_.ks1);
-    mma2.define("MMA_FC2").define("MMA_KSPLIT", mma_.ks2);
+    mma1.define("MMA_FC1").define("MMA_RT", mma_.fc1.rt).define("MMA_KSPLIT", mma_.fc1.ks).define("MMA_KSTAGE", mma_.fc1.kstage);
+    mma2.define("MMA_FC2").define("MMA_RT", mma_.fc2.rt).define("MMA_KSPLIT", mma_.fc2.ks).define("MMA_KSTAGE", mma_.fc2.kstage);
     fc1_ = programs.kernel("moe_mma.cl", "moe_mma_fc1", mma1);
     fc2_ = programs.kernel("moe_mma.cl", "moe_mma_fc2", mma2);
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
@@ -228,14 +227,15 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
     set_args(fc1_, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
              w.scale_exp, ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
     moe_launch(queue, fc1_, "moe_mma_fc1",
-               cl::NDRange(static_cast<std::size_t>(s.intermediate / g.rows() * g.local1()),
+               cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                            static_cast<std::size_t>(tiles)),
-               cl::NDRange(static_cast<std::size_t>(g.local1()), 1), launches, last);
+               cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
     set_args(fc2_, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
              ws.chunk_info, ws.slot_pair, ws.y);
     moe_launch(queue, fc2_, "moe_mma_fc2",
-               cl::NDRange(static_cast<std::size_t>(s.hidden / g.rows() * g.local2()), static_cast<std::size_t>(tiles)),
-               cl::NDRange(static_cast<std::size_t>(g.local2()), 1), launches, last);
+               cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
+                           static_cast<std::size_t>(tiles)),
+               cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);
     set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
     moe_launch(queue, reduce_, "moe_reduce",
                cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),

@@ -22,22 +22,32 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
     fail("the MMA layout of [{}, {}]: {} code bytes and {} scale bytes given, {} and {} expected", R, K, packed.size(),
          scales.size(), R * K / 2, R * K / block);
   MmaLayout out;
-  out.words.assign(static_cast<std::size_t>(R * K / 8), 0u);
-  const std::int64_t chunks = K / 64, per_group = 64 / block, blocks = K / block;
-  out.scales.assign(static_cast<std::size_t>(R / 16 * chunks * 8 * 2 * per_group), 0u);
-  for (std::int64_t row = 0; row < R; ++row) {
-    const std::uint8_t* bytes = &packed[static_cast<std::size_t>(row * K / 2)];
-    for (std::int64_t k = 0; k < K; ++k) {
-      const std::uint32_t code = (k % 2 == 0) ? (bytes[k / 2] & 0xFu) : (bytes[k / 2] >> 4);
-      const MmaPosition p = mma_position(row, k, K);
-      out.words[static_cast<std::size_t>(p.word)] |= code << (4 * p.nibble);
-    }
-    const std::int64_t rt = row / 16, g = row % 8, half = (row % 16) / 8;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t c = b / per_group, j = b % per_group;
-      // byte 4·half + j of the group (NVFP4, 4 blocks a chunk), 2·half + j (MXFP4, 2 blocks a chunk)
-      out.scales[static_cast<std::size_t>(((rt * chunks + c) * 8 + g) * 2 * per_group + half * per_group + j)] =
-          scales[static_cast<std::size_t>(row * blocks + b)];
+  out.words.resize(static_cast<std::size_t>(R * K / 8));
+  const std::int64_t chunks = K / 64, per_chunk = 64 / block, blocks = K / block;
+  out.scales.resize(static_cast<std::size_t>(R / 16 * chunks * 8 * 2 * per_chunk));
+  // In output order: register a_i's two elements (k, k + 1 with k even) are the two nibbles of one
+  // checkpoint byte, low nibble first (mma_position states the same map element by element).
+  std::uint32_t* word = out.words.data();
+  std::uint8_t* scale = out.scales.data();
+  for (std::int64_t rt = 0; rt < R / 16; ++rt) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      for (std::int64_t lane = 0; lane < 32; ++lane) {
+        const std::int64_t g = lane / 4, t = lane % 4;
+        for (std::int64_t j = 0; j < 4; ++j) {
+          std::uint32_t w = 0;
+          for (int i = 0; i < 4; ++i) {
+            const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * j + 2 * t + 8 * (i >> 1);
+            const std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
+            w |= (byte & 0xFu) << (4 * i) | (byte >> 4) << (16 + 4 * i);
+          }
+          *word++ = w;
+        }
+      }
+      // byte upper·per_chunk + j of group g: row 16·rt + g + 8·upper, block per_chunk·c + j
+      for (std::int64_t g = 0; g < 8; ++g)
+        for (std::int64_t upper = 0; upper < 2; ++upper)
+          for (std::int64_t j = 0; j < per_chunk; ++j)
+            *scale++ = scales[static_cast<std::size_t>((16 * rt + g + 8 * upper) * blocks + per_chunk * c + j)];
     }
   }
   return out;

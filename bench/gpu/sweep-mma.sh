@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sweeps the mma strategy's geometry on a GPU host (after bench/gpu/profile.sh or run-h100.sh has
+# built fp4cl-bench): tokens per tile (mma.tile_m: 8 per MMA column block), FC1 and FC2
+# work-group sizes (mma.local_i, mma.local_h) and warps splitting K (mma.split_k; the rest of a
+# work-group are row tiles of 16), through FP4CL_MOE_TILES, printing each setting's bench rows
+# (µs per call, TFLOP/s). NVFP4 W4A16.
+#
+#   bench/gpu/sweep-mma.sh [PRESET ...]        (default qwen3-30b-a3b mixtral-8x7b)
+#   FP4CL_GPU_BUILD    the build folder (default /tmp/fp4cl-gpu-build)
+#   FP4CL_DEB_DIR      as in sweep-split.sh ("-": the environment is set already)
+#   FP4CL_SWEEP_MMA    "tile_m:local_i:local_h:split_k ..." (default "8:128:128:4 8:128:128:1 32:128:128:1
+#                      32:256:256:1 64:128:128:1 16:256:256:2")
+#   FP4CL_SWEEP_TOKENS (default 1,8,64,512)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+deb_dir=${FP4CL_DEB_DIR:-$root/.device-deps/debs}
+if [ "$deb_dir" != "-" ]; then eval "$(bash "$root/tools/gpu-host-env.sh" "$deb_dir" /tmp/fp4cl-deps)"; fi
+bench=${FP4CL_GPU_BUILD:-/tmp/fp4cl-gpu-build}/bench/fp4cl-bench
+presets=("$@")
+[ ${#presets[@]} -eq 0 ] && presets=(qwen3-30b-a3b mixtral-8x7b)
+settings=${FP4CL_SWEEP_MMA:-"8:128:128:4 8:128:128:1 32:128:128:1 32:256:256:1 64:128:128:1 16:256:256:2"}
+tokens=${FP4CL_SWEEP_TOKENS:-1,8,64,512}
+for preset in "${presets[@]}"; do
+  for s in $settings; do
+    IFS=: read -r tm li lh sk <<<"$s"
+    tiles="mma.tile_m=$tm,mma.local_i=$li,mma.local_h=$lh,mma.split_k=$sk"
+    echo "== $preset FP4CL_MOE_TILES=$tiles"
+    FP4CL_MOE_TILES=$tiles "$bench" moe --preset "$preset" --tokens "$tokens" --scheme nvfp4-w4a16 --kernel mma \
+      --no-check --iters 10 --warmup 2 2>/dev/null | grep -E "^ *[0-9]+ +moe" | sed 's/^/   /'
+  done
+done
