@@ -151,9 +151,10 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded SwiGLU output;
 // W4A4: e2m1 × an E4M3 scale, 6 significant bits), so their high halves are them exactly; each
 // work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
-// fp32; a block's 8 pair steps alternate between two sums (vdpbf16ps rounds to nearest even,
-// flushing denormal inputs and results: activations below 2^-126 count as 0, far inside the
-// reference's bound), which meet the block's scales as in the table decode. Tiles of up to
+// fp32; a block's 8 pair steps alternate between two sums, which meet the block's scales as in
+// the table decode. vdpbf16ps rounds to nearest even but flushes denormal inputs and results:
+// a W4A16 activation below 2^-126 in magnitude counts as 0 here (not in the table decode; W4A4
+// activations are never that small), a difference only inputs that tiny see. Tiles of up to
 // MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product; larger
 // tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
 // (__has_builtin answers for the base instruction set only, so the guard names the compilers
