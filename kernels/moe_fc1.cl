@@ -44,12 +44,15 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
 #if MOE_BF16DOT
-  if (n <= MOE_BF16_MAX_PAIRS) {  // few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
+  // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
+  // small for them (then the table decode below).
+  if (n <= MOE_BF16_MAX_PAIRS) {
     const __global float* x = x1 + (long)start * hidden;
-    if (n == 1) moe_bf16_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
-    else if (n == 2) moe_bf16_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
-    else moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
-    return;
+    int tiny;
+    if (n == 1) tiny = moe_bf16_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else if (n == 2) tiny = moe_bf16_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    if (!tiny) return;
   }
 #endif
 #if MOE_LUT

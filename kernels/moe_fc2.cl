@@ -35,12 +35,15 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
 #if MOE_BF16DOT
-  if (n <= MOE_BF16_MAX_PAIRS) {  // few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT)
+  // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
+  // small for them (then the table decode below).
+  if (n <= MOE_BF16_MAX_PAIRS) {
     const __global float* x = x2 + (long)start * inter;
-    if (n == 1) moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
-    else if (n == 2) moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
-    else moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
-    return;
+    int tiny;
+    if (n == 1) tiny = moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
+    else if (n == 2) tiny = moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
+    else tiny = moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
+    if (!tiny) return;
   }
 #endif
 #if MOE_LUT

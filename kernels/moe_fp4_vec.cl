@@ -153,8 +153,9 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
 // fp32; a block's 8 pair steps alternate between two sums, which meet the block's scales as in
 // the table decode. vdpbf16ps rounds to nearest even but flushes denormal inputs and results:
-// a W4A16 activation below 2^-126 in magnitude counts as 0 here (not in the table decode; W4A4
-// activations are never that small), a difference only inputs that tiny see. Tiles of up to
+// a pair with an activation below 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10)
+// is therefore computed again with the table decode (see MOE_BF16_DOT_N), so results are those
+// of IEEE fp32 arithmetic either way. Tiles of up to
 // MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product; larger
 // tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
 // (__has_builtin answers for the base instruction set only, so the guard names the compilers
@@ -179,9 +180,11 @@ typedef float moe_v16sf __attribute__((vector_size(64)));
 typedef int moe_v16si __attribute__((vector_size(64)));
 
 // The BF16 pairs of n elements of x (n a multiple of 16): xp[i] = bf16(x[2i]) | bf16(x[2i+1]) << 16.
-inline void moe_bf16_pack(const __global float* x, uint* xp, int n) {
+// Lanes of *tiny are set where an element is nonzero and below 2^-100 in magnitude.
+inline void moe_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny) {
   for (int c = 0; c < n / 16; ++c) {
     const uint16 v = vload16(c, (const __global uint*)x);
+    *tiny |= as_uint16((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFFFFFFu) != 0u);
     vstore8((v.even >> 16) | (v.odd & 0xFFFF0000u), c, xp);
   }
 }
@@ -205,13 +208,16 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
 // moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
 // min(m, count - 1) from x, rows kk apart): each decoded pair of weights meets every pair's
 // activations. Per block each pair's sum runs in two chains (element pairs 0, 2 and 1, 3 of each
-// word), so a pair's bits do not depend on N. MOE_BF16_DOT_N(name, N): one matrix (FC2);
+// word), so a pair's bits do not depend on N. Returns 0, or 1 when an activation is nonzero and
+// below 2^-100 in magnitude (the caller then computes the tile with the table decode): otherwise
+// every product and partial sum is 0 or a multiple of 2^-108, never denormal, so vdpbf16ps's
+// flushing never acts and the sums are those of IEEE fp32 arithmetic in this order. MOE_BF16_DOT_N(name, N): one matrix (FC2);
 // MOE_BF16_DOT2_N(name, N): two sharing x (FC1's gate and up). Not inlined: the kernel is built for
 // the device's base instruction set, these functions for the one with BF16.
 #define MOE_BF16_PACK_N(N)                                                                      \
   const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
   _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
-    moe_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn);
+    moe_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
 #define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
     const moe_v16si d = moe_bf16_pair(table, W, p);                                              \
@@ -227,11 +233,12 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
   const moe_v16sf zero = __builtin_astype((float16)(0.0f), moe_v16sf)
 
 #define MOE_BF16_DOT_N(NAME, N)                                                                              \
-  MOE_BF16_TARGET __attribute__((noinline)) void NAME(const __global uint* w, const __global moe_scale_t* s, \
+  MOE_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
                                                       int kk, int scale_exp, const __global float* x, int count, \
                                                       float16* out) {                                        \
     MOE_BF16_TABLE_V;                                                                                        \
     uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                     \
+    uint16 tiny = (uint16)(0u);                                                                              \
     float16 acc[N];                                                                                          \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                                  \
     for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                        \
@@ -249,15 +256,17 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
       }                                                                                                      \
     }                                                                                                        \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                                                           \
+    return any(as_int16(tiny) != 0);                                                                         \
   }
 
 #define MOE_BF16_DOT2_N(NAME, N)                                                                               \
-  MOE_BF16_TARGET __attribute__((noinline)) void NAME(                                                        \
+  MOE_BF16_TARGET __attribute__((noinline)) int NAME(                                                         \
       const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2,                       \
       const __global moe_scale_t* s2, int kk, int scale_exp, const __global float* x, int count, float16* out1, \
       float16* out2) {                                                                                         \
     MOE_BF16_TABLE_V;                                                                                          \
     uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                       \
+    uint16 tiny = (uint16)(0u);                                                                                \
     float16 acc1[N], acc2[N];                                                                                  \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                                         \
     for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                          \
@@ -284,6 +293,7 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
       out1[m] = acc1[m];                                                                                       \
       out2[m] = acc2[m];                                                                                       \
     }                                                                                                          \
+    return any(as_int16(tiny) != 0);                                                                           \
   }
 #endif
 

@@ -294,6 +294,33 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
       EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
     }
   }
+  // Activations so small that vdpbf16ps would flush them or its sums (BF16 exponent fields 0 to 2:
+  // token 0 all denormals, the others below 2^-124): those pairs fall back to the table decode, so
+  // the result is IEEE fp32 arithmetic's. (The FC1 global scales are raised by 2^110 so that such
+  // sums reach the output.)
+  ScopedEnv env("FP4CL_MOE_BF16_DOT", available ? "1" : "0");
+  const std::int64_t E = 8, H = 320, I = 288, T = 3;
+  Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 51});
+  for (float& g : ex.w13_global_scale) g = std::ldexp(g, 110);  // FC1 sums of such x visible in the output
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "grouped";
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 52);
+  for (std::int64_t i = 0; i < T * H; ++i) {
+    const auto bits = static_cast<unsigned>(x[static_cast<std::size_t>(i)]);
+    const unsigned exponent = i < H ? 0u : 1u + static_cast<unsigned>(i % 2);  // token 0: denormals
+    x[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>((bits & 0x807Fu) | (exponent << 7) | (i < H ? 1u : 0u));
+  }
+  const auto ids = make_ids(T, 2, E, 53);
+  const auto w = make_weights(T, 2, 54);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+  const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+  EXPECT_TRUE(matches_reference(ref, dev, cfg.output)) << "tiny activations";
+  // The reference's bound is loose at these magnitudes (about 0.03 for outputs near 1e-11), so
+  // also: token 0's denormal activations were not flushed (flushed, its outputs would all be 0).
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
+  EXPECT_GT(nonzero, H / 2) << "token 0's outputs vanished: its denormal activations were flushed";
 }
 
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
