@@ -30,6 +30,12 @@
 #define MOE_FC1_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_BF16DOT
+MOE_BF16_DOT2_N(moe_bf16_fc1_1, 1)
+MOE_BF16_DOT2_N(moe_bf16_fc1_2, 2)
+MOE_BF16_DOT2_N(moe_bf16_fc1_4, 4)
+#endif
+
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
 // past `count` repeat the last one.
@@ -37,6 +43,18 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {
+#if MOE_BF16DOT
+  // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
+  // small for them (then the table decode below).
+  if (n <= MOE_BF16_MAX_PAIRS) {
+    const __global float* x = x1 + (long)start * hidden;
+    int tiny;
+    if (n == 1) tiny = moe_bf16_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else if (n == 2) tiny = moe_bf16_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    if (!tiny) return;
+  }
+#endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
   // 4 / n chains per pair and matrix.

@@ -23,11 +23,29 @@
 #define MOE_FC2_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_BF16DOT
+MOE_BF16_DOT_N(moe_bf16_fc2_1, 1)
+MOE_BF16_DOT_N(moe_bf16_fc2_2, 2)
+MOE_BF16_DOT_N(moe_bf16_fc2_4, 4)
+#endif
+
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
 __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
+#if MOE_BF16DOT
+  // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
+  // small for them (then the table decode below).
+  if (n <= MOE_BF16_MAX_PAIRS) {
+    const __global float* x = x2 + (long)start * inter;
+    int tiny;
+    if (n == 1) tiny = moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
+    else if (n == 2) tiny = moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
+    else tiny = moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
+    if (!tiny) return;
+  }
+#endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
   // 4 / n chains per pair.

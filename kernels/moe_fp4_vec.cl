@@ -94,7 +94,7 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 // lookup in a float16 table of the exact E2M1 values, indexed by the nibble, which LLVM compiles to
 // one vpermps on AVX-512 (a variable-index vector written lane by lane; OpenCL's shuffle() is
 // scalarized by PoCL), and the products of a block accumulate unscaled and meet the block's scales
-// once per block: per 16 weights a shift, a mask, a permute and an FMA, against a shift, a shift, a
+// once per block: per 16 weights a shift, a mask (see MOE_PERMVAR), a permute and an FMA, against a shift, a shift, a
 // mask, a scale multiply and an FMA for moe_e2m1. NVFP4 only (its scaled block sums stay normal
 // fp32 numbers; MXFP4's scale range does not guarantee it). Tiles of more than
 // MOE_LUT_MAX_PAIRS pairs, and batch-invariant builds (one summation order for every tile size),
@@ -104,13 +104,30 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 #define MOE_LUT_MAX_PAIRS 4
 #define MOE_LUT_TABLE \
   (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f)
+// With clang's AVX-512 builtins (PoCL on x86 CPUs with AVX-512F) the lookup is vpermps itself,
+// which reads only the low 4 bits of each index: the nibble needs its shift but no mask, so per 16
+// weights a shift, a permute and an FMA (measured in the README's PoCL section). Elsewhere, and with
+// MOE_NO_PERMVAR, the lane-by-lane lookup below (LLVM needs the mask there to prove every index is
+// in range; without it, it scalarizes). Both give the same table values: bit-identical results.
+#if defined(__has_builtin) && !defined(MOE_NO_PERMVAR)
+#if __has_builtin(__builtin_ia32_permvarsf512) && defined(__AVX512F__)
+#define MOE_PERMVAR 1
+#endif
+#endif
+#ifndef MOE_PERMVAR
+#define MOE_PERMVAR 0
+#endif
 inline float16 moe_lut16(float16 t, uint16 i) {
   return (float16)(t[i.s0], t[i.s1], t[i.s2], t[i.s3], t[i.s4], t[i.s5], t[i.s6], t[i.s7], t[i.s8], t[i.s9], t[i.sa],
                    t[i.sb], t[i.sc], t[i.sd], t[i.se], t[i.sf]);
 }
 // The exact E2M1 values of element 8g + j of each lane's row, from the word of elements 8g..8g+7.
 inline float16 moe_lut_e2m1(float16 table, uint16 w, int j) {
+#if MOE_PERMVAR
+  return __builtin_ia32_permvarsf512(table, as_int16(j == 0 ? w : w >> (uint)(4 * j)));
+#else
   return moe_lut16(table, j == 7 ? w >> 28u : (w >> (uint)(4 * j)) & 15u);
+#endif
 }
 // The block scales for unscaled E2M1 sums: those of moe_block_scales times 2^MOE_E2M1_EXP, so
 // that the host's factor 2^-(scale_exp + MOE_E2M1_EXP) still applies (NVFP4: e4m3 × 2^-7 at
@@ -121,6 +138,163 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #else
 #define MOE_LUT 0
 #define MOE_LUT_MAX_PAIRS 0
+#endif
+
+// Tiles of few pairs by AVX-512 BF16 dot products (MOE_BF16DOT; the host defines MOE_DPBF16 for CPU
+// devices whose processor has AVX-512 BW, VBMI and BF16, host/kernels/moe_build_options.cpp; the
+// OpenCL compiler must be one whose builtins this code knows, below, else this stays off). For a word vector
+// (8 elements of each of the 16 rows) and an element pair p, one vpmultishiftqb moves nibbles 2p
+// and 2p+1 of every row into the low bits of the two 16-bit halves of the row's lane, one vpermw
+// looks both up in a 32-entry table of the E2M1 values as BF16 (the table twice over: vpermw reads
+// 5 index bits, the fifth is the next nibble's), and one vdpbf16ps adds both products to the
+// row's sum: per 32 weights 3 vector instructions, against 6 for the table decode above. The
+// activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded SwiGLU output;
+// W4A4: e2m1 × an E4M3 scale, 6 significant bits), so their high halves are them exactly; each
+// work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
+// fp32; a block's 8 pair steps alternate between two sums, which meet the block's scales as in
+// the table decode. vdpbf16ps rounds to nearest even but flushes denormal inputs and results:
+// a pair with an activation below 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10)
+// is therefore computed again with the table decode (see MOE_BF16_DOT_N), so results are those
+// of IEEE fp32 arithmetic either way. Tiles of up to
+// MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product; larger
+// tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
+// (__has_builtin answers for the base instruction set only, so the guard names the compilers
+// whose builtins take the forms used here: clang 11 to 16 on x86-64; clang 17 changed the BF16
+// operand type.)
+#if MOE_LUT && defined(MOE_DPBF16) && defined(__clang__) && defined(__x86_64__)
+#if __clang_major__ >= 11 && __clang_major__ <= 16
+#define MOE_BF16DOT 1
+#endif
+#endif
+#ifndef MOE_BF16DOT
+#define MOE_BF16DOT 0
+#endif
+
+#if MOE_BF16DOT
+#define MOE_BF16_TARGET __attribute__((target("avx512bw,avx512vbmi,avx512bf16")))
+#define MOE_BF16_CHUNK 256
+#define MOE_BF16_MAX_PAIRS 4
+typedef char moe_v64qi __attribute__((vector_size(64)));
+typedef short moe_v32hi __attribute__((vector_size(64)));
+typedef float moe_v16sf __attribute__((vector_size(64)));
+typedef int moe_v16si __attribute__((vector_size(64)));
+
+// The BF16 pairs of n elements of x (n a multiple of 16): xp[i] = bf16(x[2i]) | bf16(x[2i+1]) << 16.
+// Lanes of *tiny are set where an element is nonzero and below 2^-100 in magnitude.
+inline void moe_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny) {
+  for (int c = 0; c < n / 16; ++c) {
+    const uint16 v = vload16(c, (const __global uint*)x);
+    *tiny |= as_uint16((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFFFFFFu) != 0u);
+    vstore8((v.even >> 16) | (v.odd & 0xFFFF0000u), c, xp);
+  }
+}
+
+// The E2M1 values of elements 8g + 2p (low half) and 8g + 2p + 1 (high half) of each lane's row as
+// BF16, from the word vector w of elements 8g .. 8g+7.
+MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p) {
+  // Bytes 0 and 2 of a lane select the bits from 8p and 8p + 4 of its 32-bit word (lanes are the
+  // low and high halves of 64-bit words: offsets + 32 in the high one); bytes 1 and 3 are unused.
+  const uint lo = 0x04040000u + 0x08080808u * (uint)p, hi = lo + 0x20202020u;
+  const uint16 ctrl = (uint16)(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
+  const moe_v64qi idx = __builtin_ia32_vpmultishiftqb512(__builtin_astype(ctrl, moe_v64qi), __builtin_astype(w, moe_v64qi));
+  return (moe_v16si)__builtin_ia32_permvarhi512(table, (moe_v32hi)idx);
+}
+
+#define MOE_BF16_TABLE                                                                                          \
+  (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \
+             0xC000, 0xC040, 0xC080, 0xC0C0)
+
+// Σ_k w[row, k] · x_m[k] of the 16 rows of a work-item (words w, block scales s as in
+// moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
+// min(m, count - 1) from x, rows kk apart): each decoded pair of weights meets every pair's
+// activations. Per block each pair's sum runs in two chains (element pairs 0, 2 and 1, 3 of each
+// word), so a pair's bits do not depend on N. Returns 0, or 1 when an activation is nonzero and
+// below 2^-100 in magnitude (the caller then computes the tile with the table decode): otherwise
+// every product and partial sum is 0 or a multiple of 2^-108, never denormal, so vdpbf16ps's
+// flushing never acts and the sums are those of IEEE fp32 arithmetic in this order. MOE_BF16_DOT_N(name, N): one matrix (FC2);
+// MOE_BF16_DOT2_N(name, N): two sharing x (FC1's gate and up). Not inlined: the kernel is built for
+// the device's base instruction set, these functions for the one with BF16.
+#define MOE_BF16_PACK_N(N)                                                                      \
+  const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
+    moe_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
+#define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
+  _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
+    const moe_v16si d = moe_bf16_pair(table, W, p);                                              \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      const moe_v16si xv = __builtin_astype((uint16)(xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p]), moe_v16si); \
+      if (p % 2 == 0) A[m] = __builtin_ia32_dpbf16ps_512(A[m], d, xv);                          \
+      else B[m] = __builtin_ia32_dpbf16ps_512(B[m], d, xv);                                      \
+    }                                                                                            \
+  }
+#define MOE_BF16_TABLE_V                                                                         \
+  const ushort16 t = MOE_BF16_TABLE;                                                             \
+  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);       \
+  const moe_v16sf zero = __builtin_astype((float16)(0.0f), moe_v16sf)
+
+#define MOE_BF16_DOT_N(NAME, N)                                                                              \
+  MOE_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
+                                                      int kk, int scale_exp, const __global float* x, int count, \
+                                                      float16* out) {                                        \
+    MOE_BF16_TABLE_V;                                                                                        \
+    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                     \
+    uint16 tiny = (uint16)(0u);                                                                              \
+    float16 acc[N];                                                                                          \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                                  \
+    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                        \
+      MOE_BF16_PACK_N(N)                                                                                     \
+      for (int b = 0; b < kn / 16; ++b) {                                                                    \
+        const int g = (k0 + 16 * b) / 8;                                                                     \
+        const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP); \
+        moe_v16sf a[N], c[N];                                                                                \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                                    \
+        MOE_BF16_STEPS(w0, 0, a, c, N)                                                                       \
+        MOE_BF16_STEPS(w1, 1, a, c, N)                                                                       \
+        const float16 sv = moe_lut_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_exp);     \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                        \
+          acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);       \
+      }                                                                                                      \
+    }                                                                                                        \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                                                           \
+    return any(as_int16(tiny) != 0);                                                                         \
+  }
+
+#define MOE_BF16_DOT2_N(NAME, N)                                                                               \
+  MOE_BF16_TARGET __attribute__((noinline)) int NAME(                                                         \
+      const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2,                       \
+      const __global moe_scale_t* s2, int kk, int scale_exp, const __global float* x, int count, float16* out1, \
+      float16* out2) {                                                                                         \
+    MOE_BF16_TABLE_V;                                                                                          \
+    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                       \
+    uint16 tiny = (uint16)(0u);                                                                                \
+    float16 acc1[N], acc2[N];                                                                                  \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                                         \
+    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                          \
+      MOE_BF16_PACK_N(N)                                                                                       \
+      for (int b = 0; b < kn / 16; ++b) {                                                                      \
+        const int g = (k0 + 16 * b) / 8;                                                                       \
+        const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;                                         \
+        const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP); \
+        const uint16 v0 = vload16(0, w2 + (long)g * MOE_GROUP), v1 = vload16(0, w2 + (long)(g + 1) * MOE_GROUP); \
+        moe_v16sf a[N], c[N], e[N], f[N];                                                                      \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = e[m] = f[m] = zero;                                        \
+        MOE_BF16_STEPS(u0, 0, a, c, N)                                                                         \
+        MOE_BF16_STEPS(v0, 0, e, f, N)                                                                         \
+        MOE_BF16_STEPS(u1, 1, a, c, N)                                                                         \
+        MOE_BF16_STEPS(v1, 1, e, f, N)                                                                         \
+        const float16 sv1 = moe_lut_block_scales(s1 + sb, scale_exp), sv2 = moe_lut_block_scales(s2 + sb, scale_exp); \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                        \
+          acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);      \
+          acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);      \
+        }                                                                                                      \
+      }                                                                                                        \
+    }                                                                                                          \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                            \
+      out1[m] = acc1[m];                                                                                       \
+      out2[m] = acc2[m];                                                                                       \
+    }                                                                                                          \
+    return any(as_int16(tiny) != 0);                                                                           \
+  }
 #endif
 
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "moe_test_support.hpp"
+#include "kernels/moe_build_options.hpp"
 #include "support/check.hpp"
 #include "support/scoped_env.hpp"
 
@@ -230,6 +231,88 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
   ScopedEnv bad("FP4CL_MOE_E2M1_DECODE", "lut");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
                       "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
+}
+
+// Tiles of up to 4 pairs by AVX-512 BF16 dot products (kernels/moe_fp4_vec.cl, MOE_BF16DOT) where the
+// processor has them, and the table decode they replace (FP4CL_MOE_BF16_DOT=0), against the
+// reference: K = 320 and 288 cover a partial packing chunk (256 elements), T = 1 only one-pair
+// tiles, T = 5 and 16 over 8 experts with k = 2 tiles of 1 to 8 pairs; decode's FC2 always
+// has one pair. MXFP4 (which never takes this path) runs with it requested, unchanged.
+TEST(MoeConfig, Bf16DotProductsMatchReference) {
+  const bool available = [] {
+    ScopedEnv unset("FP4CL_MOE_BF16_DOT", "");
+    return moe_bf16_dot_enabled(test_context());
+  }();
+  {
+    ScopedEnv bad("FP4CL_MOE_BF16_DOT", "yes");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                        "FP4CL_MOE_BF16_DOT = 'yes': expected 0 (off) or 1");
+  }
+  if (!available) {
+    ScopedEnv on("FP4CL_MOE_BF16_DOT", "1");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                        "FP4CL_MOE_BF16_DOT = 1, but");
+  }
+  struct Case {
+    QuantScheme scheme;
+    const char* strategy;
+    const char* bf16_dot;
+  };
+  std::vector<Case> cases = {{kNvW4A16, "grouped", "0"}, {kNvW4A4, "grouped", "0"}};
+  if (available) {
+    for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
+      cases.push_back({scheme, "grouped", "1"});
+      cases.push_back({scheme, "decode", "1"});
+    }
+    cases.push_back({{WeightFormat::mxfp4, Activations::bf16}, "grouped", "1"});
+    cases.push_back({{WeightFormat::mxfp4, Activations::fp4_dynamic}, "decode", "1"});
+  }
+  for (const Case& c : cases) {
+    ScopedEnv env("FP4CL_MOE_BF16_DOT", c.bf16_dot);
+    const std::int64_t E = 8, H = 320, I = 288;
+    const Fp4Experts ex = make_experts({c.scheme.weight, E, H, I, Data::exact, 41});
+    MoeConfig cfg = config(c.scheme, 2);
+    cfg.kernel = c.strategy;
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    for (const std::int64_t T : {1, 5, 16}) {
+      const auto x = make_activations(T, H, Data::exact, 42 + T);
+      const auto ids = make_ids(T, 2, E, 43 + T);
+      const auto w = make_weights(T, 2, 44 + T);
+      const auto ref =
+          reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+      const DeviceResult first = run_topk(layer, cfg.output, x, ids, w, T);
+      EXPECT_TRUE(matches_reference(ref, first, cfg.output))
+          << c.scheme.name() << " " << c.strategy << " FP4CL_MOE_BF16_DOT=" << c.bf16_dot << " T=" << T;
+      EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
+    }
+  }
+  // Activations so small that vdpbf16ps would flush them or its sums (BF16 exponent fields 0 to 2:
+  // token 0 all denormals, the others below 2^-124): those pairs fall back to the table decode, so
+  // the result is IEEE fp32 arithmetic's. (The FC1 global scales are raised by 2^110 so that such
+  // sums reach the output.)
+  ScopedEnv env("FP4CL_MOE_BF16_DOT", available ? "1" : "0");
+  const std::int64_t E = 8, H = 320, I = 288, T = 3;
+  Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 51});
+  for (float& g : ex.w13_global_scale) g = std::ldexp(g, 110);  // FC1 sums of such x visible in the output
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "grouped";
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 52);
+  for (std::int64_t i = 0; i < T * H; ++i) {
+    const auto bits = static_cast<unsigned>(x[static_cast<std::size_t>(i)]);
+    const unsigned exponent = i < H ? 0u : 1u + static_cast<unsigned>(i % 2);  // token 0: denormals
+    x[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>((bits & 0x807Fu) | (exponent << 7) | (i < H ? 1u : 0u));
+  }
+  const auto ids = make_ids(T, 2, E, 53);
+  const auto w = make_weights(T, 2, 54);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+  const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+  EXPECT_TRUE(matches_reference(ref, dev, cfg.output)) << "tiny activations";
+  // The reference's bound is loose at these magnitudes (about 0.03 for outputs near 1e-11), so
+  // also: token 0's denormal activations were not flushed (flushed, its outputs would all be 0).
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
+  EXPECT_GT(nonzero, H / 2) << "token 0's outputs vanished: its denormal activations were flushed";
 }
 
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
