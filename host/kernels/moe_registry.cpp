@@ -109,7 +109,7 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
 std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (p.hidden % 64 != 0 || p.intermediate % 64 != 0)
     return fmt::format("H = {} and I = {} must be multiples of 64 (the MMA layout's chunks)", p.hidden, p.intermediate);
-  if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(p), device, p); !why.empty())
+  if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(t, p), device, p); !why.empty())
     return "with the tiles for few pairs: " + why;
   return mma_tiles_refusal(t, device, p);
 }
@@ -191,11 +191,11 @@ std::map<std::string, int> tile_overrides() {
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k"};
+                                        "mma.split_k",    "mma.few_split_k"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k",
+           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k",
            key);
     out[key] = value;
   }
@@ -269,10 +269,11 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p) {
   return g;
 }
 
-MoeTiles mma_few_pairs_tiles(const MoeProblem& p) {
+MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p) {
   MoeTiles t;
   t.tile_m = 8;
-  t.split_k = 4;
+  t.split_k = std::max(1, tiles.few_split_k);
+  t.few_split_k = t.split_k;
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * t.split_k;
   t.local_h = 32 * t.split_k;
   return t;
@@ -353,7 +354,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     apply(overrides, prefix + "tile_m", t.tile_m);
     apply(overrides, prefix + "local_i", t.local_i);
     apply(overrides, prefix + "local_h", t.local_h);
-    if (id == MoeStrategy::mma) apply(overrides, prefix + "split_k", t.split_k);
+    if (id == MoeStrategy::mma) {
+      apply(overrides, prefix + "split_k", t.split_k);
+      apply(overrides, prefix + "few_split_k", t.few_split_k);
+    }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
     return t;

@@ -130,7 +130,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     return;
   }
   if (id_ == MoeStrategy::mma) {
-    few_tiles_ = mma_few_pairs_tiles(problem);
+    few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     if (o.batch_invariant) tiles_.split_k = few_tiles_.split_k;
     mma_ = mma_geometry(tiles_, problem);
