@@ -11,14 +11,28 @@
 //   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
 //   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
 #include "common/formats.cl"
+#include "moe_expert_map.cl"
 #include "moe_quant.cl"
 
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
 // scans the pairs in index order, so every slot position is a function of the input alone.
-__kernel void moe_sort(__global const int* pair_expert, int num_pairs, int num_local, int tile_m, __global int* expert_count,
+// route_fused = 1: first routes the caller's top-k ids itself (moe_route_topk's work: pair p =
+// t·k + s of the chunk from topk_ids / topk_weights at pair first_pair + p, expert_map
+// [num_global]) into pair_expert and pair_weight: one launch fewer for few tokens.
+__kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, int tile_m, __global int* expert_count,
                        __global int* expert_base, __global int* pair_slot, __global int* slot_pair,
-                       __global int* tiles, __global int* chunk_info, __global int* status) {
+                       __global int* tiles, __global int* chunk_info, __global int* status, int route_fused,
+                       __global const int* topk_ids, __global const float* topk_weights, int first_pair,
+                       int num_global, __global const int* expert_map, __global float* pair_weight) {
   const int lid = get_local_id(0), size = get_local_size(0);
+  if (route_fused) {
+    for (int p = lid; p < num_pairs; p += size) {
+      const long g = (long)first_pair + p;
+      pair_expert[p] = moe_map_expert(topk_ids[g], num_global, expert_map, num_local, g, status);
+      pair_weight[p] = topk_weights[g];
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+  }
   for (int e = lid; e < num_local; e += size) {
     int c = 0;
     for (int p = 0; p < num_pairs; ++p) c += pair_expert[p] == e;

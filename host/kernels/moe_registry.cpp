@@ -117,9 +117,10 @@ std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoePr
 std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (t.tile_m != 8 && t.tile_m != 16 && t.tile_m != 32 && t.tile_m != 64)
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
-  if (t.split_k < 1 || t.local_i % (32 * t.split_k) != 0 || t.local_h % (32 * t.split_k) != 0)
+  const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
+  if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
-                       32 * t.split_k);
+                       32 * split_k);
   const MmaGeometry g = mma_geometry(t, p);
   if (p.intermediate % g.fc1.rows() != 0 || p.hidden % g.fc2.rows() != 0)
     return fmt::format("I = {} and H = {} must be multiples of the {} and {} rows of the FC1 and FC2 work-groups",
@@ -244,17 +245,19 @@ int largest_divisor_within(std::int64_t n, int limit) {
 }
 }  // namespace
 
-MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p) {
+MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks2) {
   MmaGeometry g;
   g.nt = std::max(1, t.tile_m / 8);
-  const int split_k = std::max(1, t.split_k);
   // rows: the GEMM's output rows; block_rows: a multiple the work-group's rows must keep (FC1
-  // under W4A4 quantizes whole blocks of its outputs), else 16.
-  const auto gemm = [&](std::int64_t k, std::int64_t rows, int local, int block_rows) {
+  // under W4A4 quantizes whole blocks of its outputs), else 16. split_k 0: mma_auto_split_k;
+  // `force` > 0: that K split (batch invariance).
+  const auto gemm = [&](std::int64_t k, std::int64_t rows, int local, int block_rows, int force) {
     MmaGemm m;
-    m.ks = largest_divisor_within(std::max<std::int64_t>(1, k / 64), split_k);
-    // The most row tiles up to local / 32 / split_k that divide the rows and keep whole blocks.
-    const int want = std::max(1, local / (32 * split_k));
+    const int split_k = t.split_k > 0 ? t.split_k : mma_auto_split_k(k, rows, p.top_k);
+    m.ks = force > 0 ? force : largest_divisor_within(std::max<std::int64_t>(1, k / 64), split_k);
+    // The most row tiles up to local / 32 / split_k that divide the rows and keep whole blocks
+    // (local_i / local_h count the K-splitting warps; with the automatic split, row tiles only).
+    const int want = std::max(1, local / (32 * (t.split_k > 0 ? t.split_k : 1)));
     m.rt = want;
     while (m.rt > 1 && (rows % (16 * m.rt) != 0 || (16 * m.rt) % block_rows != 0)) --m.rt;
     if ((16 * m.rt) % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
@@ -264,19 +267,31 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p) {
     return m;
   };
   const int block_rows = p.scheme.w4a16() ? 16 : std::max(16, p.scheme.block_size());
-  g.fc1 = gemm(p.hidden, p.intermediate, t.local_i, block_rows);
-  g.fc2 = gemm(p.intermediate, p.hidden, t.local_h, 16);
+  g.fc1 = gemm(p.hidden, p.intermediate, t.local_i, block_rows, ks1);
+  g.fc2 = gemm(p.intermediate, p.hidden, t.local_h, 16, ks2);
   return g;
 }
 
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p) {
   MoeTiles t;
   t.tile_m = 8;
-  t.split_k = std::max(1, tiles.few_split_k);
+  t.split_k = std::max(0, tiles.few_split_k);
   t.few_split_k = t.split_k;
-  t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * t.split_k;
-  t.local_h = 32 * t.split_k;
+  t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);
+  t.local_h = 32 * std::max(1, t.split_k);
   return t;
+}
+
+int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
+  // The smallest divisor of K / 64 that gives one token's top_k tiles 4096 warps (132 SMs × 31),
+  // at most 16 and keeping at least 4 chunks of 64 per warp. Measured on an H100 (NVFP4 W4A16,
+  // bench/gpu/sweep-mma.sh, split K of both GEMMs alike): mixtral-8x7b T = 1 with 2, 4, 8, 16
+  // warps 300, 189, 176, 168 µs; qwen3-30b-a3b T = 1 92, 98, 78, 88 µs.
+  const std::int64_t chunks = std::max<std::int64_t>(1, k / 64), warps = rows / 16 * top_k;
+  const std::int64_t cap = std::max<std::int64_t>(1, std::min<std::int64_t>(16, chunks / 4));
+  for (std::int64_t d = 1; d <= cap; ++d)
+    if (chunks % d == 0 && (warps * d >= 4096 || d == cap)) return static_cast<int>(d);
+  return 1;
 }
 
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }

@@ -51,7 +51,7 @@ struct MoeTiles {
   int local_i = 1;   // MOE_LOCAL of moe_fc1.cl: work-items per group (each vec rows of I)
   int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
   int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
-  int few_split_k = 4;  // mma: the same for chunks of few pairs per expert (mma_few_pairs_tiles)
+  int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
 };
 
 struct MoeProblem {
@@ -92,11 +92,14 @@ struct MmaGeometry {
   int nt = 1;
   MmaGemm fc1, fc2;
 };
-MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem);
+// ks1, ks2 > 0 force FC1's and FC2's K split (batch invariance: the same sums for every chunk).
+MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem, int ks1 = 0, int ks2 = 0);
+// The K split of one GEMM (K, its output rows) for chunks of few pairs (mma.few_split_k = 0).
+int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // The mma strategy runs chunks with fewer than tile_m / 2 pairs per local expert on average with
 // these tiles instead of the configured ones: tiles of 8 pairs, one row tile (two where a W4A4
-// block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K (default 4:
-// FP4CL_MOE_TILES key mma.few_split_k), activations read
+// block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K (default 0:
+// mma_auto_split_k per GEMM; FP4CL_MOE_TILES key mma.few_split_k), activations read
 // straight from global memory. Measured on an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh): at
 // mixtral-8x7b T = 8 345 us against 940 with the prefill tiles (32 pairs, 8 row tiles).
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem);

@@ -131,10 +131,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   }
   if (id_ == MoeStrategy::mma) {
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
-    // Batch invariance: the same K split (the same sums in the same order) for every chunk.
-    if (o.batch_invariant) tiles_.split_k = few_tiles_.split_k;
-    mma_ = mma_geometry(tiles_, problem);
     few_ = mma_geometry(few_tiles_, problem);
+    // Batch invariance: the same K split (the same sums in the same order) for every chunk.
+    mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }
   // Each file gets only the defines it reads, so layers share programs where they can.
   BuildOptions format = o.numerics;
@@ -235,8 +234,13 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
 
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, ws.expert_count, ws.expert_base, ws.pair_slot,
-           ws.slot_pair, ws.tiles, ws.chunk_info, ws.status);
+  // mma routes top-k ids in its sort (routes_topk); router logits were routed by moe_route_logits.
+  const bool fused = routes_topk() && c.routing.logits == nullptr;
+  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
+  const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, ws.expert_count, ws.expert_base,
+           ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
+           as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight);
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 
   set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,

@@ -84,8 +84,9 @@ class MoeStrategyKernels {
   MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry, const MoeLayout& layout,
                      const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
-  // True when this strategy routes top-k ids itself (no routing kernel before it).
-  bool routes_topk() const { return id_ == MoeStrategy::split; }
+  // True when this strategy routes top-k ids itself (no routing kernel before it): split in its
+  // FC1, mma in its sort.
+  bool routes_topk() const { return id_ == MoeStrategy::split || id_ == MoeStrategy::mma; }
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
   // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
   // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
