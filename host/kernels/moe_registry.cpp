@@ -50,9 +50,10 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     // pairs, work-groups of 8 row tiles sharing the staged activations, no K split. Measured on
     // an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh, µs at T = 512): mixtral-8x7b 3946 (tiles of 8
     // pairs, 4 row tiles: 8090; 32 pairs, 4 row tiles: 5355), qwen3-30b-a3b 1046 (1417, 1226).
+    // (W4A4: 4 row tiles in FC1, whose quantized outputs need local memory of their own.)
     t.tile_m = 32;
     t.split_k = 1;
-    t.local_i = 256;
+    t.local_i = p.scheme.w4a16() ? 256 : 128;
     t.local_h = 256;
     return t;
   }
