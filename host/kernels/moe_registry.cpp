@@ -319,6 +319,9 @@ const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top
     if (e.id == MoeStrategy::split && pairs <= split_max_pairs) return e;
   }
   for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::decode && pairs <= decode_max_pairs) return e;
+  }
+  for (const Entry& e : usable) {
     if (e.id == MoeStrategy::mma) return e;
   }
   for (const Entry& e : usable) {
@@ -417,6 +420,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
                                [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::mma; });
   if (mma && overrides.find("split_max_pairs") == overrides.end())
     sel.split_max_pairs = std::min<std::int64_t>(sel.split_max_pairs, std::max<std::int64_t>(1, problem.local_experts / 2));
+  // ... and mma replaces decode (2.4-6x faster at every T measured: bench/gpu/results-h100.md)
+  // unless a tuning-database entry or FP4CL_MOE_TILES sets decode's crossover.
+  if (mma && overrides.find("decode_max_pairs") == overrides.end()) sel.decode_max_pairs = 0;
   return sel;
 }
 
