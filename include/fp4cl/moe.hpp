@@ -103,8 +103,11 @@ struct MoeConfig {
   static MoeConfig from_checkpoint(const Checkpoint& checkpoint, std::string_view layer);
 };
 
-// The names of the kernel strategies ("grouped", "decode"), in the order automatic selection
-// tries them.
+// The names of the kernel strategies: "grouped", "decode", "split" (GPUs: rows split over many
+// work-items, few pairs), "mma" (NVIDIA tensor cores through inline PTX, compute capability 8.0
+// or more; elsewhere an emulation, only when forced). Automatic selection (host/kernels/
+// moe_registry.hpp) takes split for few pairs on GPUs, then decode up to its crossover, then
+// mma where it runs natively, else grouped.
 std::vector<std::string> moe_kernel_strategies();
 
 // One kernel launch of a call, in enqueue order (profiling times come from `event` when the
