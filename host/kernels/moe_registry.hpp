@@ -83,8 +83,9 @@ constexpr std::int64_t kSplitMaxSharedPairs = 512;
 // The launch geometry of the mma strategy (kernels/moe_mma.cl): MMAs of 8 tokens per k16 step
 // (tile_m / 8); per GEMM (FC1: K = H, rows I; FC2: K = I, rows H) the warps splitting K (the
 // largest divisor of K / 64 up to split_k), the row tiles of 16 per work-group (up to local / 32
-// / split_k: the most that divide the GEMM's rows and, in FC1 under W4A4, keep whole blocks) and the chunks of 64 staged per K slice at a time (4, 2 or 1: the most whose staged
-// activations fit in 16 KiB), staged only where several row tiles share them.
+// / split_k: the most that divide the GEMM's rows and, in FC1 under W4A4, keep whole blocks) and
+// the chunks of 64 staged per K slice at a time (4, 2 or 1: the most whose staged activations
+// fit in 16 KiB), staged only where several row tiles share them.
 struct MmaGemm {
   int rt = 1, ks = 1, kstage = 1;
   bool stage = false;
@@ -104,7 +105,8 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K (default 0:
 // mma_auto_split_k per GEMM; FP4CL_MOE_TILES key mma.few_split_k), activations read
 // straight from global memory. Measured on an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh): at
-// mixtral-8x7b T = 8 345 us against 940 with the prefill tiles (32 pairs, 8 row tiles).
+// mixtral-8x7b T = 8 345-395 us (runs differ) against 940 with the prefill tiles (32 pairs, 8
+// row tiles).
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
