@@ -20,7 +20,6 @@
 #include "prepare/fp4_row_layout.hpp"  // kFp4RowStep, the pre-pass rows' padding
 #include "prepare/fp4_split_layout.hpp"
 #include "support/check.hpp"
-#include "tuning/tuning_defaults.hpp"
 
 namespace fp4cl {
 
@@ -203,8 +202,7 @@ class GemvSplitKernel final : public LinearKernel {
 
  private:
   static long long value(const LinearConfig& config, const std::string& name) {
-    if (const auto it = config.tuning.find(name); it != config.tuning.end()) return it->second;
-    return tuning::linear_default_params(config.device, "gemv_split").at(name);
+    return linear_tuning_value(config, "gemv_split", name);
   }
   // The lanes per row: SPLIT_LANES, or fewer where k (padded to 32) is not a multiple of 32·SPLIT_LANES.
   static long long lanes_for(const LinearConfig& config) {
