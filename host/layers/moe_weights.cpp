@@ -1,6 +1,7 @@
 #include "layers/moe_weights.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "cl/opencl_calls.hpp"
@@ -161,7 +162,8 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
   const std::int64_t block = block_size(ex.format);
-  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H].
+  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H]: split once
+  // for whichever of the split and MMA layouts is built (both keep gate and up apart).
   const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
     std::vector<std::uint8_t> out;
     out.reserve(v.size() / 2);
@@ -171,34 +173,41 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
     }
     return out;
   };
-  if (mma) {
-    const MmaLayout g = mma_layout(half(ex.w13_packed, H / 2, 0), half(ex.w13_scales, H / block, 0), E * I, H, block);
-    const MmaLayout u = mma_layout(half(ex.w13_packed, H / 2, I), half(ex.w13_scales, H / block, I), E * I, H, block);
-    const MmaLayout w2 = mma_layout(ex.w2_packed, ex.w2_scales, E * H, I, block);
-    w.mma_gate = upload(ctx, "w13 gate rows (MMA layout)", g.words);
-    w.mma_gate_scales = upload(ctx, "w13 gate scales (MMA layout)", g.scales);
-    w.mma_up = upload(ctx, "w13 up rows (MMA layout)", u.words);
-    w.mma_up_scales = upload(ctx, "w13 up scales (MMA layout)", u.scales);
-    w.mma_w2 = upload(ctx, "w2 (MMA layout)", w2.words);
-    w.mma_w2_scales = upload(ctx, "w2 scales (MMA layout)", w2.scales);
-    w.mma_bytes_per_expert = static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + w2.words.size()) +
-                                                        g.scales.size() + u.scales.size() + w2.scales.size()) /
-                             static_cast<std::uint64_t>(E);
+  std::vector<std::uint8_t> gate_packed, gate_scales, up_packed, up_scales;
+  if (split || mma) {
+    gate_packed = half(ex.w13_packed, H / 2, 0);
+    gate_scales = half(ex.w13_scales, H / block, 0);
+    up_packed = half(ex.w13_packed, H / 2, I);
+    up_scales = half(ex.w13_scales, H / block, I);
   }
-  if (split) {
-    const SplitLayout g = split_layout(half(ex.w13_packed, H / 2, 0), half(ex.w13_scales, H / block, 0), E, I, H, block);
-    const SplitLayout u = split_layout(half(ex.w13_packed, H / 2, I), half(ex.w13_scales, H / block, I), E, I, H, block);
-    const SplitLayout w2 = split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
-    w.split_gate = upload(ctx, "w13 gate rows (split layout)", g.words);
-    w.split_gate_scales = upload(ctx, "w13 gate scales (split layout)", g.scales);
-    w.split_up = upload(ctx, "w13 up rows (split layout)", u.words);
-    w.split_up_scales = upload(ctx, "w13 up scales (split layout)", u.scales);
-    w.split_w2 = upload(ctx, "w2 (split layout)", w2.words);
-    w.split_w2_scales = upload(ctx, "w2 scales (split layout)", w2.scales);
-    w.split_bytes_per_expert = static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + w2.words.size()) +
-                                                          g.scales.size() + u.scales.size() + w2.scales.size()) /
-                               static_cast<std::uint64_t>(E);
-  }
+  // One layout's gate, up and w2 uploaded into `out` (codes and scales of each); `make(packed,
+  // scales, N, K)` lays out an [E, N, K] stack. Returns the layout's FP4 bytes per expert.
+  const auto upload_layout = [&](const char* name, const auto& make, const std::array<cl::Buffer*, 6>& out) {
+    const auto g = make(gate_packed, gate_scales, I, H);
+    const auto u = make(up_packed, up_scales, I, H);
+    const auto d = make(ex.w2_packed, ex.w2_scales, H, I);
+    *out[0] = upload(ctx, fmt::format("w13 gate rows ({} layout)", name), g.words);
+    *out[1] = upload(ctx, fmt::format("w13 gate scales ({} layout)", name), g.scales);
+    *out[2] = upload(ctx, fmt::format("w13 up rows ({} layout)", name), u.words);
+    *out[3] = upload(ctx, fmt::format("w13 up scales ({} layout)", name), u.scales);
+    *out[4] = upload(ctx, fmt::format("w2 ({} layout)", name), d.words);
+    *out[5] = upload(ctx, fmt::format("w2 scales ({} layout)", name), d.scales);
+    return static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + d.words.size()) + g.scales.size() +
+                                      u.scales.size() + d.scales.size()) /
+           static_cast<std::uint64_t>(E);
+  };
+  if (mma)
+    w.mma_bytes_per_expert = upload_layout(
+        "MMA",
+        [&](const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t N,
+            std::int64_t K) { return mma_layout(packed, scales, E * N, K, block); },
+        {&w.mma_gate, &w.mma_gate_scales, &w.mma_up, &w.mma_up_scales, &w.mma_w2, &w.mma_w2_scales});
+  if (split)
+    w.split_bytes_per_expert = upload_layout(
+        "split",
+        [&](const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t N,
+            std::int64_t K) { return split_layout(packed, scales, E, N, K, block); },
+        {&w.split_gate, &w.split_gate_scales, &w.split_up, &w.split_up_scales, &w.split_w2, &w.split_w2_scales});
   if (interleaved) {
   upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,
                 w.gate_scales);
