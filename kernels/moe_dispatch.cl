@@ -19,12 +19,18 @@
 // route_fused = 1: first routes the caller's top-k ids itself (moe_route_topk's work: pair p =
 // t·k + s of the chunk from topk_ids / topk_weights at pair first_pair + p, expert_map
 // [num_global]) into pair_expert and pair_weight: one launch fewer for few tokens.
-__kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, int tile_m, __global int* expert_count,
-                       __global int* expert_base, __global int* pair_slot, __global int* slot_pair,
-                       __global int* tiles, __global int* chunk_info, __global int* status, int route_fused,
+// counts [3 · num_local] local scratch: per expert its pair count, first slot and first tile
+// (local memory: the serial prefix over the experts costs ~1 µs there instead of ~10 µs from
+// global memory on an H100).
+__kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, int tile_m, __local int* counts,
+                       __global int* pair_slot, __global int* slot_pair, __global int* tiles,
+                       __global int* chunk_info, __global int* status, int route_fused,
                        __global const int* topk_ids, __global const float* topk_weights, int first_pair,
                        int num_global, __global const int* expert_map, __global float* pair_weight) {
   const int lid = get_local_id(0), size = get_local_size(0);
+  __local int* count = counts;
+  __local int* base_slot = counts + num_local;
+  __local int* base_tile = counts + 2 * num_local;
   if (route_fused) {
     for (int p = lid; p < num_pairs; p += size) {
       const long g = (long)first_pair + p;
@@ -36,15 +42,15 @@ __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, 
   for (int e = lid; e < num_local; e += size) {
     int c = 0;
     for (int p = 0; p < num_pairs; ++p) c += pair_expert[p] == e;
-    expert_count[e] = c;
+    count[e] = c;
   }
-  barrier(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (lid == 0) {
     int slot = 0, tile = 0;
     for (int e = 0; e < num_local; ++e) {
-      const int c = expert_count[e];
-      expert_base[2 * e] = slot;
-      expert_base[2 * e + 1] = tile;
+      const int c = count[e];
+      base_slot[e] = slot;
+      base_tile[e] = tile;
       slot += c;
       tile += (c + tile_m - 1) / tile_m;
     }
@@ -53,9 +59,9 @@ __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, 
     status[2] += tile;
     status[3] += slot;
   }
-  barrier(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_LOCAL_MEM_FENCE);
   for (int e = lid; e < num_local; e += size) {
-    const int base = expert_base[2 * e], tile0 = expert_base[2 * e + 1], c = expert_count[e];
+    const int base = base_slot[e], tile0 = base_tile[e], c = count[e];
     int j = 0;
     for (int p = 0; p < num_pairs && j < c; ++p) {
       if (pair_expert[p] == e) {

@@ -52,8 +52,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
     const int tile_m = e.id == MoeStrategy::mma ? std::min(8, e.tiles.tile_m) : e.tiles.tile_m;
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, tile_m));
   }
-  const std::int64_t P = ws.max_pairs, E = shape.local_experts;
-  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
+  const std::int64_t P = ws.max_pairs;
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 24 + 4 * P * shape.hidden +
                              4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
@@ -65,8 +65,6 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.pair_slot = device_buffer(ctx, "pair_slot", 4 * P);
   ws.slot_pair = device_buffer(ctx, "slot_pair", 4 * P);
   ws.tiles = device_buffer(ctx, "tiles", 12 * ws.max_tiles);
-  ws.expert_count = device_buffer(ctx, "expert_count", 4 * E);
-  ws.expert_base = device_buffer(ctx, "expert_base", 8 * E);
   ws.chunk_info = device_buffer(ctx, "chunk_info", 8);
   ws.status = device_buffer(ctx, "status", 16);
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
@@ -131,6 +129,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   }
   if (id_ == MoeStrategy::mma) {
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
+    mma_direct_ = o.scheme.w4a16();
     few_ = mma_geometry(few_tiles_, problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
@@ -159,7 +158,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
           .define("MMA_RT", gemm.rt)
           .define("MMA_KSPLIT", gemm.ks)
           .define("MMA_KSTAGE", gemm.kstage)
-          .define("MMA_STAGE", gemm.stage ? 1 : 0);
+          .define("MMA_STAGE", gemm.stage ? 1 : 0)
+          .define("MMA_UNROLL", g.unroll);
+      // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
+      if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
       return programs.kernel("moe_mma.cl", name, b);
     };
     fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1");
@@ -179,6 +181,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   check_cl(sort_.getWorkGroupInfo(ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, &limit),
            "querying the work-group size of moe_sort");
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
+  // moe_sort keeps three ints per local expert in local memory.
+  if (12 * static_cast<std::uint64_t>(experts_) > ctx.info().local_mem_bytes)
+    fail("MoE: {} local experts need {} bytes of local memory for moe_sort's per-expert counts; {} has {}",
+         experts_, 12 * experts_, ctx.info().name, ctx.info().local_mem_bytes);
 }
 
 bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
@@ -238,16 +244,20 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const bool fused = routes_topk() && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
-  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, ws.expert_count, ws.expert_base,
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, cl::Local(12 * static_cast<std::size_t>(E)),
            ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
            as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight);
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 
-  set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
-           w.fc1_input_scale, ws.x1);
-  moe_launch(queue, gather_, "moe_gather",
-             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)), cl::NullRange,
-             launches, last);
+  // mma under W4A16 reads the input rows in place (MMA_DIRECT).
+  const bool direct = id_ == MoeStrategy::mma && mma_direct_;
+  if (!direct) {
+    set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
+             w.fc1_input_scale, ws.x1);
+    moe_launch(queue, gather_, "moe_gather",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)),
+               cl::NullRange, launches, last);
+  }
 
   if (id_ == MoeStrategy::mma) {
     const bool few = mma_few_pairs(pairs);
@@ -255,7 +265,8 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
     cl::Kernel& fc1 = few ? fc1_few_ : fc1_;
     cl::Kernel& fc2 = few ? fc2_few_ : fc2_;
     set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
-             w.scale_exp, ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+             w.scale_exp, direct ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.slot_pair, k,
+             offset);
     moe_launch(queue, fc1, "moe_mma_fc1",
                cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                            static_cast<std::size_t>(tiles)),
