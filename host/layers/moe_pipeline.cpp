@@ -181,10 +181,11 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   check_cl(sort_.getWorkGroupInfo(ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, &limit),
            "querying the work-group size of moe_sort");
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
-  // moe_sort keeps three ints per local expert in local memory.
-  if (12 * static_cast<std::uint64_t>(experts_) > ctx.info().local_mem_bytes)
-    fail("MoE: {} local experts need {} bytes of local memory for moe_sort's per-expert counts; {} has {}",
-         experts_, 12 * experts_, ctx.info().name, ctx.info().local_mem_bytes);
+  // moe_sort keeps three ints per local expert and a block of 2048 pairs in local memory.
+  if (12 * static_cast<std::uint64_t>(experts_) + 4 * 2048 > ctx.info().local_mem_bytes)
+    fail("MoE: {} local experts need {} bytes of local memory for moe_sort (three ints an expert and 8192 bytes of "
+         "pairs); {} has {}",
+         experts_, 12 * experts_ + 4 * 2048, ctx.info().name, ctx.info().local_mem_bytes);
 }
 
 bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
