@@ -23,14 +23,17 @@
 // t·k + s of the chunk from topk_ids / topk_weights at pair first_pair + p, expert_map
 // [num_global]) into pair_expert and pair_weight: one launch fewer for few tokens.
 // counts [3 · num_local] local scratch: per expert its pair count, next slot and first tile.
+// done [done_count] is zeroed (moe_mma_fc2's completion counts of its blocks of rows).
 #define MOE_SORT_BLOCK 2048
 __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, int tile_m, __local int* counts,
                        __global int* pair_slot, __global int* slot_pair, __global int* tiles,
                        __global int* chunk_info, __global int* status, int route_fused,
                        __global const int* topk_ids, __global const float* topk_weights, int first_pair,
-                       int num_global, __global const int* expert_map, __global float* pair_weight) {
+                       int num_global, __global const int* expert_map, __global float* pair_weight,
+                       __global int* done, int done_count) {
   __local int block[MOE_SORT_BLOCK];
   const int lid = get_local_id(0), size = get_local_size(0);
+  for (int i = lid; i < done_count; i += size) done[i] = 0;
   __local int* count = counts;
   __local int* next_slot = counts + num_local;
   __local int* first_tile = counts + 2 * num_local;

@@ -1,5 +1,5 @@
 // MoE expert GEMMs on tensor cores (the `mma` strategy): the grouped pipeline (moe_dispatch.cl's
-// sort and gather, moe_fc2.cl's top-k sum) with FC1 and FC2 as m16n8k16 BF16 MMAs with fp32
+// sort and gather, the top-k sum fused into FC2) with FC1 and FC2 as m16n8k16 BF16 MMAs with fp32
 // accumulation (common/fp4_mma.cl) over weights in the MMA layout
 // (host/prepare/fp4_mma_layout.hpp).
 //
@@ -9,7 +9,9 @@
 //                ks-th of MMA_KSPLIT equal slices of K = H; the slices' partial sums meet in
 //                local memory and are added in slice order; a = bf16(silu(g) × up) (W4A4:
 //                quantized per block) to x2 [slots, I].
-//   moe_mma_fc2  the same for W2 over K = I: y[pair, n] = fc2_factor[e] · (W2[e] x2[slot])[n].
+//   moe_mma_fc2  the same for W2 over K = I: y[pair, n] = fc2_factor[e] · (W2[e] x2[slot])[n];
+//                with MMA_SUM (few tokens) the last work-group of a block of rows sums the
+//                top-k (moe_reduce's sum), else moe_reduce does.
 //
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
@@ -28,6 +30,7 @@
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
+//   MMA_SUM (FC2: the top-k sum fused),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
@@ -53,6 +56,9 @@
 #endif
 #ifndef MMA_UNROLL
 #define MMA_UNROLL 1
+#endif
+#ifndef MMA_SUM
+#define MMA_SUM 0
 #endif
 // Loops over fragments, matrices and chunks unrolled on tensor cores; kept as loops where the MMA
 // is emulated (each emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
@@ -354,29 +360,79 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif  // MMA_FC1
 
 #ifdef MMA_FC2
+// Device-wide release / acquire around the row block's completion count (the last work-group
+// reads the others' y rows): PTX fences on NVIDIA, OpenCL fences elsewhere.
+#if FP4_MMA_PTX
+inline void mma_fence(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+#else
+inline void mma_fence(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); }
+#endif
+
+inline void mma_store_out(float o, __global void* out, long i) {
+#if MOE_OUT_BF16
+  ((__global ushort*)out)[i] = (ushort)float_to_bf16(o);
+#else
+  ((__global float*)out)[i] = o;
+#endif
+}
+
 //   w2 [E·H/16, I/64, 32] uint4, w2_s its scales (MMA layout), fc2_factor [E]
 //   x2 [slots, I] (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
+//   pair_expert, pair_weight [pairs]; out [tokens, H] BF16 or fp32 (the caller's, token t of the
+//   chunk at token_offset + t); done [H / MMA_ROWS] (zeroed by moe_sort)
+// With MMA_SUM (chunks of few pairs: few tokens) the top-k sum is fused: the last of the chunk's
+// tiles to finish a block of rows (counted in done) computes out[t, rows] = Σ_s w[t,s] · y[t·k+s, rows], s = 0..k-1 in order, local pairs
+// only (moe_reduce's sum): which work-group is last does not change a bit.
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2(
     __global const uint4* w2, __global const mma_scales_t* w2_s, __global const float* fc2_factor, int hidden,
     int inter, int scale_exp, mma_x_t* x2, __global const int* tiles, __global const int* chunk_info,
-    __global const int* slot_pair, __global float* y) {
+    __global const int* slot_pair, __global float* y, __global const int* pair_expert,
+    __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
+    __global int* done) {
   __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
+  __local int last;
+  const int lid = get_local_id(0);
   mma_place_t pl;
-  if (!mma_place(&pl, tiles, chunk_info, hidden, inter)) return;  // uniform over the work-group
-  __global const uint4* w[1] = {w2};
-  __global const mma_scales_t* s[1] = {w2_s};
-  float acc[MMA_MATS][MMA_NT][4];
-  mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
-  barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
-  mma_store_partials(part, &pl, acc);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const float f = fc2_factor[pl.e];
-  for (int i = get_local_id(0); i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
-    const int m = i / MMA_ROWS, r = i % MMA_ROWS;
-    const float h = mma_sum_partials(part, 0, r, m);
-    if (m < pl.count) y[(long)slot_pair[pl.start + m] * hidden + pl.row0 + r] = h * f;
+  if (mma_place(&pl, tiles, chunk_info, hidden, inter)) {  // uniform over the work-group
+    __global const uint4* w[1] = {w2};
+    __global const mma_scales_t* s[1] = {w2_s};
+    float acc[MMA_MATS][MMA_NT][4];
+    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS,
+               acc);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
+    mma_store_partials(part, &pl, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float f = fc2_factor[pl.e];
+    for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
+      const int m = i / MMA_ROWS, r = i % MMA_ROWS;
+      const float h = mma_sum_partials(part, 0, r, m);
+      if (m < pl.count) y[(long)slot_pair[pl.start + m] * hidden + pl.row0 + r] = h * f;
+    }
+#if MMA_SUM
+    mma_fence();  // this work-item's y rows are visible to the whole device
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) last = atomic_inc(&done[get_group_id(0)]) == chunk_info[0] - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;  // uniform
+    mma_fence();
+#else
+    return;  // moe_reduce sums the top-k
+#endif
+  } else if (!MMA_SUM || chunk_info[0] != 0 || get_group_id(1) != 0) {
+    return;  // no tile; with no tiles at all (no local pairs) the first one writes the rows' zero sums
+  }
+  const int row0 = get_group_id(0) * MMA_ROWS;
+  const __global volatile float* yv = y;  // written by other work-groups: not from this one's L1
+  for (int i = lid; i < num_tokens * MMA_ROWS; i += MMA_LOCAL) {
+    const int t = i / MMA_ROWS, n = row0 + i % MMA_ROWS;
+    float o = 0.0f;
+    for (int k = 0; k < top_k; ++k) {
+      const int p = t * top_k + k;
+      if (pair_expert[p] >= 0) o += pair_weight[p] * yv[(long)p * hidden + n];
+    }
+    mma_store_out(o, out, ((long)token_offset + t) * hidden + n);
   }
 }
 #endif  // MMA_FC2

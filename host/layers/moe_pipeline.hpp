@@ -29,6 +29,7 @@ struct MoeShape {
 struct MoeWorkspace {
   std::int64_t max_tokens = 0, max_pairs = 0, max_tiles = 0;
   cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, chunk_info, status;
+  cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
 };
 
