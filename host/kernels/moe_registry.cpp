@@ -422,14 +422,19 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     }
   }
   if (sel.usable.empty()) fail("no MoE kernel strategy can run {} on {}:{}", problem.scheme.name(), device.name, reasons);
-  // With tensor cores, split keeps only chunks of fewer pairs than half the experts: measured on
-  // an H100 (NVFP4 W4A16), mma is 3.1x faster than split at mixtral-8x7b T = 8 (16 pairs over 8
-  // experts: 345 vs 1059 us) and 3.3x at qwen3-30b-a3b T = 64 (512 pairs over 128: 290 vs 959),
-  // level at qwen3 T = 8 (64 pairs over 128: 130 vs 124), slower at T = 1 (launches: 89 vs 33).
+  // With tensor cores, mma serves every chunk (split is not built, so the layer holds one weight
+  // layout fewer) unless the tuning database or FP4CL_MOE_TILES sets split's crossover. Measured
+  // on an H100 (µs, split / mma, both forced, one token routed in mma's FC1 with no sort):
+  // mixtral-8x7b T = 1 W4A16 166 / 106, W4A4 198 / 136; qwen3-30b-a3b T = 1 W4A16 32 / 28-35,
+  // W4A4 34-36 / 33; T = 8 W4A16 124 / 104-110 (and 3x at mixtral T = 8, 4x at qwen3 T = 64).
   const bool mma = std::any_of(sel.usable.begin(), sel.usable.end(),
                                [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::mma; });
-  if (mma && overrides.find("split_max_pairs") == overrides.end())
-    sel.split_max_pairs = std::min<std::int64_t>(sel.split_max_pairs, std::max<std::int64_t>(1, problem.local_experts / 2));
+  if (mma && overrides.find("split_max_pairs") == overrides.end()) {
+    sel.split_max_pairs = 0;
+    sel.usable.erase(std::remove_if(sel.usable.begin(), sel.usable.end(),
+                                    [](const MoeSelection::Entry& e) { return e.id == MoeStrategy::split; }),
+                     sel.usable.end());
+  }
   // ... and mma replaces decode (2.4-6x faster at every T measured: bench/gpu/results-h100.md)
   // unless a tuning-database entry or FP4CL_MOE_TILES sets decode's crossover.
   if (mma && overrides.find("decode_max_pairs") == overrides.end()) sel.decode_max_pairs = 0;

@@ -176,10 +176,25 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
     // One token: FC1 routes, every pair is a tile (W4A4: the token quantized in local memory,
     // 4·H bytes beside the kernel's 16 KiB at most).
-    mma_per_pair_ = o.scheme.w4a16() || 4 * static_cast<std::uint64_t>(problem.hidden) + 16384 <= ctx.info().local_mem_bytes;
+    // W4A4: every work-group quantizes the token, so its FC1 work-groups take up to 4 row tiles
+    // (unstaged: they read the one local copy) to quantize it fewer times.
+    pair_ = few_;
+    if (!o.scheme.w4a16()) {
+      const int block = problem.scheme.block_size();
+      for (int rt : {4, 2}) {
+        if (problem.intermediate % (16 * rt) == 0 && (16 * rt) % block == 0 && rt >= pair_.fc1.rt) {
+          pair_.fc1.rt = rt;
+          break;
+        }
+      }
+      pair_.fc1.stage = false;
+    }
+    const std::uint64_t pair_local = 4u * static_cast<std::uint64_t>(problem.hidden) +
+                                     4u * static_cast<std::uint64_t>(pair_.fc1.ks * pair_.fc1.rt * 2 * 128 + 8 * pair_.fc1.rows());
+    mma_per_pair_ = o.scheme.w4a16() || pair_local + 1024 <= ctx.info().local_mem_bytes;
     if (mma_per_pair_) {
-      fc1_pair_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, true);
-      fc2_pair_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, true);
+      fc1_pair_ = build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true);
+      fc2_pair_ = build(pair_, "moe_mma_fc2", pair_.fc2, "MMA_FC2", true, true);
     }
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
@@ -283,7 +298,7 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
-  const MmaGeometry& g = few ? few_ : mma_;
+  const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : few ? fc1_few_ : fc1_;
   cl::Kernel& fc2 = per_pair ? fc2_pair_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair FC1; router logits were routed by moe_route_logits.

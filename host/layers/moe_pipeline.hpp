@@ -119,7 +119,8 @@ class MoeStrategyKernels {
   MmaGeometry mma_, few_;
   MoeTiles few_tiles_;
   cl::Kernel fc1_few_, fc2_few_;
-  cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with few_
+  cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (few_; W4A4 FC1 wider)
+  MmaGeometry pair_;
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
