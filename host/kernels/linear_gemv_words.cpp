@@ -3,11 +3,13 @@
 // (prepare/fp4_words_layout.hpp). W4A4 activations come from the same pre-pass as the rows
 // kernels'; W4A16 reads the BF16 input itself (converted per work-group into local memory,
 // argument 13, no pre-pass launch) when WORDS_TOKENS rows of it fit in a quarter of the device's
-// local memory. The rest is linear_lane_groups_kernel.hpp's.
+// local memory. On CPUs with AVX-512 BF16 it uses BF16 dot products (FP4CL_LINEAR_BF16_DOT:
+// cpu_bf16_dot.hpp). The rest is linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "kernels/cpu_bf16_dot.hpp"
 #include "kernels/linear_lane_groups_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "prepare/fp4_words_layout.hpp"
@@ -16,6 +18,8 @@
 namespace fp4cl {
 
 namespace {
+
+constexpr const char* kBf16DotEnv = "FP4CL_LINEAR_BF16_DOT";
 
 class GemvWordsKernel final : public LaneGroupsGemvKernel {
  public:
@@ -39,7 +43,15 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
     return config.scheme.w4a16() && x_bytes <= ctx.info().local_mem_bytes / 4;
   }
 
-  void add_options(BuildOptions& options) const override { options.define("WORDS_BF16_X", bf16_input() ? 1 : 0); }
+  void add_options(const Context& ctx, BuildOptions& options) const override {
+    options.define("WORDS_BF16_X", bf16_input() ? 1 : 0);
+    // AVX-512 BF16 dot products where the CPU has them (kernels/common/bf16_dot.cl); required
+    // (an error at build time if the OpenCL compiler cannot build them) with FP4CL_LINEAR_BF16_DOT=1.
+    if (cpu_bf16_dot_enabled(ctx, kBf16DotEnv)) {
+      options.define("FP4_DPBF16");
+      if (cpu_bf16_dot_required(kBf16DotEnv)) options.define("WORDS_REQUIRE_BF16DOT");
+    }
+  }
 
   void set_call_arguments(cl::Kernel& run, std::int64_t tokens_per_item) override {
     // The converted BF16 rows of the group's tokens (one float when unused).

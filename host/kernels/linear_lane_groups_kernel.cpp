@@ -47,7 +47,7 @@ bool LaneGroupsGemvKernel::reads_bf16_input(const Context& ctx, const LinearConf
   return false;
 }
 
-void LaneGroupsGemvKernel::add_options(BuildOptions& options) const { (void)options; }
+void LaneGroupsGemvKernel::add_options(const Context& ctx, BuildOptions& options) const { (void)ctx, (void)options; }
 
 void LaneGroupsGemvKernel::set_own_arguments(const LinearConfig& config) { (void)config; }
 
@@ -67,7 +67,7 @@ void LaneGroupsGemvKernel::prepare(const Context& ctx, const LinearConfig& confi
                          activation_form());
   BuildOptions options = linear_format_options(config.scheme.weight);
   options.define(prefix_ + "_TOKENS", tokens_);
-  add_options(options);
+  add_options(ctx, options);
   const std::string file = "linear_" + strategy_ + ".cl";
   kernels_ = {ctx.programs().kernel(file, "linear_" + strategy_ + "_single", options),
               ctx.programs().kernel(file, "linear_" + strategy_ + "_pair", options),
