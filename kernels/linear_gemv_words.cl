@@ -102,12 +102,10 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 // x: the BF16 rows [M, K]; their 32-bit words are the BF16 pairs.
 #define WORDS_BF16_PREPARE(N)                                                                         \
   const __global uint* xr[N];                                                                         \
-  uint8 tiny = (uint8)(0u);                                                                           \
   _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                   \
     xr[t] = (const __global uint*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * (k / 2u);         \
-    for (uint i = 0; i < k / 16u; ++i) tiny |= fp4_bf16_tiny_pairs(vload8(i, xr[t]));                 \
-  }                                                                                                   \
-  if (any(as_int8(tiny) != 0)) return 1;
+    if (fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                                                   \
+  }
 #define WORDS_BF16_PACK(N) const uint j0 = k0 / 2u;
 #define WORDS_BF16_PAIR(t, j) xr[t][j0 + (j)]
 #define WORDS_BF16_TINY 0

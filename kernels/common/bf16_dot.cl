@@ -55,6 +55,22 @@ inline uint8 fp4_bf16_tiny_pairs(uint8 v) {
                   ((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFF0000u) != 0u));
 }
 
+// Whether any of the BF16 values in the first n_pairs pairs at p (BF16 numbers packed two to a
+// uint; n_pairs a multiple of 8) is nonzero and below 2^-100 in magnitude: (h & 0x7FFF) - 1 <
+// (27 << 7) - 1 in 16-bit lanes, 32 values per step.
+typedef ushort fp4_v32hu __attribute__((vector_size(64)));
+typedef short fp4_v32hi_mask __attribute__((vector_size(64)));
+FP4_BF16_TARGET inline int fp4_bf16_any_tiny(const __global uint* p, uint n_pairs) {
+  fp4_v32hi_mask found = __builtin_astype((uint16)(0u), fp4_v32hi_mask);
+  for (uint i = 0; i < n_pairs / 16u; ++i) {
+    const fp4_v32hu h = __builtin_astype(vload16(i, p), fp4_v32hu);
+    found |= (fp4_v32hi_mask)(((h & (ushort)0x7FFF) - (ushort)1) < (ushort)((27 << 7) - 1));
+  }
+  int tiny = any(__builtin_astype(found, int16) != 0);
+  if (n_pairs % 16u != 0) tiny |= any(as_int8(fp4_bf16_tiny_pairs(vload8(n_pairs / 8u - 1u, p))) != 0);
+  return tiny;
+}
+
 // The BF16 pairs of n elements of the fp32 row x (n a multiple of 16): xp[i] = bf16(x[2i]) |
 // bf16(x[2i+1]) << 16 (the high halves: exact for BF16 numbers). Lanes of *tiny as above.
 inline void fp4_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny) {

@@ -7,6 +7,7 @@
 // processor that has the instructions these cases run it; PathIsTaken sees it in the output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -125,14 +126,14 @@ TEST(LinearBf16Dot, PathIsTaken) {
 }
 
 // Activations that vdpbf16ps would flush (BF16 exponent fields 0 to 2: token 0 all denormals, the
-// others below 2^-124, token 3 normal): the work-items fall back to the fp32 loop, so results
+// others below 2^-124, token 3 normal, token 4 one denormal at the end): the work-items fall back to the fp32 loop, so results
 // are still IEEE fp32 arithmetic's. The weight's global scale is raised by 2^100 so that such
 // sums reach the output as normal numbers (MXFP4: its block scales). W4A16 (the BF16 input read directly) and MXFP4 W4A4
 // (tiny E8M0 block scales make tiny activations; NVFP4 W4A4's global input scale makes them
 // normal, run too).
 TEST(LinearBf16Dot, TinyActivationsFallBack) {
   const bool available = bf16_dot_available();
-  const std::int64_t n = 48, m = 4;
+  const std::int64_t n = 48, m = 5;
   for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16, kNvW4A4, kMxW4A4}) {
     const std::int64_t k = scheme.weight == WeightFormat::nvfp4 ? 1040 : 1056;
     Fp4Weight w = test::random_weight(scheme.weight, n, k, 61);
@@ -142,11 +143,14 @@ TEST(LinearBf16Dot, TinyActivationsFallBack) {
       for (std::uint8_t& s : w.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
     }
     std::vector<std::uint16_t> x = test::random_activations(m, k, 62);
-    for (std::int64_t i = 0; i < (m - 1) * k; ++i) {
+    for (std::int64_t i = 0; i < 3 * k; ++i) {
       const auto bits = static_cast<unsigned>(x[static_cast<std::size_t>(i)]);
       const unsigned exponent = i < k ? 0u : 1u + static_cast<unsigned>(i % 2);  // token 0: denormals
       x[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>((bits & 0x807Fu) | (exponent << 7) | (i < k ? 1u : 0u));
     }
+    // Token 4: zeros but its last element, a denormal (the scan's last 8 pairs).
+    std::fill(x.begin() + 4 * k, x.end(), std::uint16_t{0});
+    x.back() = 0x0041;
     ScopedEnv setting(kEnv, available ? "1" : "0");
     LinearOptions o = words_options(m);
     Linear layer = Linear::create(context(), w, scheme, o);
