@@ -33,9 +33,10 @@
 // (the host defines FP4_DPBF16, host/kernels/linear_gemv_words.cpp) the chunk loop below runs as
 // words_bf16_dot_*: per element pair of a word vector a vpmultishiftqb, a vpermw (both shared by
 // the tokens) and one vdpbf16ps per token, 3 vector instructions per 32 weights and token instead
-// of about 4.3 per 16. The activations' BF16 pairs are the BF16 input's 32-bit words themselves
-// (WORDS_BF16_X: read from global memory, no conversion into `xl`) or packed from the split fp32
-// rows (W4A4: e2m1 × E4M3 scale, exact in BF16), WORDS_BF16_CHUNK elements at a time. A chunk's
+// of about 4.3 per 16. The activations' BF16 pairs are the 32-bit words of BF16 rows themselves
+// (WORDS_BF16_X: the W4A16 input, or W4A4's e2m1 × scale values, exact in BF16, as the pre-pass
+// writes them for this kernel; read from global memory, no conversion into `xl`) or packed from
+// split fp32 rows (a K too large for `xl`), WORDS_BF16_CHUNK elements at a time. A chunk's
 // 8 pair steps alternate between two sums, which meet the 16 rows' block scales once per chunk
 // as below (the scales are per row and block, so they cannot be folded into the broadcast
 // activations; folding them into the weights would need a table per row). If a token of the
@@ -46,7 +47,8 @@
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
 //   WORDS_TOKENS        tokens per work-item of linear_gemv_words_tokens (_single: 1, _pair: 2)
-//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16), converted into `xl` (not with WORDS_BF16DOT);
+//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16; W4A4 from the pre-pass with FP4_DPBF16), converted
+//                       into `xl` (not with WORDS_BF16DOT);
 //                       0: split fp32 rows, `xl` unused
 //   FP4_DPBF16          BF16 dot products (see above); WORDS_REQUIRE_BF16DOT: an error if this
 //                       compiler cannot build them (FP4CL_LINEAR_BF16_DOT=1)
