@@ -35,9 +35,8 @@
 // the tokens) and one vdpbf16ps per token, 3 vector instructions per 32 weights and token instead
 // of about 4.3 per 16. The activations' BF16 pairs are the 32-bit words of BF16 rows themselves
 // (WORDS_BF16_X: the W4A16 input, or W4A4's e2m1 × scale values, exact in BF16, as the pre-pass
-// writes them for this kernel; read from global memory, no conversion into `xl`) or packed from
-// split fp32 rows (a K too large for `xl`), WORDS_BF16_CHUNK elements at a time. A chunk's
-// 8 pair steps alternate between two sums, which meet the 16 rows' block scales once per chunk
+// writes them for this kernel), read from global memory (no conversion into `xl`); split fp32
+// rows (a K too large for `xl`) keep the fp32 loop. A chunk's 8 pair steps alternate between two sums, which meet the 16 rows' block scales once per chunk
 // as below (the scales are per row and block, so they cannot be folded into the broadcast
 // activations; folding them into the weights would need a table per row). If a token of the
 // work-item has a nonzero activation below 2^-100 in magnitude (vdpbf16ps flushes denormals),
@@ -65,7 +64,8 @@
 #endif
 // Tokens per work-item of any of the three kernels (_pair: 2 even where WORDS_TOKENS is 1).
 #define WORDS_MAX_TOKENS (WORDS_TOKENS > 2 ? WORDS_TOKENS : 2)
-#define WORDS_BF16DOT FP4_BF16DOT
+// BF16 dot products read BF16 rows only (WORDS_BF16_X).
+#define WORDS_BF16DOT (FP4_BF16DOT && WORDS_BF16_X)
 #if defined(WORDS_REQUIRE_BF16DOT) && !WORDS_BF16DOT
 #error "BF16 dot products were required (FP4CL_LINEAR_BF16_DOT=1), but this OpenCL compiler cannot build them"
 #endif
@@ -95,44 +95,17 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 }
 
 #if WORDS_BF16DOT
-#define WORDS_BF16_CHUNK 256
 // The BF16 dot products of the 16 rows at wp (scales sp) with N tokens from m0 (rows past the last
-// repeat it) into acc[0..N-1], as the fp32 loop's acc. Returns nonzero when an activation of
-// these tokens is nonzero and below 2^-100 in magnitude (acc is then not to be used). Not
-// inlined: the kernel is built for the device's base instruction set, this for the one with BF16.
-#if WORDS_BF16_X
-// x: the BF16 rows [M, K]; their 32-bit words are the BF16 pairs.
-#define WORDS_BF16_PREPARE(N)                                                                         \
-  const __global uint* xr[N];                                                                         \
-  _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                   \
-    xr[t] = (const __global uint*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * (k / 2u);         \
-    if (fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                                                   \
-  }
-#define WORDS_BF16_PACK(N) const uint j0 = k0 / 2u;
-#define WORDS_BF16_PAIR(t, j) xr[t][j0 + (j)]
-#define WORDS_BF16_TINY 0
-#else
-// x: split fp32 rows of kpad floats, packed into xp per WORDS_BF16_CHUNK elements.
-#define WORDS_BF16_PREPARE(N)                                                                         \
-  const __global float* xe[N];                                                                        \
-  _Pragma("unroll") for (int t = 0; t < (N); ++t)                                                     \
-    xe[t] = (const __global float*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * kpad;            \
-  uint xp[(N) * (WORDS_BF16_CHUNK / 2)];                                                              \
-  uint16 tiny = (uint16)(0u);
-#define WORDS_BF16_PACK(N)                                                                            \
-  _Pragma("unroll") for (int t = 0; t < (N); ++t)                                                     \
-    fp4_bf16_pack_split(xe[t] + k0 / 2u, xe[t] + kpad / 2u + k0 / 2u, xp + t * (WORDS_BF16_CHUNK / 2), \
-                        (int)min((uint)WORDS_BF16_CHUNK, k - k0), &tiny);                             \
-  const uint j0 = 0u;
-#define WORDS_BF16_PAIR(t, j) xp[(t) * (WORDS_BF16_CHUNK / 2) + (j)]
-#define WORDS_BF16_TINY any(as_int16(tiny) != 0)
-#endif
-// Element pairs 0..3 of word vector W (pairs 8c' + 4Q + p of the chunk's first pair), sums A, B.
+// repeat it; x: BF16 rows [M, K], whose 32-bit words are the BF16 pairs) into acc[0..N-1], as the
+// fp32 loop's acc. Returns nonzero when an activation of these tokens is nonzero and below 2^-100
+// in magnitude (acc is then not to be used). Not inlined: the kernel is built for the device's
+// base instruction set, this for the one with BF16.
+// Element pairs 0..3 of word vector W (pairs 8c + 4Q + p of the row), sums A, B.
 #define WORDS_BF16_STEPS(W, Q, A, B, N)                                                               \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                     \
     const fp4_v16si d = fp4_bf16_pair(table, W, p);                                                   \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
-      const uint xv = WORDS_BF16_PAIR(t, 8u * cc + 4u * (Q) + (uint)p);                               \
+      const uint xv = xr[t][8u * c + 4u * (Q) + (uint)p];                                             \
       if (p % 2 == 0) A[t] = fp4_bf16_dot(A[t], d, xv);                                               \
       else B[t] = fp4_bf16_dot(B[t], d, xv);                                                          \
     }                                                                                                 \
@@ -140,29 +113,28 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 #define WORDS_BF16_DOT_N(NAME, N)                                                                     \
   FP4_BF16_TARGET __attribute__((noinline)) int NAME(                                                 \
       const __global uint* restrict wp, const __global uchar* restrict sp, const __global void* restrict xin, \
-      uint m0, uint m_tokens, uint kpad, uint k, int exp_bias, float16* out) {                        \
-    WORDS_BF16_PREPARE(N)                                                                             \
+      uint m0, uint m_tokens, uint k, int exp_bias, float16* out) {                                   \
+    const __global uint* xr[N];                                                                       \
+    _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
+      xr[t] = (const __global uint*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * (k / 2u);       \
+      if (fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                                                 \
+    }                                                                                                 \
     const fp4_v32hi table = fp4_bf16_table();                                                         \
     const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf);                              \
     float16 acc[N];                                                                                   \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) acc[t] = (float16)(0.0f);                         \
-    for (uint k0 = 0; k0 < k; k0 += WORDS_BF16_CHUNK) {                                               \
-      WORDS_BF16_PACK(N)                                                                              \
-      const uint chunks = min((uint)WORDS_BF16_CHUNK, k - k0) / 16u;                                  \
-      for (uint cc = 0; cc < chunks; ++cc) {                                                          \
-        const uint c = k0 / 16u + cc;                                                                 \
-        const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);                         \
-        fp4_v16sf a[N], b[N];                                                                         \
-        _Pragma("unroll") for (int t = 0; t < (N); ++t) a[t] = b[t] = zero;                           \
-        WORDS_BF16_STEPS(w0, 0u, a, b, N)                                                             \
-        WORDS_BF16_STEPS(w1, 1u, a, b, N)                                                             \
-        const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);         \
-        _Pragma("unroll") for (int t = 0; t < (N); ++t)                                               \
-          acc[t] = fma(__builtin_astype(a[t], float16) + __builtin_astype(b[t], float16), s, acc[t]); \
-      }                                                                                               \
+    for (uint c = 0; c < k / 16u; ++c) {                                                              \
+      const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);                           \
+      fp4_v16sf a[N], b[N];                                                                           \
+      _Pragma("unroll") for (int t = 0; t < (N); ++t) a[t] = b[t] = zero;                             \
+      WORDS_BF16_STEPS(w0, 0u, a, b, N)                                                               \
+      WORDS_BF16_STEPS(w1, 1u, a, b, N)                                                               \
+      const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);           \
+      _Pragma("unroll") for (int t = 0; t < (N); ++t)                                                 \
+        acc[t] = fma(__builtin_astype(a[t], float16) + __builtin_astype(b[t], float16), s, acc[t]);   \
     }                                                                                                 \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) out[t] = acc[t];                                  \
-    return WORDS_BF16_TINY;                                                                           \
+    return 0;                                                                                         \
   }
 WORDS_BF16_DOT_N(words_bf16_dot_1, 1)
 WORDS_BF16_DOT_N(words_bf16_dot_2, 2)
@@ -202,9 +174,9 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
 #if WORDS_BF16DOT
   {
     float16 dot[WORDS_MAX_TOKENS];
-    const int tiny = tokens == 1u   ? words_bf16_dot_1(wp, sp, xin, m0, m_tokens, kpad, k, exp_bias, dot)
-                     : tokens == 2u ? words_bf16_dot_2(wp, sp, xin, m0, m_tokens, kpad, k, exp_bias, dot)
-                                    : words_bf16_dot_tokens(wp, sp, xin, m0, m_tokens, kpad, k, exp_bias, dot);
+    const int tiny = tokens == 1u   ? words_bf16_dot_1(wp, sp, xin, m0, m_tokens, k, exp_bias, dot)
+                     : tokens == 2u ? words_bf16_dot_2(wp, sp, xin, m0, m_tokens, k, exp_bias, dot)
+                                    : words_bf16_dot_tokens(wp, sp, xin, m0, m_tokens, k, exp_bias, dot);
     if (!tiny) {
       for (uint t = 0; t < tokens; ++t) {
         const uint m = m0 + t;

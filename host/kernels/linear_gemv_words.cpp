@@ -58,9 +58,10 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
 
   void add_options(const Context& ctx, BuildOptions& options) const override {
     options.define("WORDS_BF16_X", bf16_rows() ? 1 : 0);
-    // AVX-512 BF16 dot products where the CPU has them (kernels/common/bf16_dot.cl); required
-    // (an error at build time if the OpenCL compiler cannot build them) with FP4CL_LINEAR_BF16_DOT=1.
-    if (cpu_bf16_dot_enabled(ctx, kBf16DotEnv)) {
+    // AVX-512 BF16 dot products where the CPU has them (kernels/common/bf16_dot.cl), on BF16 rows;
+    // required (an error at build time if the OpenCL compiler cannot build them) with
+    // FP4CL_LINEAR_BF16_DOT=1.
+    if (bf16_rows() && cpu_bf16_dot_enabled(ctx, kBf16DotEnv)) {
       options.define("FP4_DPBF16");
       if (cpu_bf16_dot_required(kBf16DotEnv)) options.define("WORDS_REQUIRE_BF16DOT");
     }

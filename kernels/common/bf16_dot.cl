@@ -81,23 +81,6 @@ inline void fp4_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny
   }
 }
 
-// The same from a "split" fp32 row (linear_activations.cl): element 2i at even[i], 2i + 1 at
-// odd[i]; n elements from pair 0 of the pointers (n a multiple of 16).
-inline void fp4_bf16_pack_split(const __global float* even, const __global float* odd, uint* xp, int n,
-                                uint16* tiny) {
-  for (int c = 0; c < n / 32; ++c) {
-    const uint16 e = vload16(c, (const __global uint*)even), o = vload16(c, (const __global uint*)odd);
-    *tiny |= fp4_bf16_tiny_f32(e) | fp4_bf16_tiny_f32(o);
-    vstore16((e >> 16) | (o & 0xFFFF0000u), c, xp);
-  }
-  if (n % 32 != 0) {
-    const int c = n / 16 - 1;  // the last 8 pairs
-    const uint8 e = vload8(c, (const __global uint*)even), o = vload8(c, (const __global uint*)odd);
-    *tiny |= (uint16)(fp4_bf16_tiny_f32((uint16)(e, o)));
-    vstore8((e >> 16) | (o & 0xFFFF0000u), c, xp);
-  }
-}
-
 // The E2M1 values as BF16, indexed by the nibble (sign in bit 3).
 #define FP4_BF16_E2M1                                                                                          \
   (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \

@@ -1,7 +1,7 @@
 // gemv_words with AVX-512 BF16 dot products (kernels/linear_gemv_words.cl, WORDS_BF16DOT; CPUs
 // with AVX-512 BW, VBMI and BF16) and with its fp32 loop (FP4CL_LINEAR_BF16_DOT=0), against the
 // scalar reference: both schemes and both weight formats, the three kernels (1, 2 and
-// WORDS_TOKENS tokens per work-item), K with a partial packing chunk, reruns bit-identical, and
+// WORDS_TOKENS tokens per work-item), reruns bit-identical, and
 // activations so small that vdpbf16ps would flush them (the fp32 fallback). With
 // FP4CL_LINEAR_BF16_DOT=1 the kernel fails to build unless the BF16 path is compiled in, so on a
 // processor that has the instructions these cases run it; PathIsTaken sees it in the output.
@@ -70,8 +70,8 @@ TEST(LinearBf16Dot, BadSettingIsAnError) {
   }
 }
 
-// K = 2880: 11 chunks of 256 elements and one of 64; 1040 (NVFP4): a last chunk of 16 (one word
-// vector pair, the packing's 8-pair tail), 1056 (MXFP4): of 32. N = 40: a partial group of 16 rows. m = 1, 2 and 7 (the
+// K = 2880 (1440 pairs: the tiny-activation scan's 32-value steps only) and 1040 (NVFP4: its
+// last 8 pairs scanned apart) or 1056 (MXFP4). N = 40: a partial group of 16 rows. m = 1, 2 and 7 (the
 // single, pair and 3-token kernels, the last group partial).
 TEST(LinearBf16Dot, MatchesReferenceAndIsDeterministic) {
   const bool available = bf16_dot_available();
