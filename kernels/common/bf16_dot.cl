@@ -17,12 +17,13 @@
 // reads 5 index bits, the fifth is the next nibble's), and one vdpbf16ps, its activation pair
 // an embedded broadcast, adds both products to the row's fp32 sum: 3 vector instructions per 32
 // weights. Activations must be BF16 numbers (W4A16: the input; W4A4: e2m1 × E4M3 scale, 6
-// significant bits), so packing them into BF16 pairs (fp4_bf16_pack*) is exact; E2M1 values have
-// 2 significant bits, so products are exact in fp32 and only the sums round (to nearest even).
+// significant bits), so packing fp32 copies into BF16 pairs (fp4_bf16_pack) is exact, and BF16
+// rows are the pairs already; E2M1 values have 2 significant bits, so products are exact in fp32
+// and only the sums round (to nearest even).
 //
 // Denormals: vdpbf16ps flushes denormal inputs and results. An activation that is nonzero and
-// below 2^-100 in magnitude is reported ("tiny") by the packing helpers; callers then compute
-// with their fp32 decode instead. Above that, every product and partial sum that starts from 0
+// below 2^-100 in magnitude is reported ("tiny") by fp4_bf16_pack and fp4_bf16_any_tiny; callers
+// then compute with their fp32 decode instead. Above that, every product and partial sum that starts from 0
 // is 0 or a multiple of 2^-108 (activation ulp >= 2^-107, E2M1 values multiples of 0.5), never
 // denormal, so the flushing never acts and the sums are IEEE fp32 arithmetic's in this order.
 #ifndef FP4CL_COMMON_BF16_DOT_CL
