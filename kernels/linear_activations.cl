@@ -15,6 +15,11 @@
 // operations per element, against about one per weight for the decode) for each of the N rows.
 // NVFP4 needs IEEE division: build with the options of linear_build_options.
 //
+//   linear_quantize_fp4_bf16
+//                         W4A4 for gemv_words' BF16 dot products: the same values as
+//                         linear_quantize_fp4 (e2m1 × block scale: 6 significant bits at most,
+//                         exact in BF16), written as BF16 rows [M, K] in element order, the
+//                         layout of a W4A16 layer's input.
 //   linear_quantize_fp4_codes
 //                         W4A4 for the integer GEMV (linear_gemv_int.cl): the same quantization,
 //                         written as integers 2·e2m1(code) (int16, per token a row of KPAD in
@@ -94,6 +99,29 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
       v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], mult)) * scale;
   }
   act_store_step(v, out, m, s, kpad);
+}
+
+__kernel void linear_quantize_fp4_bf16(const __global ushort* restrict x, __global ushort* restrict out,
+                                       uint m_tokens, uint k, uint kpad, float gs) {
+  const uint s = get_global_id(0), m = get_global_id(1);
+  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
+  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
+  __global ushort* dst = out + (size_t)m * k + s * FP4CL_STEP;
+  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
+    const uint first = b * FP4CL_ACT_BLOCK;
+    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) break;  // blocks past K (K is a multiple of the block)
+    float v[FP4CL_ACT_BLOCK];
+    float amax = 0.0f;
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
+      v[i] = bf16_to_float(src[first + i]);
+      amax = fp4cl_amax_step(amax, v[i]);
+    }
+    const float2 block_scale = act_block_scale(amax, gs);
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
+      const float q = e2m1_decode(fp4_encode_scaled(v[i], block_scale.x)) * block_scale.y;
+      dst[first + i] = isnan(q) ? (ushort)0x7FC0 : (ushort)(as_uint(q) >> 16);  // exact: q is a BF16 number
+    }
+  }
 }
 
 // 2·e2m1 of an E2M1 code: an integer in -12..12 (code 8 is -0).

@@ -29,12 +29,31 @@
 // (`xl`, tokens × K floats: 3 vector instructions per 16 activations, against about 70 per 16
 // weights of each of the group's 16 rows), which saves the pre-pass launch and its wait.
 //
+// BF16 dot products (WORDS_BF16DOT, common/bf16_dot.cl): on CPUs with AVX-512 BW, VBMI and BF16
+// (the host defines FP4_DPBF16, host/kernels/linear_gemv_words.cpp) the chunk loop below runs as
+// words_bf16_dot_*: per element pair of a word vector a vpmultishiftqb, a vpermw (both shared by
+// the tokens) and one vdpbf16ps per token, 3 vector instructions per 32 weights and token instead
+// of about 4.3 per 16. The activations' BF16 pairs are the 32-bit words of BF16 rows themselves
+// (WORDS_BF16_X: the W4A16 input, or W4A4's e2m1 × scale values, exact in BF16, as the pre-pass
+// writes them for this kernel), read from global memory (no conversion into `xl`); split fp32
+// rows (a K too large for `xl`) keep the fp32 loop. A chunk's 8 pair steps alternate between two sums, which meet the 16 rows' block scales once per chunk
+// as below (the scales are per row and block, so they cannot be folded into the broadcast
+// activations; folding them into the weights would need a table per row). If a token of the
+// work-item has a nonzero activation below 2^-100 in magnitude (vdpbf16ps flushes denormals),
+// the work-item computes with the fp32 loop instead, so results are IEEE fp32 arithmetic's
+// either way (only the summation order differs from the fp32 loop's).
+//
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4 weights, 0 for NVFP4
 //   WORDS_TOKENS        tokens per work-item of linear_gemv_words_tokens (_single: 1, _pair: 2)
-//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16), converted into `xl`; 0: split fp32 rows, `xl` unused
+//   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16; W4A4 from the pre-pass with FP4_DPBF16), converted
+//                       into `xl` (not with WORDS_BF16DOT);
+//                       0: split fp32 rows, `xl` unused
+//   FP4_DPBF16          BF16 dot products (see above); WORDS_REQUIRE_BF16DOT: an error if this
+//                       compiler cannot build them (FP4CL_LINEAR_BF16_DOT=1)
 // Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
 // tokens × K floats (WORDS_BF16_X) or one.
+#include "common/bf16_dot.cl"
 #include "common/fp4_dot.cl"
 
 #ifndef WORDS_TOKENS
@@ -42,6 +61,13 @@
 #endif
 #ifndef WORDS_BF16_X
 #define WORDS_BF16_X 0
+#endif
+// Tokens per work-item of any of the three kernels (_pair: 2 even where WORDS_TOKENS is 1).
+#define WORDS_MAX_TOKENS (WORDS_TOKENS > 2 ? WORDS_TOKENS : 2)
+// BF16 dot products read BF16 rows only (WORDS_BF16_X).
+#define WORDS_BF16DOT (FP4_BF16DOT && WORDS_BF16_X)
+#if defined(WORDS_REQUIRE_BF16DOT) && !WORDS_BF16DOT
+#error "BF16 dot products were required (FP4CL_LINEAR_BF16_DOT=1), but this OpenCL compiler cannot build them"
 #endif
 #if FP4CL_FORMAT_MXFP4
 #define WORDS_BLOCK 32
@@ -68,6 +94,53 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 #endif
 }
 
+#if WORDS_BF16DOT
+// The BF16 dot products of the 16 rows at wp (scales sp) with N tokens from m0 (rows past the last
+// repeat it; x: BF16 rows [M, K], whose 32-bit words are the BF16 pairs) into acc[0..N-1], as the
+// fp32 loop's acc. Returns nonzero when an activation of these tokens is nonzero and below 2^-100
+// in magnitude (acc is then not to be used). Not inlined: the kernel is built for the device's
+// base instruction set, this for the one with BF16.
+// Element pairs 0..3 of word vector W (pairs 8c + 4Q + p of the row), sums A, B.
+#define WORDS_BF16_STEPS(W, Q, A, B, N)                                                               \
+  _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                     \
+    const fp4_v16si d = fp4_bf16_pair(table, W, p);                                                   \
+    _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
+      const uint xv = xr[t][8u * c + 4u * (Q) + (uint)p];                                             \
+      if (p % 2 == 0) A[t] = fp4_bf16_dot(A[t], d, xv);                                               \
+      else B[t] = fp4_bf16_dot(B[t], d, xv);                                                          \
+    }                                                                                                 \
+  }
+#define WORDS_BF16_DOT_N(NAME, N)                                                                     \
+  FP4_BF16_TARGET __attribute__((noinline)) int NAME(                                                 \
+      const __global uint* restrict wp, const __global uchar* restrict sp, const __global void* restrict xin, \
+      uint m0, uint m_tokens, uint k, int exp_bias, float16* out) {                                   \
+    const __global uint* xr[N];                                                                       \
+    _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
+      xr[t] = (const __global uint*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * (k / 2u);       \
+      if (fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                                                 \
+    }                                                                                                 \
+    const fp4_v32hi table = fp4_bf16_table();                                                         \
+    const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf);                              \
+    float16 acc[N];                                                                                   \
+    _Pragma("unroll") for (int t = 0; t < (N); ++t) acc[t] = (float16)(0.0f);                         \
+    for (uint c = 0; c < k / 16u; ++c) {                                                              \
+      const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);                           \
+      fp4_v16sf a[N], b[N];                                                                           \
+      _Pragma("unroll") for (int t = 0; t < (N); ++t) a[t] = b[t] = zero;                             \
+      WORDS_BF16_STEPS(w0, 0u, a, b, N)                                                               \
+      WORDS_BF16_STEPS(w1, 1u, a, b, N)                                                               \
+      const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);           \
+      _Pragma("unroll") for (int t = 0; t < (N); ++t)                                                 \
+        acc[t] = fma(__builtin_astype(a[t], float16) + __builtin_astype(b[t], float16), s, acc[t]);   \
+    }                                                                                                 \
+    _Pragma("unroll") for (int t = 0; t < (N); ++t) out[t] = acc[t];                                  \
+    return 0;                                                                                         \
+  }
+WORDS_BF16_DOT_N(words_bf16_dot_1, 1)
+WORDS_BF16_DOT_N(words_bf16_dot_2, 2)
+WORDS_BF16_DOT_N(words_bf16_dot_tokens, WORDS_TOKENS)
+#endif
+
 inline void gemv_words(const __global uint* restrict codes, const __global uchar* restrict scales,
                        const __global void* restrict xin, __global uchar* restrict y,
                        const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
@@ -75,7 +148,12 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
                        const uint tokens) {
   const uint g = get_global_id(0);
   const uint m0 = get_global_id(1) * tokens;
-#if WORDS_BF16_X
+#if WORDS_BF16_X && WORDS_BF16DOT
+  // BF16 dot products read the BF16 rows themselves; so does the fp32 loop (the fallback for tiny
+  // activations), converting each element as it reads it.
+  (void)xl;
+  const __global ushort* xb = (const __global ushort*)xin;
+#elif WORDS_BF16_X
   // The group's tokens' BF16 rows to fp32 (element order) in local memory, shared by its work-items;
   // a token past the last repeats it (results dropped). Every work-item meets the barrier.
   const __global ushort* xb = (const __global ushort*)xin;
@@ -93,16 +171,39 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
   const uint chunks = k / 16u;
   const __global uint* wp = codes + (size_t)g * (k / 8u) * 16u;
   const __global uchar* sp = scales + (size_t)g * (k / WORDS_BLOCK) * 16u;
+#if WORDS_BF16DOT
+  {
+    float16 dot[WORDS_MAX_TOKENS];
+    const int tiny = tokens == 1u   ? words_bf16_dot_1(wp, sp, xin, m0, m_tokens, k, exp_bias, dot)
+                     : tokens == 2u ? words_bf16_dot_2(wp, sp, xin, m0, m_tokens, k, exp_bias, dot)
+                                    : words_bf16_dot_tokens(wp, sp, xin, m0, m_tokens, k, exp_bias, dot);
+    if (!tiny) {
+      for (uint t = 0; t < tokens; ++t) {
+        const uint m = m0 + t;
+        if (m >= m_tokens) break;
+        fp4_store_rows16(y, dot[t], m, g * 16u, n_rows, epilogue, bias, has_bias, out_bf16);
+      }
+      return;
+    }
+  }
+#endif
   const uint half_k = kpad / 2u;
   const float16 table = (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
                                   -3.0f, -4.0f, -6.0f);
 
-#if WORDS_BF16_X
+#if WORDS_BF16_X && WORDS_BF16DOT
+  // Element 16c + i of token t at xb[row·K + 16c + i], a BF16 number.
+#define WORDS_X_AT(t, c) (xb + (size_t)min(m0 + (t), m_tokens - 1u) * k + 16u * (c))
+#define WORDS_EVEN(p, i) as_float((uint)(p)[2 * (i)] << 16)
+#define WORDS_ODD(p, i) as_float((uint)(p)[2 * (i) + 1] << 16)
+  float16 acc[WORDS_MAX_TOKENS];
+  for (uint t = 0; t < tokens; ++t) acc[t] = (float16)(0.0f);
+#elif WORDS_BF16_X
   // Element 16c + i of token t at xl[t·K + 16c + i].
 #define WORDS_X_AT(t, c) (xl + (t) * k + 16u * (c))
 #define WORDS_EVEN(p, i) ((p)[2 * (i)])
 #define WORDS_ODD(p, i) ((p)[2 * (i) + 1])
-  float16 acc[WORDS_TOKENS];
+  float16 acc[WORDS_MAX_TOKENS];
   for (uint t = 0; t < tokens; ++t) acc[t] = (float16)(0.0f);
 #else
   // Split rows: element 16c + 2i at x_even[8c + i], 16c + 2i + 1 at x_odd[8c + i].
@@ -110,8 +211,8 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
 #define WORDS_X_AT(t, c) (xe[t] + 8u * (c))
 #define WORDS_EVEN(p, i) ((p)[i])
 #define WORDS_ODD(p, i) ((p)[half_k + (i)])
-  const __global float* xe[WORDS_TOKENS];
-  float16 acc[WORDS_TOKENS];
+  const __global float* xe[WORDS_MAX_TOKENS];
+  float16 acc[WORDS_MAX_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     xe[t] = x + (size_t)min(m0 + t, m_tokens - 1u) * kpad;
     acc[t] = (float16)(0.0f);
@@ -130,7 +231,9 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
     const float16 d14 = words_lut(table, (w1 >> 24u) & 15u), d15 = words_lut(table, w1 >> 28u);
     const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);
     for (uint t = 0; t < tokens; ++t) {
-#if WORDS_BF16_X
+#if WORDS_BF16_X && WORDS_BF16DOT
+      const __global ushort* p = WORDS_X_AT(t, c);
+#elif WORDS_BF16_X
       __local const float* p = WORDS_X_AT(t, c);
 #else
       const __global float* p = WORDS_X_AT(t, c);

@@ -140,69 +140,29 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_LUT_MAX_PAIRS 0
 #endif
 
-// Tiles of few pairs by AVX-512 BF16 dot products (MOE_BF16DOT; the host defines MOE_DPBF16 for CPU
-// devices whose processor has AVX-512 BW, VBMI and BF16, host/kernels/moe_build_options.cpp; the
-// OpenCL compiler must be one whose builtins this code knows, below, else this stays off). For a word vector
-// (8 elements of each of the 16 rows) and an element pair p, one vpmultishiftqb moves nibbles 2p
-// and 2p+1 of every row into the low bits of the two 16-bit halves of the row's lane, one vpermw
-// looks both up in a 32-entry table of the E2M1 values as BF16 (the table twice over: vpermw reads
-// 5 index bits, the fifth is the next nibble's), and one vdpbf16ps adds both products to the
-// row's sum: per 32 weights 3 vector instructions, against 6 for the table decode above. The
-// activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded SwiGLU output;
-// W4A4: e2m1 × an E4M3 scale, 6 significant bits), so their high halves are them exactly; each
-// work-item packs them into BF16 pairs, MOE_BF16_CHUNK elements at a time. Products are exact in
-// fp32; a block's 8 pair steps alternate between two sums, which meet the block's scales as in
-// the table decode. vdpbf16ps rounds to nearest even but flushes denormal inputs and results:
-// a pair with an activation below 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10)
-// is therefore computed again with the table decode (see MOE_BF16_DOT_N), so results are those
-// of IEEE fp32 arithmetic either way. Tiles of up to
-// MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product; larger
-// tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
-// (__has_builtin answers for the base instruction set only, so the guard names the compilers
-// whose builtins take the forms used here: clang 11 to 16 on x86-64; clang 17 changed the BF16
-// operand type.)
-#if MOE_LUT && defined(MOE_DPBF16) && defined(__clang__) && defined(__x86_64__)
-#if __clang_major__ >= 11 && __clang_major__ <= 16
+// Tiles of few pairs by AVX-512 BF16 dot products (MOE_BF16DOT; common/bf16_dot.cl: the host
+// defines FP4_DPBF16 for CPU devices whose processor has AVX-512 BW, VBMI and BF16,
+// host/kernels/moe_build_options.cpp, and the OpenCL compiler must be one whose builtins that
+// file knows). Per word vector (8 elements of each of the 16 rows) and element pair, 3 vector
+// instructions per 32 weights (fp4_bf16_pair, fp4_bf16_dot), against 6 for the table decode
+// above. The activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded
+// SwiGLU output; W4A4: e2m1 × an E4M3 scale, 6 significant bits); each work-item packs them into
+// BF16 pairs, MOE_BF16_CHUNK elements at a time. A block's 8 pair steps alternate between two
+// sums, which meet the block's scales as in the table decode. A pair with an activation below
+// 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10) is computed again with the table
+// decode (see MOE_BF16_DOT_N), so results are those of IEEE fp32 arithmetic either way. Tiles of
+// up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product;
+// larger tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
+#include "common/bf16_dot.cl"
+#if MOE_LUT && FP4_BF16DOT
 #define MOE_BF16DOT 1
-#endif
-#endif
-#ifndef MOE_BF16DOT
+#else
 #define MOE_BF16DOT 0
 #endif
 
 #if MOE_BF16DOT
-#define MOE_BF16_TARGET __attribute__((target("avx512bw,avx512vbmi,avx512bf16")))
 #define MOE_BF16_CHUNK 256
 #define MOE_BF16_MAX_PAIRS 4
-typedef char moe_v64qi __attribute__((vector_size(64)));
-typedef short moe_v32hi __attribute__((vector_size(64)));
-typedef float moe_v16sf __attribute__((vector_size(64)));
-typedef int moe_v16si __attribute__((vector_size(64)));
-
-// The BF16 pairs of n elements of x (n a multiple of 16): xp[i] = bf16(x[2i]) | bf16(x[2i+1]) << 16.
-// Lanes of *tiny are set where an element is nonzero and below 2^-100 in magnitude.
-inline void moe_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny) {
-  for (int c = 0; c < n / 16; ++c) {
-    const uint16 v = vload16(c, (const __global uint*)x);
-    *tiny |= as_uint16((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFFFFFFu) != 0u);
-    vstore8((v.even >> 16) | (v.odd & 0xFFFF0000u), c, xp);
-  }
-}
-
-// The E2M1 values of elements 8g + 2p (low half) and 8g + 2p + 1 (high half) of each lane's row as
-// BF16, from the word vector w of elements 8g .. 8g+7.
-MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p) {
-  // Bytes 0 and 2 of a lane select the bits from 8p and 8p + 4 of its 32-bit word (lanes are the
-  // low and high halves of 64-bit words: offsets + 32 in the high one); bytes 1 and 3 are unused.
-  const uint lo = 0x04040000u + 0x08080808u * (uint)p, hi = lo + 0x20202020u;
-  const uint16 ctrl = (uint16)(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
-  const moe_v64qi idx = __builtin_ia32_vpmultishiftqb512(__builtin_astype(ctrl, moe_v64qi), __builtin_astype(w, moe_v64qi));
-  return (moe_v16si)__builtin_ia32_permvarhi512(table, (moe_v32hi)idx);
-}
-
-#define MOE_BF16_TABLE                                                                                          \
-  (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \
-             0xC000, 0xC040, 0xC080, 0xC0C0)
 
 // Σ_k w[row, k] · x_m[k] of the 16 rows of a work-item (words w, block scales s as in
 // moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
@@ -217,23 +177,22 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
 #define MOE_BF16_PACK_N(N)                                                                      \
   const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
   _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
-    moe_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
+    fp4_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
 #define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
-    const moe_v16si d = moe_bf16_pair(table, W, p);                                              \
+    const fp4_v16si d = fp4_bf16_pair(table, W, p);                                              \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      const moe_v16si xv = __builtin_astype((uint16)(xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p]), moe_v16si); \
-      if (p % 2 == 0) A[m] = __builtin_ia32_dpbf16ps_512(A[m], d, xv);                          \
-      else B[m] = __builtin_ia32_dpbf16ps_512(B[m], d, xv);                                      \
+      const uint xv = xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p];                        \
+      if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xv);                                          \
+      else B[m] = fp4_bf16_dot(B[m], d, xv);                                                     \
     }                                                                                            \
   }
 #define MOE_BF16_TABLE_V                                                                         \
-  const ushort16 t = MOE_BF16_TABLE;                                                             \
-  const moe_v32hi table = __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), moe_v32hi);       \
-  const moe_v16sf zero = __builtin_astype((float16)(0.0f), moe_v16sf)
+  const fp4_v32hi table = fp4_bf16_table();                                                      \
+  const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf)
 
 #define MOE_BF16_DOT_N(NAME, N)                                                                              \
-  MOE_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
+  FP4_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
                                                       int kk, int scale_exp, const __global float* x, int count, \
                                                       float16* out) {                                        \
     MOE_BF16_TABLE_V;                                                                                        \
@@ -246,7 +205,7 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
       for (int b = 0; b < kn / 16; ++b) {                                                                    \
         const int g = (k0 + 16 * b) / 8;                                                                     \
         const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP); \
-        moe_v16sf a[N], c[N];                                                                                \
+        fp4_v16sf a[N], c[N];                                                                                \
         _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                                    \
         MOE_BF16_STEPS(w0, 0, a, c, N)                                                                       \
         MOE_BF16_STEPS(w1, 1, a, c, N)                                                                       \
@@ -260,7 +219,7 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
   }
 
 #define MOE_BF16_DOT2_N(NAME, N)                                                                               \
-  MOE_BF16_TARGET __attribute__((noinline)) int NAME(                                                         \
+  FP4_BF16_TARGET __attribute__((noinline)) int NAME(                                                         \
       const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2,                       \
       const __global moe_scale_t* s2, int kk, int scale_exp, const __global float* x, int count, float16* out1, \
       float16* out2) {                                                                                         \
@@ -276,7 +235,7 @@ MOE_BF16_TARGET inline moe_v16si moe_bf16_pair(moe_v32hi table, uint16 w, int p)
         const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;                                         \
         const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP); \
         const uint16 v0 = vload16(0, w2 + (long)g * MOE_GROUP), v1 = vload16(0, w2 + (long)(g + 1) * MOE_GROUP); \
-        moe_v16sf a[N], c[N], e[N], f[N];                                                                      \
+        fp4_v16sf a[N], c[N], e[N], f[N];                                                                      \
         _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = e[m] = f[m] = zero;                                        \
         MOE_BF16_STEPS(u0, 0, a, c, N)                                                                         \
         MOE_BF16_STEPS(v0, 0, e, f, N)                                                                         \

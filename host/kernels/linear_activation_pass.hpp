@@ -1,6 +1,7 @@
 // The activation pre-pass of the FP4 linear kernels (kernels/linear_activations.cl): BF16 x [m, k]
 // to split fp32 rows in the layer's workspace, quantized with the FP4 recipe under W4A4; or, for
-// the integer GEMV, W4A4 activations as integer codes and block scales.
+// the integer GEMV, W4A4 activations as integer codes and block scales; or, for BF16 dot
+// products, W4A4 activations as BF16 rows.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ namespace fp4cl {
 enum class ActivationForm {
   split_float,  // fp32 rows, even elements then odd ones (W4A16: BF16 values; W4A4: e2m1 × scale)
   int_codes,    // W4A4 only: int16 2·e2m1 rows, then fp32 block scales per 16-element chunk
+  bf16_rows,    // W4A4 only: BF16 rows [m, k] of e2m1 × scale (exact), element order
 };
 
 class LinearActivationPass {

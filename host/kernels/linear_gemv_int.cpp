@@ -33,7 +33,10 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
     });
   }
 
-  ActivationForm activation_form() const override { return ActivationForm::int_codes; }
+  ActivationForm activation_form(const Context& ctx, const LinearConfig& config) const override {
+    (void)ctx, (void)config;
+    return ActivationForm::int_codes;
+  }
 
   void set_own_arguments(const LinearConfig& config) override {
     set_arg(13, static_cast<cl_uint>(config.max_tokens), "the token capacity");

@@ -1,13 +1,15 @@
 // Strategy "gemv_words": kernels/linear_gemv_words.cl, 16 weight rows per work-item as float16 lanes
 // (decode on CPUs with 16-lane vectors). Its weights are the "words" layout
 // (prepare/fp4_words_layout.hpp). W4A4 activations come from the same pre-pass as the rows
-// kernels'; W4A16 reads the BF16 input itself (converted per work-group into local memory,
+// kernels' (as BF16 rows where it uses BF16 dot products); W4A16 reads the BF16 input itself (converted per work-group into local memory,
 // argument 13, no pre-pass launch) when WORDS_TOKENS rows of it fit in a quarter of the device's
-// local memory. The rest is linear_lane_groups_kernel.hpp's.
+// local memory. On CPUs with AVX-512 BF16 it uses BF16 dot products (FP4CL_LINEAR_BF16_DOT:
+// cpu_bf16_dot.hpp). The rest is linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "kernels/cpu_bf16_dot.hpp"
 #include "kernels/linear_lane_groups_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "prepare/fp4_words_layout.hpp"
@@ -16,6 +18,8 @@
 namespace fp4cl {
 
 namespace {
+
+constexpr const char* kBf16DotEnv = "FP4CL_LINEAR_BF16_DOT";
 
 class GemvWordsKernel final : public LaneGroupsGemvKernel {
  public:
@@ -35,16 +39,38 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
   }
 
   bool reads_bf16_input(const Context& ctx, const LinearConfig& config) const override {
-    const std::uint64_t x_bytes = static_cast<std::uint64_t>(std::max<long long>(tokens(), 2) * config.k) * sizeof(float);
-    return config.scheme.w4a16() && x_bytes <= ctx.info().local_mem_bytes / 4;
+    return config.scheme.w4a16() && rows_fit_local(ctx, config);
   }
 
-  void add_options(BuildOptions& options) const override { options.define("WORDS_BF16_X", bf16_input() ? 1 : 0); }
+  // W4A4 with BF16 dot products: the pass's BF16 rows, read as a W4A16 input is (no packing per
+  // work-item; the same local-memory bound, for a compiler without the BF16 path).
+  ActivationForm activation_form(const Context& ctx, const LinearConfig& config) const override {
+    return !config.scheme.w4a16() && rows_fit_local(ctx, config) && cpu_bf16_dot_enabled(ctx, kBf16DotEnv)
+               ? ActivationForm::bf16_rows
+               : ActivationForm::split_float;
+  }
+
+  // Whether WORDS_TOKENS (at least 2) rows of fp32 activations fit in a quarter of local memory.
+  bool rows_fit_local(const Context& ctx, const LinearConfig& config) const {
+    const std::uint64_t x_bytes = static_cast<std::uint64_t>(std::max<long long>(tokens(), 2) * config.k) * sizeof(float);
+    return x_bytes <= ctx.info().local_mem_bytes / 4;
+  }
+
+  void add_options(const Context& ctx, BuildOptions& options) const override {
+    options.define("WORDS_BF16_X", bf16_rows() ? 1 : 0);
+    // AVX-512 BF16 dot products where the CPU has them (kernels/common/bf16_dot.cl), on BF16 rows;
+    // required (an error at build time if the OpenCL compiler cannot build them) with
+    // FP4CL_LINEAR_BF16_DOT=1.
+    if (bf16_rows() && cpu_bf16_dot_enabled(ctx, kBf16DotEnv)) {
+      options.define("FP4_DPBF16");
+      if (cpu_bf16_dot_required(kBf16DotEnv)) options.define("WORDS_REQUIRE_BF16DOT");
+    }
+  }
 
   void set_call_arguments(cl::Kernel& run, std::int64_t tokens_per_item) override {
     // The converted BF16 rows of the group's tokens (one float when unused).
     const std::size_t xl =
-        bf16_input() ? static_cast<std::size_t>(tokens_per_item * layout().k) * sizeof(float) : sizeof(float);
+        bf16_rows() ? static_cast<std::size_t>(tokens_per_item * layout().k) * sizeof(float) : sizeof(float);
     check_cl(run.setArg(13, cl::Local(xl)), "setting the local activations (argument 13) of linear_gemv_words");
   }
 };

@@ -47,7 +47,7 @@ bool LaneGroupsGemvKernel::reads_bf16_input(const Context& ctx, const LinearConf
   return false;
 }
 
-void LaneGroupsGemvKernel::add_options(BuildOptions& options) const { (void)options; }
+void LaneGroupsGemvKernel::add_options(const Context& ctx, BuildOptions& options) const { (void)ctx, (void)options; }
 
 void LaneGroupsGemvKernel::set_own_arguments(const LinearConfig& config) { (void)config; }
 
@@ -62,12 +62,12 @@ void LaneGroupsGemvKernel::prepare(const Context& ctx, const LinearConfig& confi
   local_ = tuning_value(config, "_LOCAL");
   const std::int64_t kpad = (config.k + kFp4RowStep - 1) / kFp4RowStep * kFp4RowStep;
   bf16_x_ = reads_bf16_input(ctx, config);
+  form_ = activation_form(ctx, config);
   if (!bf16_x_)
-    activations_.prepare(ctx, config.scheme, config.k, kpad, weight.input_global_scale, config.max_tokens,
-                         activation_form());
+    activations_.prepare(ctx, config.scheme, config.k, kpad, weight.input_global_scale, config.max_tokens, form_);
   BuildOptions options = linear_format_options(config.scheme.weight);
   options.define(prefix_ + "_TOKENS", tokens_);
-  add_options(options);
+  add_options(ctx, options);
   const std::string file = "linear_" + strategy_ + ".cl";
   kernels_ = {ctx.programs().kernel(file, "linear_" + strategy_ + "_single", options),
               ctx.programs().kernel(file, "linear_" + strategy_ + "_pair", options),
@@ -105,7 +105,9 @@ void LaneGroupsGemvKernel::apply(const Context& ctx, const LinearCall& call) {
     // Recorded at once: when the next command fails, the layer still knows what it enqueued.
     if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace,
-            activation_form() == ActivationForm::int_codes ? "the activation codes" : "the split activations");
+            form_ == ActivationForm::int_codes   ? "the activation codes"
+            : form_ == ActivationForm::bf16_rows ? "the BF16 activation rows"
+                                                 : "the split activations");
   }
   set_arg(3, *call.y, "the output");
   set_arg(4, *call.bias, "the bias");

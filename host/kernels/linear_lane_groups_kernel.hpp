@@ -44,17 +44,22 @@ class LaneGroupsGemvKernel : public LinearKernel {
   // its weight layout, taken from `layouts` (or made and uploaded there);
   virtual std::shared_ptr<const DeviceFp4LaneGroups> take_weights(const Context& ctx, const Fp4Weight& weight,
                                                                   WeightLayouts& layouts) const = 0;
-  // what the activation pre-pass writes for it;
-  virtual ActivationForm activation_form() const { return ActivationForm::split_float; }
+  // what the activation pre-pass writes for it (asked at prepare());
+  virtual ActivationForm activation_form(const Context& ctx, const LinearConfig& config) const {
+    (void)ctx, (void)config;
+    return ActivationForm::split_float;
+  }
   // whether it reads the layer's BF16 input directly (no pre-pass), decided at prepare();
   virtual bool reads_bf16_input(const Context& ctx, const LinearConfig& config) const;
   // its own build options, and its own arguments (13 on), set once at prepare() and per call.
-  virtual void add_options(BuildOptions& options) const;
+  virtual void add_options(const Context& ctx, BuildOptions& options) const;
   virtual void set_own_arguments(const LinearConfig& config);
   virtual void set_call_arguments(cl::Kernel& run, std::int64_t tokens_per_item);
 
   long long tokens() const { return tokens_; }  // P_TOKENS
   bool bf16_input() const { return bf16_x_; }  // reads_bf16_input's answer
+  // Whether its activations are BF16 rows [m, k]: the input itself, or the pass's bf16_rows.
+  bool bf16_rows() const { return bf16_x_ || form_ == ActivationForm::bf16_rows; }
   const Fp4LaneGroupsInfo& layout() const { return weights_->info; }
   // Sets argument `index` of all three kernels (`what` names it in errors).
   template <typename T>
@@ -69,6 +74,7 @@ class LaneGroupsGemvKernel : public LinearKernel {
   std::vector<cl::Kernel> kernels_;
   long long tokens_ = 0, local_ = 0;
   bool bf16_x_ = false;
+  ActivationForm form_ = ActivationForm::split_float;
 };
 
 }  // namespace fp4cl

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cl/exact_division.hpp"
+#include "kernels/cpu_bf16_dot.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -18,31 +19,9 @@ bool has_fp32_denormals(const Context& ctx) {
   return (config & CL_FP_DENORM) != 0;
 }
 
-// Whether this process's processor has AVX-512 BW, VBMI and BF16 (a CPU OpenCL device runs on it).
-bool host_has_avx512_bf16() {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") &&
-         __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
-bool moe_bf16_dot_enabled(const Context& ctx) {
-  const char* env = std::getenv("FP4CL_MOE_BF16_DOT");
-  const std::string choice = env ? env : "";
-  if (!choice.empty() && choice != "0" && choice != "1")
-    fail("FP4CL_MOE_BF16_DOT = '{}': expected 0 (off) or 1 (on; the CPU must have AVX-512 BF16)", choice);
-  if (choice == "0") return false;
-  const bool can = ctx.info().kind == DeviceKind::cpu && host_has_avx512_bf16();
-  if (choice == "1" && !can)
-    fail("FP4CL_MOE_BF16_DOT = 1, but {} is not a CPU device on a processor with AVX-512 BW, VBMI and BF16",
-         ctx.info().name);
-  return can;
-}
+bool moe_bf16_dot_enabled(const Context& ctx) { return cpu_bf16_dot_enabled(ctx, "FP4CL_MOE_BF16_DOT"); }
 
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   MoeNumerics n;

@@ -19,7 +19,7 @@ struct MoeNumerics {
 };
 
 // Whether the MoE layer's kernels use AVX-512 BF16 dot products for tiles of up to 4 pairs (the layer
-// defines MOE_DPBF16, host/layers/moe.cpp; kernels/moe_fp4_vec.cl, MOE_BF16DOT): on CPU
+// defines FP4_DPBF16, host/layers/moe.cpp; kernels/moe_fp4_vec.cl, MOE_BF16DOT): on CPU
 // devices whose processor (this process's) has AVX-512 BW, VBMI and BF16, unless
 // FP4CL_MOE_BF16_DOT=0; FP4CL_MOE_BF16_DOT=1 requires it (an error naming the device otherwise).
 bool moe_bf16_dot_enabled(const Context& ctx);

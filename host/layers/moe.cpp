@@ -100,7 +100,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
     options.numerics.define("MOE_BATCH_INVARIANT");
     options.batch_invariant = true;
   }
-  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("MOE_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
+  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
 
   bool interleaved = false, split = false, mma = false;
   for (const auto& entry : impl->selection.usable)
@@ -138,7 +138,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
     options.numerics.define("MOE_BATCH_INVARIANT");
     options.batch_invariant = true;
   }
-  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("MOE_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
+  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
   for (const auto& entry : impl->selection.usable)

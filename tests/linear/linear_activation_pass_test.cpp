@@ -2,7 +2,8 @@
 // rows are the BF16 values split even/odd; W4A4 rows are the contract recipe's FP4 values times
 // their block scales (the scalar reference's quantize_activations), including rounding ties,
 // zero blocks, saturation, subnormal and huge inputs, NaN and infinities. The integer form (for
-// the integer GEMV) holds the same quantization as codes 2·e2m1 and block scales.
+// the integer GEMV) holds the same quantization as codes 2·e2m1 and block scales, the BF16 row
+// form (gemv_words' BF16 dot products) the same values as BF16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -149,6 +150,55 @@ void expect_int_codes_match_host(WeightFormat format, float gs) {
     }
   }
   EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+// The BF16 row form (gemv_words' BF16 dot products): per token k BF16 values in element order,
+// the recipe's FP4 values times their block scales, which BF16 holds exactly: the host's values
+// bit for bit (as BF16), NaN as NaN. Nothing is written past the m tokens' rows.
+void expect_bf16_rows_match_host(WeightFormat format, float gs) {
+  const std::int64_t m = 3, k = format == WeightFormat::nvfp4 ? 208 : 224;
+  const std::int64_t kpad = (k + 63) / 64 * 64;
+  const QuantScheme scheme{format, Activations::fp4_dynamic};
+  const std::vector<std::uint16_t> x = special_rows(k);
+  Context& ctx = test::context();
+  LinearActivationPass pass;
+  pass.prepare(ctx, scheme, k, kpad, gs, m + 1, ActivationForm::bf16_rows);
+  ASSERT_EQ(pass.workspace_bytes(), static_cast<std::size_t>((m + 1) * k * 2));
+  cl_int err = CL_SUCCESS;
+  cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2,
+                const_cast<std::uint16_t*>(x.data()), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  std::vector<std::uint16_t> rows(static_cast<std::size_t>((m + 1) * k), 0xABCD);
+  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, rows.size() * 2, rows.data(), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, 0, rows.size() * 2, rows.data(), &wait), CL_SUCCESS);
+  const reference::QuantizedActivations q = reference::quantize_activations(format, x.data(), m, k, gs);
+  int mismatches = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      const float expected = static_cast<float>(q.value(i, j));
+      ASSERT_EQ(bits(expected) & 0xFFFFu, 0u) << "the host value is not a BF16 number";
+      const std::uint16_t got = rows[static_cast<std::size_t>(i * k + j)];
+      const bool same = got == (bits(expected) >> 16) || (std::isnan(expected) && (got & 0x7F80u) == 0x7F80u &&
+                                                          (got & 0x7Fu) != 0u);
+      if (!same && ++mismatches <= 5)
+        ADD_FAILURE() << scheme.name() << " token " << i << " element " << j << ": device 0x" << std::hex << got
+                      << ", host " << expected << " (0x" << bits(expected) << std::dec << ")";
+    }
+  }
+  for (std::int64_t j = 0; j < k; ++j) EXPECT_EQ(rows[static_cast<std::size_t>(m * k + j)], 0xABCD) << "past token m";
+  EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+TEST(LinearActivationPass, Bf16RowsOfFp4ActivationsMatchTheRecipe) {
+  expect_bf16_rows_match_host(WeightFormat::nvfp4, 448.0f);
+  expect_bf16_rows_match_host(WeightFormat::nvfp4, 1234.5678f);
+  expect_bf16_rows_match_host(WeightFormat::mxfp4, 1.0f);
+  LinearActivationPass pass;
+  test::expect_error([&] {
+    pass.prepare(test::context(), {WeightFormat::nvfp4, Activations::bf16}, 64, 64, 1.0f, 1, ActivationForm::bf16_rows);
+  }, {"BF16 activation rows from the pass need FP4 activations (W4A4)"});
 }
 
 TEST(LinearActivationPass, IntegerCodesMatchTheRecipe) {

@@ -1,0 +1,115 @@
+// AVX-512 BF16 dot products of E2M1 weights with BF16 activations, on CPU devices (PoCL on x86):
+// the pieces shared by the MoE expert GEMMs (moe_fp4_vec.cl, MOE_BF16DOT) and the linear GEMV
+// for CPUs (linear_gemv_words.cl, WORDS_BF16DOT). OpenCL C has no such instructions; clang's x86
+// builtins reach them inside functions that carry FP4_BF16_TARGET.
+//
+// The host defines FP4_DPBF16 for CPU devices whose processor (this process's) has AVX-512 BW,
+// VBMI and BF16 (host/kernels/cpu_bf16_dot.cpp); the OpenCL compiler must also be one whose
+// builtins this code knows. __has_builtin answers for the base instruction set only, so the
+// guard names the compilers whose builtins take the forms used here: clang 11 to 16 on x86-64
+// (clang 17 changed the BF16 operand type). Then FP4_BF16DOT is 1, else 0.
+//
+// The decode: 16 rows are the 16 lanes of a vector of 32-bit words, each word 8 consecutive
+// elements of its row (element 8g + j in bits 4j .. 4j+3, the checkpoint's packing). For an
+// element pair p (elements 8g + 2p and 8g + 2p + 1), one vpmultishiftqb moves the two nibbles of
+// every row into the low bits of the two 16-bit halves of the row's lane, one vpermw looks both up
+// in a 32-entry table of the E2M1 values as BF16 (fp4_bf16_pair; the table twice over: vpermw
+// reads 5 index bits, the fifth is the next nibble's), and one vdpbf16ps, its activation pair
+// an embedded broadcast, adds both products to the row's fp32 sum: 3 vector instructions per 32
+// weights. Activations must be BF16 numbers (W4A16: the input; W4A4: e2m1 × E4M3 scale, 6
+// significant bits), so packing fp32 copies into BF16 pairs (fp4_bf16_pack) is exact, and BF16
+// rows are the pairs already; E2M1 values have 2 significant bits, so products are exact in fp32
+// and only the sums round (to nearest even).
+//
+// Denormals: vdpbf16ps flushes denormal inputs and results. An activation that is nonzero and
+// below 2^-100 in magnitude is reported ("tiny") by fp4_bf16_pack and fp4_bf16_any_tiny; callers
+// then compute with their fp32 decode instead. Above that, every product and partial sum that starts from 0
+// is 0 or a multiple of 2^-108 (activation ulp >= 2^-107, E2M1 values multiples of 0.5), never
+// denormal, so the flushing never acts and the sums are IEEE fp32 arithmetic's in this order.
+#ifndef FP4CL_COMMON_BF16_DOT_CL
+#define FP4CL_COMMON_BF16_DOT_CL
+
+#if defined(FP4_DPBF16) && defined(__clang__) && defined(__x86_64__)
+#if __clang_major__ >= 11 && __clang_major__ <= 16
+#define FP4_BF16DOT 1
+#endif
+#endif
+#ifndef FP4_BF16DOT
+#define FP4_BF16DOT 0
+#endif
+
+#if FP4_BF16DOT
+#define FP4_BF16_TARGET __attribute__((target("avx512bw,avx512vbmi,avx512bf16")))
+typedef char fp4_v64qi __attribute__((vector_size(64)));
+typedef short fp4_v32hi __attribute__((vector_size(64)));
+typedef float fp4_v16sf __attribute__((vector_size(64)));
+typedef int fp4_v16si __attribute__((vector_size(64)));
+
+// Lanes set where the fp32 value v is nonzero and below 2^-100 in magnitude.
+inline uint16 fp4_bf16_tiny_f32(uint16 v) {
+  return as_uint16((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFFFFFFu) != 0u);
+}
+
+// Lanes set where either BF16 half of the packed pair v is nonzero and below 2^-100 in magnitude.
+inline uint8 fp4_bf16_tiny_pairs(uint8 v) {
+  return as_uint8(((v & 0x7F80u) < (27u << 7) & (v & 0x7FFFu) != 0u) |
+                  ((v & 0x7F800000u) < (27u << 23) & (v & 0x7FFF0000u) != 0u));
+}
+
+// Whether any of the BF16 values in the first n_pairs pairs at p (BF16 numbers packed two to a
+// uint; n_pairs a multiple of 8) is nonzero and below 2^-100 in magnitude: (h & 0x7FFF) - 1 <
+// (27 << 7) - 1 in 16-bit lanes, 32 values per step.
+typedef ushort fp4_v32hu __attribute__((vector_size(64)));
+typedef short fp4_v32hi_mask __attribute__((vector_size(64)));
+FP4_BF16_TARGET inline int fp4_bf16_any_tiny(const __global uint* p, uint n_pairs) {
+  fp4_v32hi_mask found = __builtin_astype((uint16)(0u), fp4_v32hi_mask);
+  for (uint i = 0; i < n_pairs / 16u; ++i) {
+    const fp4_v32hu h = __builtin_astype(vload16(i, p), fp4_v32hu);
+    found |= (fp4_v32hi_mask)(((h & (ushort)0x7FFF) - (ushort)1) < (ushort)((27 << 7) - 1));
+  }
+  int tiny = any(__builtin_astype(found, int16) != 0);
+  if (n_pairs % 16u != 0) tiny |= any(as_int8(fp4_bf16_tiny_pairs(vload8(n_pairs / 8u - 1u, p))) != 0);
+  return tiny;
+}
+
+// The BF16 pairs of n elements of the fp32 row x (n a multiple of 16): xp[i] = bf16(x[2i]) |
+// bf16(x[2i+1]) << 16 (the high halves: exact for BF16 numbers). Lanes of *tiny as above.
+inline void fp4_bf16_pack(const __global float* x, uint* xp, int n, uint16* tiny) {
+  for (int c = 0; c < n / 16; ++c) {
+    const uint16 v = vload16(c, (const __global uint*)x);
+    *tiny |= fp4_bf16_tiny_f32(v);
+    vstore8((v.even >> 16) | (v.odd & 0xFFFF0000u), c, xp);
+  }
+}
+
+// The E2M1 values as BF16, indexed by the nibble (sign in bit 3).
+#define FP4_BF16_E2M1                                                                                          \
+  (ushort16)(0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, \
+             0xC000, 0xC040, 0xC080, 0xC0C0)
+
+// The 32-entry vpermw table: FP4_BF16_E2M1 twice over.
+FP4_BF16_TARGET inline fp4_v32hi fp4_bf16_table(void) {
+  const ushort16 t = FP4_BF16_E2M1;
+  return __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), fp4_v32hi);
+}
+
+// The E2M1 values of elements 8g + 2p (low half) and 8g + 2p + 1 (high half) of each lane's row as
+// BF16, from the word vector w of elements 8g .. 8g+7 (p = 0..3).
+FP4_BF16_TARGET inline fp4_v16si fp4_bf16_pair(fp4_v32hi table, uint16 w, int p) {
+  // Bytes 0 and 2 of a lane select the bits from 8p and 8p + 4 of its 32-bit word (lanes are the
+  // low and high halves of 64-bit words: offsets + 32 in the high one); bytes 1 and 3 are unused.
+  const uint lo = 0x04040000u + 0x08080808u * (uint)p, hi = lo + 0x20202020u;
+  const uint16 ctrl = (uint16)(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
+  const fp4_v64qi idx =
+      __builtin_ia32_vpmultishiftqb512(__builtin_astype(ctrl, fp4_v64qi), __builtin_astype(w, fp4_v64qi));
+  return (fp4_v16si)__builtin_ia32_permvarhi512(table, (fp4_v32hi)idx);
+}
+
+// acc + the two products of each lane's BF16 weight pair d with the activation pair xp (a BF16
+// pair as one uint, broadcast to every lane).
+FP4_BF16_TARGET inline fp4_v16sf fp4_bf16_dot(fp4_v16sf acc, fp4_v16si d, uint xp) {
+  return __builtin_ia32_dpbf16ps_512(acc, d, __builtin_astype((uint16)(xp), fp4_v16si));
+}
+#endif
+
+#endif  // FP4CL_COMMON_BF16_DOT_CL
