@@ -1,5 +1,5 @@
 // MoE expert GEMMs on tensor cores (the `mma` strategy): the grouped pipeline (moe_dispatch.cl's
-// sort and gather, moe_fc2.cl's top-k sum) with FC1 and FC2 as m16n8k16 BF16 MMAs with fp32
+// sort and gather, the top-k sum fused into FC2) with FC1 and FC2 as m16n8k16 BF16 MMAs with fp32
 // accumulation (common/fp4_mma.cl) over weights in the MMA layout
 // (host/prepare/fp4_mma_layout.hpp).
 //
@@ -9,7 +9,9 @@
 //                ks-th of MMA_KSPLIT equal slices of K = H; the slices' partial sums meet in
 //                local memory and are added in slice order; a = bf16(silu(g) × up) (W4A4:
 //                quantized per block) to x2 [slots, I].
-//   moe_mma_fc2  the same for W2 over K = I: y[pair, n] = fc2_factor[e] · (W2[e] x2[slot])[n].
+//   moe_mma_fc2  the same for W2 over K = I: y[pair, n] = fc2_factor[e] · (W2[e] x2[slot])[n];
+//                with MMA_SUM (few tokens) the last work-group of a block of rows sums the
+//                top-k (moe_reduce's sum), else moe_reduce does.
 //
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
@@ -21,7 +23,14 @@
 // a warp, 8 tokens × 4 pairs, hit 32 different banks). Tokens past the tile's count repeat its
 // last one (computed, not stored).
 //
+// W4A16 with MMA_DIRECT: FC1 reads the caller's BF16 input rows in place (slot_pair / top_k is a
+// slot's token): a BF16 pair is a B fragment register as it is, and moe_gather is not launched.
+// With MMA_UNROLL > 1 (unstaged K loops) a warp loads MMA_UNROLL chunks of weights before their
+// MMAs: more bytes in flight per warp.
+//
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
+//   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
+//   MMA_SUM (FC2: the top-k sum fused),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
@@ -35,6 +44,29 @@
 #endif
 #include "common/fp4_mma.cl"
 
+#ifdef MMA_FC1
+#define MMA_MATS 2  // gate, up
+#else
+#define MMA_MATS 1  // W2
+#endif
+#if defined(MMA_FC1) && defined(MMA_DIRECT) && MMA_DIRECT && !MOE_W4A4
+#define MMA_X_DIRECT 1
+#else
+#define MMA_X_DIRECT 0
+#endif
+#ifndef MMA_UNROLL
+#define MMA_UNROLL 1
+#endif
+#ifndef MMA_SUM
+#define MMA_SUM 0
+#endif
+// Loops over fragments, matrices and chunks unrolled on tensor cores; kept as loops where the MMA
+// is emulated (each emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
+#if FP4_MMA_PTX
+#define MMA_UNROLLED _Pragma("unroll")
+#else
+#define MMA_UNROLLED _Pragma("unroll 1")
+#endif
 #define MMA_WARPS (MMA_RT * MMA_KSPLIT)
 #define MMA_LOCAL (32 * MMA_WARPS)
 #define MMA_ROWS (16 * MMA_RT)
@@ -68,7 +100,7 @@ inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j ==
 #define MMA_XSTRIDE (32 * MMA_KSTAGE + 4)
 #define MMA_XWORDS (MMA_KSPLIT * MMA_TOKENS * MMA_XSTRIDE)
 // One local buffer holds the staged activations during the K loop and the K slices' partial
-// sums (FC1: gate and up) after it.
+// sums after it.
 #define MMA_PART_FLOATS (MMA_KSPLIT * MMA_RT * MMA_MATS * MMA_NT * 128)
 #if MMA_STAGE
 #define MMA_LDS_WORDS (MMA_XWORDS > MMA_PART_FLOATS ? MMA_XWORDS : MMA_PART_FLOATS)
@@ -76,12 +108,62 @@ inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j ==
 #define MMA_LDS_WORDS MMA_PART_FLOATS
 #endif
 
-// The B fragment (b0, b1) of k16 tile j of chunk c from global memory, for the lane's token row
-// xr (already offset by 2t).
-inline void mma_b_global(const __global float* xr, int c, int j, uint* b0, uint* b1) {
-  const float2 lo = vload2(0, xr + 64 * c + 16 * j), hi = vload2(0, xr + 64 * c + 16 * j + 8);
-  *b0 = fp4_mma_pack(lo.x, lo.y);
-  *b1 = fp4_mma_pack(hi.x, hi.y);
+// The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
+// the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
+// A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1.
+#if MMA_X_DIRECT
+typedef __global const ushort mma_x_t;
+typedef __global const uint* mma_row_t;
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+  return (mma_row_t)(x + ((long)token_offset + slot_pair[slot] / top_k) * k_len);
+}
+inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
+#else
+typedef __global const float mma_x_t;
+typedef __global const float* mma_row_t;
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+  return x + (long)slot * k_len;
+}
+inline uint mma_x_pair(mma_row_t row, int p) {
+  const float2 v = vload2(p, row);
+  return fp4_mma_pack(v.x, v.y);
+}
+#endif
+
+// Where a work-item works: its work-group's tile (expert e, slots start .. start + count - 1),
+// rows row0 .. row0 + MMA_ROWS - 1 of the GEMM, and its warp's row tile and K slice.
+typedef struct {
+  int e, start, count, lane, warp, rt_local, ks, g, t, row0, chunks, per_warp;
+  long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start)
+} mma_place_t;
+
+// Fills *p for a GEMM with `rows` rows per expert and K = k_len; 0 when the work-group has no
+// tile (uniform over the work-group).
+inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
+  const int tile = get_group_id(1);
+  if (tile >= chunk_info[0]) return 0;
+  p->e = tiles[3 * tile];
+  p->start = tiles[3 * tile + 1];
+  p->count = tiles[3 * tile + 2];
+  const int lid = get_local_id(0);
+  p->lane = lid % 32;
+  p->warp = lid / 32;
+  p->rt_local = p->warp % MMA_RT;
+  p->ks = p->warp / MMA_RT;
+  p->g = p->lane / 4;
+  p->t = p->lane % 4;
+  p->row0 = get_group_id(0) * MMA_ROWS;
+  p->chunks = k_len / 64;
+  p->per_warp = p->chunks / MMA_KSPLIT;
+  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local;
+  p->first = rt * p->chunks + p->ks * p->per_warp;
+  return 1;
+}
+
+// The B fragment (b0, b1) of k16 tile j of chunk c (of the whole K) from global memory.
+inline void mma_b_global(mma_row_t row, int c, int j, int t, uint* b0, uint* b1) {
+  *b0 = mma_x_pair(row, 32 * c + 8 * j + t);
+  *b1 = mma_x_pair(row, 32 * c + 8 * j + 4 + t);
 }
 // The same from the staged activations (xw: the lane's token row of its K slice, offset by t).
 inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0, uint* b1) {
@@ -90,118 +172,162 @@ inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0,
   *b1 = b[4];
 }
 
-// The K loop's frame: stages of MMA_KSTAGE chunks between barriers (MMA_STAGE), else one pass.
-#if MMA_STAGE
-#define MMA_K_LOOP_BEGIN(x, k_len)                                    \
-  for (int s0 = 0; s0 < per_warp; s0 += MMA_KSTAGE) {                 \
-    const int n = min(MMA_KSTAGE, per_warp - s0);                     \
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous stage is consumed */ \
-    mma_stage(xs, x, k_len, start, count, per_warp, s0, n);           \
-    barrier(CLK_LOCAL_MEM_FENCE);
-#define MMA_B(nt, cc, j, b0, b1) mma_b_local(xw, nt, cc, j, b0, b1)
-#else
-#define MMA_K_LOOP_BEGIN(x, k_len) \
-  {                                \
-    const int s0 = 0, n = per_warp;
-#define MMA_B(nt, cc, j, b0, b1) mma_b_global(xr[nt], ks * per_warp + (cc), j, b0, b1)
-#endif
-
 // Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
-// tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + p] = elements 2p, 2p + 1
-// of the staged range. Called by the whole work-group between barriers.
-inline void mma_stage(__local uint* xs, const __global float* x, int k_len, int start, int count, int per_warp,
-                      int s0, int n) {
+// tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + q] = pair q of the
+// staged range. Called by the whole work-group between barriers.
+inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t* pl, __global const int* slot_pair,
+                      int top_k, int token_offset, int s0, int n) {
   const int pairs = 32 * n, per_slice = MMA_TOKENS * pairs;
   for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
-    const int ks = i / per_slice, m = (i % per_slice) / pairs, p = i % pairs;
-    const float2 v =
-        vload2(0, x + (long)(start + min(m, count - 1)) * k_len + 64 * (ks * per_warp + s0) + 2 * p);
-    xs[(ks * MMA_TOKENS + m) * MMA_XSTRIDE + p] = fp4_mma_pack(v.x, v.y);
+    const int ks = i / per_slice, m = (i % per_slice) / pairs, q = i % pairs;
+    const mma_row_t row = mma_row(x, k_len, pl->start + min(m, pl->count - 1), slot_pair, top_k, token_offset);
+    xs[(ks * MMA_TOKENS + m) * MMA_XSTRIDE + q] = mma_x_pair(row, 32 * (ks * pl->per_warp + s0) + q);
   }
+}
+
+// The MMAs of one chunk (four k16 tiles) of every matrix with every MMA of 8 tokens: chunk c of
+// the warp's K slice (cc: its index in the current stage).
+inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const mma_place_t* pl,
+                      const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_MATS][MMA_NT][4],
+                      __local uint* sc) {
+MMA_UNROLLED
+  for (int j = 0; j < 4; ++j) {
+    uint a[MMA_MATS][4];
+MMA_UNROLLED
+    for (int m = 0; m < MMA_MATS; ++m) mma_fragment(mma_word(wv[m], j), sv[m], j, scale_exp, a[m]);
+MMA_UNROLLED
+    for (int nt = 0; nt < MMA_NT; ++nt) {
+      uint b0, b1;
+#if MMA_STAGE
+      mma_b_local(xw, nt, cc, j, &b0, &b1);
+#else
+      mma_b_global(xr[nt], pl->ks * pl->per_warp + c, j, pl->t, &b0, &b1);
+#endif
+MMA_UNROLLED
+      for (int m = 0; m < MMA_MATS; ++m) FP4_MMA(acc[m][nt], a[m], b0, b1, sc, pl->lane);
+    }
+  }
+}
+
+// The warp's K slice of its row tile for every matrix (w[m], s[m]: the MMA layout's codes and
+// scales) and MMA of 8 tokens: acc[m][nt]. Called by the whole work-group (barriers when staged
+// or emulated).
+inline void mma_k_loop(__global const uint4* const* w, __global const mma_scales_t* const* s, int scale_exp,
+                       const mma_place_t* pl, mma_x_t* x, int k_len, __global const int* slot_pair, int top_k,
+                       int token_offset, __local uint* xs, __local uint* sc, float acc[MMA_MATS][MMA_NT][4]) {
+  mma_row_t xr[MMA_NT];
+MMA_UNROLLED
+  for (int nt = 0; nt < MMA_NT; ++nt) {
+    xr[nt] = mma_row(x, k_len, pl->start + min(nt * 8 + pl->g, pl->count - 1), slot_pair, top_k, token_offset);
+MMA_UNROLLED
+    for (int m = 0; m < MMA_MATS; ++m)
+MMA_UNROLLED
+      for (int r = 0; r < 4; ++r) acc[m][nt][r] = 0.0f;
+  }
+  __global const uint4* wp[MMA_MATS];
+  __global const mma_scales_t* sp[MMA_MATS];
+MMA_UNROLLED
+  for (int m = 0; m < MMA_MATS; ++m) {
+    wp[m] = w[m] + pl->first * 32 + pl->lane;
+    sp[m] = s[m] + pl->first * 8 + pl->g;
+  }
+  const __local uint* xw = xs + (pl->ks * MMA_TOKENS + pl->g) * MMA_XSTRIDE + pl->t;
+  uint4 wv[MMA_UNROLL][MMA_MATS];
+  mma_scales_t sv[MMA_UNROLL][MMA_MATS];
+#if MMA_STAGE
+  for (int s0 = 0; s0 < pl->per_warp; s0 += MMA_KSTAGE) {
+    const int n = min(MMA_KSTAGE, pl->per_warp - s0);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the previous stage is consumed
+    mma_stage(xs, x, k_len, pl, slot_pair, top_k, token_offset, s0, n);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int cc = 0; cc < n; ++cc) {
+MMA_UNROLLED
+      for (int m = 0; m < MMA_MATS; ++m) {
+        wv[0][m] = wp[m][(s0 + cc) * 32];
+        sv[0][m] = sp[m][(s0 + cc) * 8];
+      }
+      mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, s0 + cc, cc, acc, sc);
+    }
+  }
+#else
+  int c = 0;
+  for (; c + MMA_UNROLL <= pl->per_warp; c += MMA_UNROLL) {
+MMA_UNROLLED
+    for (int u = 0; u < MMA_UNROLL; ++u) {
+MMA_UNROLLED
+      for (int m = 0; m < MMA_MATS; ++m) {
+        wv[u][m] = wp[m][(c + u) * 32];
+        sv[u][m] = sp[m][(c + u) * 8];
+      }
+    }
+MMA_UNROLLED
+    for (int u = 0; u < MMA_UNROLL; ++u) mma_chunk(wv[u], sv[u], scale_exp, pl, xr, xw, c + u, 0, acc, sc);
+  }
+  for (; c < pl->per_warp; ++c) {
+MMA_UNROLLED
+    for (int m = 0; m < MMA_MATS; ++m) {
+      wv[0][m] = wp[m][c * 32];
+      sv[0][m] = sp[m][c * 8];
+    }
+    mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, c, 0, acc, sc);
+  }
+#endif
 }
 
 // Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.
 inline int mma_c_index(int rr, int col) { return (4 * (rr % 8) + col / 2) * 4 + 2 * (rr / 8) + col % 2; }
 
+// The warps' sums to local memory (after a barrier: the staged activations share it).
+inline void mma_store_partials(__local float* part, const mma_place_t* pl, float acc[MMA_MATS][MMA_NT][4]) {
+#pragma unroll
+  for (int m = 0; m < MMA_MATS; ++m)
+#pragma unroll
+    for (int nt = 0; nt < MMA_NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        part[(((pl->ks * MMA_RT + pl->rt_local) * MMA_MATS + m) * MMA_NT + nt) * 128 + pl->lane * 4 + r] =
+            acc[m][nt][r];
+}
+// Matrix m's sum over the K slices, in slice order, at (row r of the work-group, token column mt).
+inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
+  const int rl = r / 16, nt = mt / 8, at = mma_c_index(r % 16, mt % 8);
+  float h = 0.0f;
+  for (int k = 0; k < MMA_KSPLIT; ++k) h += part[(((k * MMA_RT + rl) * MMA_MATS + m) * MMA_NT + nt) * 128 + at];
+  return h;
+}
+
 #ifdef MMA_FC1
-#define MMA_MATS 2
 //   gate_w, up_w [E·I/16, H/64, 32] uint4, gate_s, up_s their scales (MMA layout)
-//   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] (moe_gather)
-//   tiles, chunk_info: moe_sort's; x2 [slots, I] (written)
+//   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] (moe_gather; with
+//   MMA_DIRECT the caller's BF16 x [tokens, H] instead, its slot's token from slot_pair, top_k
+//   and token_offset), tiles, chunk_info, slot_pair: moe_sort's; x2 [slots, I] (written)
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
-    __global const float* x1, __global const int* tiles, __global const int* chunk_info,
-    __global const float* fc2_input_scale, __global float* x2) {
+    mma_x_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
+    __global float* x2, __global const int* slot_pair, int top_k, int token_offset) {
   __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
-  __local uint* xs = lds;
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
   __local float a_local[MMA_TOKENS * MMA_ROWS];
 #endif
-  const int tile = get_group_id(1);
-  if (tile >= chunk_info[0]) return;  // uniform over the work-group
-  const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
-  const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
-  const int rt_local = warp % MMA_RT, ks = warp / MMA_RT, g = lane / 4, t = lane % 4;
-  const int row0 = get_group_id(0) * MMA_ROWS;
-  const int chunks = hidden / 64, per_warp = chunks / MMA_KSPLIT;
-  const long rt = ((long)e * inter + row0) / 16 + rt_local;
-  const __global uint4* gw = gate_w + (rt * chunks + ks * per_warp) * 32 + lane;
-  const __global uint4* uw = up_w + (rt * chunks + ks * per_warp) * 32 + lane;
-  const __global mma_scales_t* gs = gate_s + (rt * chunks + ks * per_warp) * 8 + g;
-  const __global mma_scales_t* us = up_s + (rt * chunks + ks * per_warp) * 8 + g;
-  __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
-  const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
-  const __global float* xr[MMA_NT];
-  float cg[MMA_NT][4], cu[MMA_NT][4];
-#pragma unroll
-  for (int nt = 0; nt < MMA_NT; ++nt) {
-    xr[nt] = x1 + (long)(start + min(nt * 8 + g, count - 1)) * hidden + 2 * t;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) cg[nt][r] = cu[nt][r] = 0.0f;
-  }
-  MMA_K_LOOP_BEGIN(x1, hidden)
-    for (int cc = 0; cc < n; ++cc) {
-      const int c = s0 + cc;
-      const uint4 wg = gw[c * 32], wu = uw[c * 32];
-      const mma_scales_t sg = gs[c * 8], su = us[c * 8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint ag[4], au[4];
-        mma_fragment(mma_word(wg, j), sg, j, scale_exp, ag);
-        mma_fragment(mma_word(wu, j), su, j, scale_exp, au);
-#pragma unroll
-        for (int nt = 0; nt < MMA_NT; ++nt) {
-          uint b0, b1;
-          MMA_B(nt, cc, j, &b0, &b1);
-          FP4_MMA(cg[nt], ag, b0, b1, sc, lane);
-          FP4_MMA(cu[nt], au, b0, b1, sc, lane);
-        }
-      }
-    }
-  }
+  mma_place_t pl;
+  if (!mma_place(&pl, tiles, chunk_info, inter, hidden)) return;  // uniform over the work-group
+  __global const uint4* w[2] = {gate_w, up_w};
+  __global const mma_scales_t* s[2] = {gate_s, up_s};
+  float acc[MMA_MATS][MMA_NT][4];
+  mma_k_loop(w, s, scale_exp, &pl, x1, hidden, slot_pair, top_k, token_offset, lds,
+             scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
   barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
-#pragma unroll
-  for (int nt = 0; nt < MMA_NT; ++nt) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      part[(((ks * MMA_RT + rt_local) * 2 + 0) * MMA_NT + nt) * 128 + lane * 4 + r] = cg[nt][r];
-      part[(((ks * MMA_RT + rt_local) * 2 + 1) * MMA_NT + nt) * 128 + lane * 4 + r] = cu[nt][r];
-    }
-  }
+  mma_store_partials(part, &pl, acc);
   barrier(CLK_LOCAL_MEM_FENCE);
   // One work-item per (row, token): the slices' sums in slice order, then SwiGLU.
-  const float2 f = vload2(e, fc1_factor);
+  const int lid = get_local_id(0), start = pl.start, count = pl.count, row0 = pl.row0;
+  const float2 f = vload2(pl.e, fc1_factor);
   for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
-    const int m = i / MMA_ROWS, r = i % MMA_ROWS, rl = r / 16, nt = m / 8;
-    const int at = mma_c_index(r % 16, m % 8);
-    float hg = 0.0f, hu = 0.0f;
-    for (int k = 0; k < MMA_KSPLIT; ++k) {
-      hg += part[(((k * MMA_RT + rl) * 2 + 0) * MMA_NT + nt) * 128 + at];
-      hu += part[(((k * MMA_RT + rl) * 2 + 1) * MMA_NT + nt) * 128 + at];
-    }
+    const int m = i / MMA_ROWS, r = i % MMA_ROWS;
+    const float hg = mma_sum_partials(part, 0, r, m), hu = mma_sum_partials(part, 1, r, m);
     if (m < count) {
       const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
 #if MOE_W4A4
@@ -214,7 +340,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #if MOE_W4A4
   barrier(CLK_LOCAL_MEM_FENCE);
 #ifdef MOE_NVFP4
-  const float gs2 = fc2_input_scale[e];
+  const float gs2 = fc2_input_scale[pl.e];
 #else
   const float gs2 = 1.0f;
 #endif
@@ -234,69 +360,79 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif  // MMA_FC1
 
 #ifdef MMA_FC2
-#define MMA_MATS 1
+// Device-wide release / acquire around the row block's completion count (the last work-group
+// reads the others' y rows): PTX fences on NVIDIA, OpenCL fences elsewhere.
+#if FP4_MMA_PTX
+inline void mma_fence(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+#else
+inline void mma_fence(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); }
+#endif
+
+inline void mma_store_out(float o, __global void* out, long i) {
+#if MOE_OUT_BF16
+  ((__global ushort*)out)[i] = (ushort)float_to_bf16(o);
+#else
+  ((__global float*)out)[i] = o;
+#endif
+}
+
 //   w2 [E·H/16, I/64, 32] uint4, w2_s its scales (MMA layout), fc2_factor [E]
 //   x2 [slots, I] (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
+//   pair_expert, pair_weight [pairs]; out [tokens, H] BF16 or fp32 (the caller's, token t of the
+//   chunk at token_offset + t); done [H / MMA_ROWS] (zeroed by moe_sort)
+// With MMA_SUM (chunks of few pairs: few tokens) the top-k sum is fused: the last of the chunk's
+// tiles to finish a block of rows (counted in done) computes out[t, rows] = Σ_s w[t,s] · y[t·k+s, rows], s = 0..k-1 in order, local pairs
+// only (moe_reduce's sum): which work-group is last does not change a bit.
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2(
     __global const uint4* w2, __global const mma_scales_t* w2_s, __global const float* fc2_factor, int hidden,
-    int inter, int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
-    __global const int* slot_pair, __global float* y) {
+    int inter, int scale_exp, mma_x_t* x2, __global const int* tiles, __global const int* chunk_info,
+    __global const int* slot_pair, __global float* y, __global const int* pair_expert,
+    __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
+    __global int* done) {
   __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
-  __local uint* xs = lds;
   __local float* part = (__local float*)lds;
-  const int tile = get_group_id(1);
-  if (tile >= chunk_info[0]) return;  // uniform over the work-group
-  const int e = tiles[3 * tile], start = tiles[3 * tile + 1], count = tiles[3 * tile + 2];
-  const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
-  const int rt_local = warp % MMA_RT, ks = warp / MMA_RT, g = lane / 4, t = lane % 4;
-  const int row0 = get_group_id(0) * MMA_ROWS;
-  const int chunks = inter / 64, per_warp = chunks / MMA_KSPLIT;
-  const long rt = ((long)e * hidden + row0) / 16 + rt_local;
-  const __global uint4* w = w2 + (rt * chunks + ks * per_warp) * 32 + lane;
-  const __global mma_scales_t* s = w2_s + (rt * chunks + ks * per_warp) * 8 + g;
-  __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
-  const __local uint* xw = xs + (ks * MMA_TOKENS + g) * MMA_XSTRIDE + t;
-  const __global float* xr[MMA_NT];
-  float acc[MMA_NT][4];
-#pragma unroll
-  for (int nt = 0; nt < MMA_NT; ++nt) {
-    xr[nt] = x2 + (long)(start + min(nt * 8 + g, count - 1)) * inter + 2 * t;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
-  }
-  MMA_K_LOOP_BEGIN(x2, inter)
-    for (int cc = 0; cc < n; ++cc) {
-      const int c = s0 + cc;
-      const uint4 wv = w[c * 32];
-      const mma_scales_t sv = s[c * 8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint a[4];
-        mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
-#pragma unroll
-        for (int nt = 0; nt < MMA_NT; ++nt) {
-          uint b0, b1;
-          MMA_B(nt, cc, j, &b0, &b1);
-          FP4_MMA(acc[nt], a, b0, b1, sc, lane);
-        }
-      }
+  __local int last;
+  const int lid = get_local_id(0);
+  mma_place_t pl;
+  if (mma_place(&pl, tiles, chunk_info, hidden, inter)) {  // uniform over the work-group
+    __global const uint4* w[1] = {w2};
+    __global const mma_scales_t* s[1] = {w2_s};
+    float acc[MMA_MATS][MMA_NT][4];
+    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS,
+               acc);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
+    mma_store_partials(part, &pl, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float f = fc2_factor[pl.e];
+    for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
+      const int m = i / MMA_ROWS, r = i % MMA_ROWS;
+      const float h = mma_sum_partials(part, 0, r, m);
+      if (m < pl.count) y[(long)slot_pair[pl.start + m] * hidden + pl.row0 + r] = h * f;
     }
+#if MMA_SUM
+    mma_fence();  // this work-item's y rows are visible to the whole device
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) last = atomic_inc(&done[get_group_id(0)]) == chunk_info[0] - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;  // uniform
+    mma_fence();
+#else
+    return;  // moe_reduce sums the top-k
+#endif
+  } else if (!MMA_SUM || chunk_info[0] != 0 || get_group_id(1) != 0) {
+    return;  // no tile; with no tiles at all (no local pairs) the first one writes the rows' zero sums
   }
-  barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
-#pragma unroll
-  for (int nt = 0; nt < MMA_NT; ++nt) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) part[((ks * MMA_RT + rt_local) * MMA_NT + nt) * 128 + lane * 4 + r] = acc[nt][r];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const float f = fc2_factor[e];
-  for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
-    const int m = i / MMA_ROWS, r = i % MMA_ROWS, rl = r / 16, nt = m / 8;
-    const int at = mma_c_index(r % 16, m % 8);
-    float h = 0.0f;
-    for (int k = 0; k < MMA_KSPLIT; ++k) h += part[((k * MMA_RT + rl) * MMA_NT + nt) * 128 + at];
-    if (m < count) y[(long)slot_pair[start + m] * hidden + row0 + r] = h * f;
+  const int row0 = get_group_id(0) * MMA_ROWS;
+  const __global volatile float* yv = y;  // written by other work-groups: not from this one's L1
+  for (int i = lid; i < num_tokens * MMA_ROWS; i += MMA_LOCAL) {
+    const int t = i / MMA_ROWS, n = row0 + i % MMA_ROWS;
+    float o = 0.0f;
+    for (int k = 0; k < top_k; ++k) {
+      const int p = t * top_k + k;
+      if (pair_expert[p] >= 0) o += pair_weight[p] * yv[(long)p * hidden + n];
+    }
+    mma_store_out(o, out, ((long)token_offset + t) * hidden + n);
   }
 }
 #endif  // MMA_FC2

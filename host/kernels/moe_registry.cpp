@@ -118,6 +118,8 @@ std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoePr
 std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (t.tile_m != 8 && t.tile_m != 16 && t.tile_m != 32 && t.tile_m != 64)
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
+  if (t.unroll != 1 && t.unroll != 2 && t.unroll != 4 && t.unroll != 8)
+    return fmt::format("unroll = {} must be 1, 2, 4 or 8 (chunks a warp loads ahead)", t.unroll);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -193,11 +195,11 @@ std::map<std::string, int> tile_overrides() {
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k",    "mma.few_split_k"};
+                                        "mma.split_k",    "mma.few_split_k", "mma.unroll"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k",
+           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll",
            key);
     out[key] = value;
   }
@@ -249,6 +251,7 @@ int largest_divisor_within(std::int64_t n, int limit) {
 MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks2) {
   MmaGeometry g;
   g.nt = std::max(1, t.tile_m / 8);
+  g.unroll = t.unroll;
   // rows: the GEMM's output rows; block_rows: a multiple the work-group's rows must keep (FC1
   // under W4A4 quantizes whole blocks of its outputs), else 16. split_k 0: mma_auto_split_k;
   // `force` > 0: that K split (batch invariance).
@@ -278,6 +281,7 @@ MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p) {
   t.tile_m = 8;
   t.split_k = std::max(0, tiles.few_split_k);
   t.few_split_k = t.split_k;
+  t.unroll = tiles.unroll;
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);
   t.local_h = 32 * std::max(1, t.split_k);
   return t;
@@ -376,6 +380,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     if (id == MoeStrategy::mma) {
       apply(overrides, prefix + "split_k", t.split_k);
       apply(overrides, prefix + "few_split_k", t.few_split_k);
+      apply(overrides, prefix + "unroll", t.unroll);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -55,6 +55,7 @@ struct MoeTiles {
   int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
   int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
+  int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
 };
 
 struct MoeProblem {
@@ -94,6 +95,7 @@ struct MmaGemm {
 };
 struct MmaGeometry {
   int nt = 1;
+  int unroll = 1;  // MMA_UNROLL (MoeTiles::unroll)
   MmaGemm fc1, fc2;
 };
 // ks1, ks2 > 0 force FC1's and FC2's K split (batch invariance: the same sums for every chunk).

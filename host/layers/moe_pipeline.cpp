@@ -52,8 +52,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
     const int tile_m = e.id == MoeStrategy::mma ? std::min(8, e.tiles.tile_m) : e.tiles.tile_m;
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, tile_m));
   }
-  const std::int64_t P = ws.max_pairs, E = shape.local_experts;
-  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 12 * E + 24 + 4 * P * shape.hidden +
+  const std::int64_t P = ws.max_pairs;
+  const std::int64_t total = 16 * P + 12 * ws.max_tiles + 24 + 4 * (shape.hidden / 16 + 1) + 4 * P * shape.hidden +
                              4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
@@ -65,10 +65,9 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.pair_slot = device_buffer(ctx, "pair_slot", 4 * P);
   ws.slot_pair = device_buffer(ctx, "slot_pair", 4 * P);
   ws.tiles = device_buffer(ctx, "tiles", 12 * ws.max_tiles);
-  ws.expert_count = device_buffer(ctx, "expert_count", 4 * E);
-  ws.expert_base = device_buffer(ctx, "expert_base", 8 * E);
   ws.chunk_info = device_buffer(ctx, "chunk_info", 8);
   ws.status = device_buffer(ctx, "status", 16);
+  ws.row_blocks_done = device_buffer(ctx, "row_blocks_done", 4 * (shape.hidden / 16 + 1));
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
   if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
@@ -131,6 +130,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   }
   if (id_ == MoeStrategy::mma) {
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
+    mma_direct_ = o.scheme.w4a16();
     few_ = mma_geometry(few_tiles_, problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
@@ -152,20 +152,25 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
     mma.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1)
         .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0);
-    const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which) {
+    // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM).
+    const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few) {
       BuildOptions b = mma;
       b.define(which)
           .define("MMA_NT", g.nt)
           .define("MMA_RT", gemm.rt)
           .define("MMA_KSPLIT", gemm.ks)
           .define("MMA_KSTAGE", gemm.kstage)
-          .define("MMA_STAGE", gemm.stage ? 1 : 0);
+          .define("MMA_STAGE", gemm.stage ? 1 : 0)
+          .define("MMA_UNROLL", g.unroll);
+      // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
+      if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
+      if (&gemm == &g.fc2) b.define("MMA_SUM", few ? 1 : 0).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
       return programs.kernel("moe_mma.cl", name, b);
     };
-    fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1");
-    fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2");
-    fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1");
-    fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2");
+    fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1", false);
+    fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2", false);
+    fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
+    fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
     fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
@@ -179,6 +184,11 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   check_cl(sort_.getWorkGroupInfo(ctx.device(), CL_KERNEL_WORK_GROUP_SIZE, &limit),
            "querying the work-group size of moe_sort");
   sort_local_limit_ = std::max<std::size_t>(1, std::min<std::size_t>(limit, 256));
+  // moe_sort keeps three ints per local expert and a block of 2048 pairs in local memory.
+  if (12 * static_cast<std::uint64_t>(experts_) + 4 * 2048 > ctx.info().local_mem_bytes)
+    fail("MoE: {} local experts need {} bytes of local memory for moe_sort (three ints an expert and 8192 bytes of "
+         "pairs); {} has {}",
+         experts_, 12 * experts_ + 4 * 2048, ctx.info().name, ctx.info().local_mem_bytes);
 }
 
 bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
@@ -230,6 +240,8 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const std::int64_t pairs = c.tokens * s.top_k;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tile_m);
+  // mma with few pairs: FC2 sums the top-k (no moe_reduce), counting its blocks of rows done.
+  const bool sums_in_fc2 = id_ == MoeStrategy::mma && mma_few_pairs(pairs);
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, E = as_int(s.local_experts);
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
 
@@ -238,16 +250,21 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const bool fused = routes_topk() && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
-  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, ws.expert_count, ws.expert_base,
+  set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, cl::Local(12 * static_cast<std::size_t>(E)),
            ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
-           as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight);
+           as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight,
+           ws.row_blocks_done, cl_int{sums_in_fc2 ? as_int(s.hidden / 16) : 0});
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 
-  set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
-           w.fc1_input_scale, ws.x1);
-  moe_launch(queue, gather_, "moe_gather",
-             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)), cl::NullRange,
-             launches, last);
+  // mma under W4A16 reads the input rows in place (MMA_DIRECT).
+  const bool direct = id_ == MoeStrategy::mma && mma_direct_;
+  if (!direct) {
+    set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
+             w.fc1_input_scale, ws.x1);
+    moe_launch(queue, gather_, "moe_gather",
+               cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)),
+               cl::NullRange, launches, last);
+  }
 
   if (id_ == MoeStrategy::mma) {
     const bool few = mma_few_pairs(pairs);
@@ -255,17 +272,20 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
     cl::Kernel& fc1 = few ? fc1_few_ : fc1_;
     cl::Kernel& fc2 = few ? fc2_few_ : fc2_;
     set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
-             w.scale_exp, ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+             w.scale_exp, direct ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.slot_pair, k,
+             offset);
     moe_launch(queue, fc1, "moe_mma_fc1",
                cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                            static_cast<std::size_t>(tiles)),
                cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
     set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
-             ws.chunk_info, ws.slot_pair, ws.y);
+             ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
+             ws.row_blocks_done);
     moe_launch(queue, fc2, "moe_mma_fc2",
                cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                            static_cast<std::size_t>(tiles)),
                cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);
+    if (few) return;  // FC2 summed the top-k
     set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
     moe_launch(queue, reduce_, "moe_reduce",
                cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),

@@ -28,7 +28,8 @@ struct MoeShape {
 
 struct MoeWorkspace {
   std::int64_t max_tokens = 0, max_pairs = 0, max_tiles = 0;
-  cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, expert_count, expert_base, chunk_info, status;
+  cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, chunk_info, status;
+  cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
 };
 
@@ -113,6 +114,7 @@ class MoeStrategyKernels {
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;
+  bool mma_direct_ = false;  // mma: FC1 reads the BF16 input in place (W4A16), no moe_gather
 };
 
 }  // namespace fp4cl

@@ -184,6 +184,43 @@ TEST(MoeConfig, SplitGeometriesMatchReference) {
   }
 }
 
+// The mma strategy's geometries other than the defaults (emulated MMAs off NVIDIA): weights
+// loaded ahead (mma.unroll) with and without a remainder of the K slice, the K split over warps,
+// several row tiles staging shared activations, for W4A16 (FC1 reading the input in place) and
+// W4A4 (gathered, quantized), chunks of few pairs and of many.
+TEST(MoeConfig, MmaGeometriesMatchReference) {
+  struct Case {
+    QuantScheme scheme;
+    std::int64_t T;
+    const char* tiles;
+  };
+  // H = 192, I = 128: K slices of 3 and 2 chunks of 64.
+  const Case cases[] = {
+      {kNvW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
+      {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
+      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // many pairs: staged, 2 row tiles
+  };
+  for (const Case& c : cases) {
+    ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
+    const std::int64_t H = 192, I = 128, E = 4;
+    const Fp4Experts ex = make_experts({c.scheme.weight, E, H, I, Data::exact, 54});
+    const auto x = make_activations(c.T, H, Data::exact, 55);
+    const auto ids = make_ids(c.T, 2, E, 56);
+    const auto w = make_weights(c.T, 2, 57);
+    MoeConfig cfg = config(c.scheme, 2);
+    cfg.kernel = "mma";
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, c.T, 2));
+    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, c.T), cfg.output))
+        << c.scheme.name() << " T = " << c.T << " " << c.tiles;
+  }
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "mma";
+  ScopedEnv env("FP4CL_MOE_TILES", "mma.unroll=3");
+  expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
+                      "unroll = 3 must be 1, 2, 4 or 8");
+}
+
 TEST(MoeConfig, SplitRefusalsNameTheReason) {
   MoeConfig cfg = config(kNvW4A4, 2);
   cfg.kernel = "split";

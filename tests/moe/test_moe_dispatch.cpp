@@ -100,6 +100,21 @@ TEST_P(MoeDispatch, AllTokensToOneExpert) {
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
 }
 
+// More pairs than moe_sort holds in local memory at once (2048): the count and the slot passes
+// go over the pairs in blocks, and the slots keep pair order within each expert across blocks.
+TEST_P(MoeDispatch, MorePairsThanOneSortBlock) {
+  const std::int64_t T = 700, E = 8;  // 2100 pairs
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 34});
+  const auto x = make_activations(T, 64, Data::exact, 35);
+  const auto ids = make_ids(T, 3, E, 36);
+  const auto w = make_weights(T, 3, 37);
+  MoeConfig cfg = config(kNvW4A16, 3);
+  cfg.max_tokens = T;
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+  EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), dev, cfg.output));
+}
+
 // Defined behaviour: each slot contributes its own weighted term, so an expert named twice
 // counts twice — the same as one slot with the summed weight, up to rounding.
 TEST_P(MoeDispatch, DuplicateIdsInARowEachContribute) {
