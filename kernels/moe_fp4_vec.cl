@@ -151,8 +151,9 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // sums, which meet the block's scales as in the table decode. A pair with an activation below
 // 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10) is computed again with the table
 // decode (see MOE_BF16_DOT_N), so results are those of IEEE fp32 arithmetic either way. Tiles of
-// up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product;
-// larger tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
+// up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product)
+// and tiles of 2 · MOE_BF16_MAX_PAIRS (FC2 in one pass, FC1 in two; moe_fc1.cl, moe_fc2.cl);
+// other tiles keep the fp32 decode or panels; not in batch-invariant builds (as MOE_LUT).
 #include "common/bf16_dot.cl"
 #if MOE_LUT && FP4_BF16DOT
 #define MOE_BF16DOT 1
