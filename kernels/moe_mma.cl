@@ -39,6 +39,7 @@
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
+#include "moe_expert_map.cl"
 #ifdef MOE_NVFP4
 #define FP4_MMA_NVFP4
 #endif
@@ -49,10 +50,19 @@
 #else
 #define MMA_MATS 1  // W2
 #endif
+#ifndef MMA_PER_PAIR
+#define MMA_PER_PAIR 0
+#endif
 #if defined(MMA_FC1) && defined(MMA_DIRECT) && MMA_DIRECT && !MOE_W4A4
 #define MMA_X_DIRECT 1
 #else
 #define MMA_X_DIRECT 0
+#endif
+// One pair a tile, FC1 under W4A4: the pair's token quantized into local memory (MMA_HIDDEN).
+#if defined(MMA_FC1) && MMA_PER_PAIR && MOE_W4A4
+#define MMA_X_LOCAL 1
+#else
+#define MMA_X_LOCAL 0
 #endif
 #ifndef MMA_UNROLL
 #define MMA_UNROLL 1
@@ -111,13 +121,31 @@ inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j ==
 // The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
 // the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
 // A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1.
+// The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR).
+inline int mma_pair_of(__global const int* slot_pair, int slot) {
+#if MMA_PER_PAIR
+  return slot;
+#else
+  return slot_pair[slot];
+#endif
+}
 #if MMA_X_DIRECT
 typedef __global const ushort mma_x_t;
 typedef __global const uint* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
-  return (mma_row_t)(x + ((long)token_offset + slot_pair[slot] / top_k) * k_len);
+  return (mma_row_t)(x + ((long)token_offset + mma_pair_of(slot_pair, slot) / top_k) * k_len);
 }
 inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
+#elif MMA_X_LOCAL
+typedef __local const float mma_x_t;  // the tile's one token, quantized
+typedef __local const float* mma_row_t;
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+  return x;
+}
+inline uint mma_x_pair(mma_row_t row, int p) {
+  const float2 v = vload2(p, row);
+  return fp4_mma_pack(v.x, v.y);
+}
 #else
 typedef __global const float mma_x_t;
 typedef __global const float* mma_row_t;
@@ -137,14 +165,12 @@ typedef struct {
   long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start)
 } mma_place_t;
 
-// Fills *p for a GEMM with `rows` rows per expert and K = k_len; 0 when the work-group has no
-// tile (uniform over the work-group).
-inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
-  const int tile = get_group_id(1);
-  if (tile >= chunk_info[0]) return 0;
-  p->e = tiles[3 * tile];
-  p->start = tiles[3 * tile + 1];
-  p->count = tiles[3 * tile + 2];
+// Fills *p for tile (expert e, slots start .. start + count - 1) of a GEMM with `rows` rows per
+// expert and K = k_len.
+inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len) {
+  p->e = e;
+  p->start = start;
+  p->count = count;
   const int lid = get_local_id(0);
   p->lane = lid % 32;
   p->warp = lid / 32;
@@ -155,8 +181,14 @@ inline int mma_place(mma_place_t* p, __global const int* tiles, __global const i
   p->row0 = get_group_id(0) * MMA_ROWS;
   p->chunks = k_len / 64;
   p->per_warp = p->chunks / MMA_KSPLIT;
-  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local;
+  const long rt = ((long)e * rows + p->row0) / 16 + p->rt_local;
   p->first = rt * p->chunks + p->ks * p->per_warp;
+}
+// The same for moe_sort's tile get_group_id(1); 0 when the work-group has none (uniform).
+inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
+  const int tile = get_group_id(1);
+  if (tile >= chunk_info[0]) return 0;
+  mma_place_at(p, tiles[3 * tile], tiles[3 * tile + 1], tiles[3 * tile + 2], rows, k_len);
   return 1;
 }
 
@@ -297,33 +329,96 @@ inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
 }
 
 #ifdef MMA_FC1
+#if MMA_X_LOCAL
+typedef __global const ushort mma_xarg_t;  // the caller's BF16 x, quantized here
+#else
+typedef mma_x_t mma_xarg_t;
+#endif
 //   gate_w, up_w [E·I/16, H/64, 32] uint4, gate_s, up_s their scales (MMA layout)
 //   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] (moe_gather; with
-//   MMA_DIRECT the caller's BF16 x [tokens, H] instead, its slot's token from slot_pair, top_k
-//   and token_offset), tiles, chunk_info, slot_pair: moe_sort's; x2 [slots, I] (written)
+//   MMA_DIRECT or MMA_X_LOCAL the caller's BF16 x [tokens, H] instead, a slot's token from
+//   slot_pair, top_k and token_offset), tiles, chunk_info, slot_pair: moe_sort's; x2 [slots, I]
+//   (written)
+//   MMA_PER_PAIR (one token: pair p = tile p = slot p, no moe_sort): the expert of pair p from the
+//   caller's topk_ids / topk_weights (route_fused; the work-group (0, p) writes pair_expert[p],
+//   pair_weight[p] and the statistics, records invalid ids in status) or from pair_expert (routed
+//   by moe_route_logits); work-group (0, 0) zeroes done [done_count] for moe_mma_fc2; W4A4 x
+//   quantized per block with fc1_input_scale[e] (NVFP4) into local memory.
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
-    mma_x_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
-    __global float* x2, __global const int* slot_pair, int top_k, int token_offset) {
+    mma_xarg_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
+    __global float* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
+    __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
+    int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
+    __global int* done, int done_count, __global const float* fc1_input_scale) {
   __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
   __local float a_local[MMA_TOKENS * MMA_ROWS];
 #endif
+  const int lid = get_local_id(0);
   mma_place_t pl;
+#if MMA_PER_PAIR
+  const int p = get_group_id(1);
+  const long first_pair = (long)token_offset * top_k;  // the chunk's first pair in the caller's tensors
+  if (get_group_id(0) == 0 && p == 0)
+    for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
+  int e;
+  if (!route_fused) {
+    e = pair_expert[p];
+  } else if (get_group_id(0) == 0) {
+    e = moe_local_expert(topk_ids[first_pair + p], num_global, expert_map, num_local);
+    if (lid == 0) {
+      moe_map_expert(topk_ids[first_pair + p], num_global, expert_map, num_local, first_pair + p, status);
+      pair_expert[p] = e;
+      pair_weight[p] = topk_weights[first_pair + p];
+    }
+  } else {
+    e = moe_local_expert(topk_ids[first_pair + p], num_global, expert_map, num_local);
+  }
+  if (e < 0) return;  // uniform over the work-group
+  if (get_group_id(0) == 0 && lid == 0) {
+    atomic_add(&status[2], 1);
+    atomic_add(&status[3], 1);
+  }
+  mma_place_at(&pl, e, p, 1, inter, hidden);
+#else
+  (void)route_fused, (void)topk_ids, (void)topk_weights, (void)num_global, (void)expert_map, (void)num_local;
+  (void)pair_expert, (void)pair_weight, (void)status, (void)done, (void)done_count;
   if (!mma_place(&pl, tiles, chunk_info, inter, hidden)) return;  // uniform over the work-group
+#endif
+#if MMA_X_LOCAL
+  // The token, quantized per block with the expert's input scale (moe_gather's values).
+  __local float xl[MMA_HIDDEN];
+#ifdef MOE_NVFP4
+  const float gs1 = fc1_input_scale[pl.e];
+#else
+  const float gs1 = 1.0f;
+#endif
+  const __global ushort* xt = x1 + ((long)token_offset + p / top_k) * hidden;
+  for (int b = lid; b < MMA_HIDDEN / MOE_QUANT_BLOCK; b += MMA_LOCAL) {
+    float v[MOE_QUANT_BLOCK];
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(xt[b * MOE_QUANT_BLOCK + i]);
+    moe_quantize_block_local(v, gs1, xl + b * MOE_QUANT_BLOCK);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  mma_x_t* xsrc = xl;
+#else
+  (void)fc1_input_scale;
+  mma_x_t* xsrc = x1;
+#endif
   __global const uint4* w[2] = {gate_w, up_w};
   __global const mma_scales_t* s[2] = {gate_s, up_s};
   float acc[MMA_MATS][MMA_NT][4];
-  mma_k_loop(w, s, scale_exp, &pl, x1, hidden, slot_pair, top_k, token_offset, lds,
+  mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slot_pair, top_k, token_offset, lds,
              scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
   barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
   mma_store_partials(part, &pl, acc);
   barrier(CLK_LOCAL_MEM_FENCE);
   // One work-item per (row, token): the slices' sums in slice order, then SwiGLU.
-  const int lid = get_local_id(0), start = pl.start, count = pl.count, row0 = pl.row0;
+  const int start = pl.start, count = pl.count, row0 = pl.row0;
   const float2 f = vload2(pl.e, fc1_factor);
   for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
     const int m = i / MMA_ROWS, r = i % MMA_ROWS;
@@ -395,7 +490,16 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
   __local int last;
   const int lid = get_local_id(0);
   mma_place_t pl;
-  if (mma_place(&pl, tiles, chunk_info, hidden, inter)) {  // uniform over the work-group
+#if MMA_PER_PAIR
+  // Pair p is tile p; every work-group counts, local pair or not.
+  const int p = get_group_id(1), e = pair_expert[p], ntiles = num_tokens * top_k, counted = 1;
+  const int active = e >= 0;
+  if (active) mma_place_at(&pl, e, p, 1, hidden, inter);
+#else
+  const int ntiles = chunk_info[0];
+  const int active = mma_place(&pl, tiles, chunk_info, hidden, inter), counted = active;
+#endif
+  if (active) {  // uniform over the work-group
     __global const uint4* w[1] = {w2};
     __global const mma_scales_t* s[1] = {w2_s};
     float acc[MMA_MATS][MMA_NT][4];
@@ -408,29 +512,32 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
       const int m = i / MMA_ROWS, r = i % MMA_ROWS;
       const float h = mma_sum_partials(part, 0, r, m);
-      if (m < pl.count) y[(long)slot_pair[pl.start + m] * hidden + pl.row0 + r] = h * f;
+      if (m < pl.count) y[(long)mma_pair_of(slot_pair, pl.start + m) * hidden + pl.row0 + r] = h * f;
     }
+  }
 #if MMA_SUM
+  if (counted) {
     mma_fence();  // this work-item's y rows are visible to the whole device
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    if (lid == 0) last = atomic_inc(&done[get_group_id(0)]) == chunk_info[0] - 1;
+    if (lid == 0) last = atomic_inc(&done[get_group_id(0)]) == ntiles - 1;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;  // uniform
     mma_fence();
-#else
-    return;  // moe_reduce sums the top-k
-#endif
-  } else if (!MMA_SUM || chunk_info[0] != 0 || get_group_id(1) != 0) {
+  } else if (ntiles != 0 || get_group_id(1) != 0) {
     return;  // no tile; with no tiles at all (no local pairs) the first one writes the rows' zero sums
   }
+#else
+  (void)counted, (void)ntiles, (void)last;
+  return;  // moe_reduce sums the top-k
+#endif
   const int row0 = get_group_id(0) * MMA_ROWS;
   const __global volatile float* yv = y;  // written by other work-groups: not from this one's L1
   for (int i = lid; i < num_tokens * MMA_ROWS; i += MMA_LOCAL) {
     const int t = i / MMA_ROWS, n = row0 + i % MMA_ROWS;
     float o = 0.0f;
     for (int k = 0; k < top_k; ++k) {
-      const int p = t * top_k + k;
-      if (pair_expert[p] >= 0) o += pair_weight[p] * yv[(long)p * hidden + n];
+      const int q = t * top_k + k;
+      if (pair_expert[q] >= 0) o += pair_weight[q] * yv[(long)q * hidden + n];
     }
     mma_store_out(o, out, ((long)token_offset + t) * hidden + n);
   }

@@ -152,8 +152,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
     mma.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1)
         .define("FP4_MMA_PTX", mma_native(ctx.info()) ? 1 : 0);
-    // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM).
-    const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few) {
+    // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM); per_pair: one token's
+    // pairs each a tile of their own, no moe_sort (MMA_PER_PAIR).
+    const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few,
+                           bool per_pair = false) {
       BuildOptions b = mma;
       b.define(which)
           .define("MMA_NT", g.nt)
@@ -165,12 +167,20 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
       if (&gemm == &g.fc2) b.define("MMA_SUM", few ? 1 : 0).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
+      if (per_pair) b.define("MMA_PER_PAIR", 1).define("MMA_HIDDEN", static_cast<int>(problem.hidden));
       return programs.kernel("moe_mma.cl", name, b);
     };
     fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1", false);
     fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2", false);
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
+    // One token: FC1 routes, every pair is a tile (W4A4: the token quantized in local memory,
+    // 4·H bytes beside the kernel's 16 KiB at most).
+    mma_per_pair_ = o.scheme.w4a16() || 4 * static_cast<std::uint64_t>(problem.hidden) + 16384 <= ctx.info().local_mem_bytes;
+    if (mma_per_pair_) {
+      fc1_pair_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, true);
+      fc2_pair_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, true);
+    }
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
     fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
@@ -230,21 +240,11 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
              cl::NDRange(static_cast<std::size_t>(g.local2()), 1), launches, last);
 }
 
-void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
-                                 const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
-                                 cl::Event& last) {
-  if (id_ == MoeStrategy::split) {
-    enqueue_split(queue, s, w, ws, c, launches, last);
-    return;
-  }
+void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                      const MoeWorkspace& ws, const MoeChunk& c, int tile_m, bool zero_row_blocks,
+                                      std::vector<MoeLaunch>& launches, cl::Event& last) {
   const std::int64_t pairs = c.tokens * s.top_k;
-  const int tile_m = pairs_per_pass(c.tokens, s.top_k);
-  const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tile_m);
-  // mma with few pairs: FC2 sums the top-k (no moe_reduce), counting its blocks of rows done.
-  const bool sums_in_fc2 = id_ == MoeStrategy::mma && mma_few_pairs(pairs);
-  const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, E = as_int(s.local_experts);
-  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
-
+  const cl_int E = as_int(s.local_experts);
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
   // mma routes top-k ids in its sort (routes_topk); router logits were routed by moe_route_logits.
   const bool fused = routes_topk() && c.routing.logits == nullptr;
@@ -253,45 +253,84 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, cl::Local(12 * static_cast<std::size_t>(E)),
            ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
            as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight,
-           ws.row_blocks_done, cl_int{sums_in_fc2 ? as_int(s.hidden / 16) : 0});
+           ws.row_blocks_done, cl_int{zero_row_blocks ? as_int(s.hidden / 16) : 0});
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
+}
 
-  // mma under W4A16 reads the input rows in place (MMA_DIRECT).
-  const bool direct = id_ == MoeStrategy::mma && mma_direct_;
-  if (!direct) {
-    set_args(gather_, "moe_gather", *c.x, H, k, offset, ws.slot_pair, ws.pair_expert, ws.chunk_info,
-             w.fc1_input_scale, ws.x1);
-    moe_launch(queue, gather_, "moe_gather",
-               cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(pairs)),
-               cl::NullRange, launches, last);
+void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                        const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
+                                        cl::Event& last) {
+  set_args(gather_, "moe_gather", *c.x, as_int(s.hidden), s.top_k, as_int(c.token_offset), ws.slot_pair,
+           ws.pair_expert, ws.chunk_info, w.fc1_input_scale, ws.x1);
+  moe_launch(queue, gather_, "moe_gather",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
+             cl::NullRange, launches, last);
+}
+
+void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                     const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
+                                     cl::Event& last) {
+  const std::int64_t pairs = c.tokens * s.top_k;
+  const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, T = as_int(c.tokens);
+  const cl_int offset = as_int(c.token_offset), row_blocks = as_int(s.hidden / 16);
+  // One token: every pair its own tile, routed in FC1 (no moe_sort; W4A4 quantized there too).
+  // Few pairs: moe_sort's tiles of 8 and FC2 summing the top-k. Many: the configured tiles and
+  // moe_reduce. W4A16 FC1 reads the input rows in place, W4A4 the gathered ones.
+  const bool per_pair = mma_per_pair_ && c.tokens == 1, few = per_pair || mma_few_pairs(pairs);
+  const int tile_m = pairs_per_pass(c.tokens, s.top_k);
+  const std::int64_t tiles = per_pair ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
+  if (!per_pair) {
+    enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
+    if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
+  const MmaGeometry& g = few ? few_ : mma_;
+  cl::Kernel& fc1 = per_pair ? fc1_pair_ : few ? fc1_few_ : fc1_;
+  cl::Kernel& fc2 = per_pair ? fc2_pair_ : few ? fc2_few_ : fc2_;
+  // Top-k ids are routed inside the per-pair FC1; router logits were routed by moe_route_logits.
+  const bool fused = per_pair && c.routing.logits == nullptr;
+  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
+  const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
+  set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
+           w.scale_exp, mma_direct_ || per_pair ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2,
+           ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights, as_int(s.global_experts), w.expert_map,
+           as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status, ws.row_blocks_done,
+           cl_int{per_pair ? row_blocks : 0}, w.fc1_input_scale);
+  moe_launch(queue, fc1, "moe_mma_fc1",
+             cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
+                         static_cast<std::size_t>(tiles)),
+             cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
+  set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
+           ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
+           ws.row_blocks_done);
+  moe_launch(queue, fc2, "moe_mma_fc2",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
+                         static_cast<std::size_t>(tiles)),
+             cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);
+  if (few) return;  // FC2 summed the top-k
+  set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
+  moe_launch(queue, reduce_, "moe_reduce",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),
+             cl::NullRange, launches, last);
+}
 
-  if (id_ == MoeStrategy::mma) {
-    const bool few = mma_few_pairs(pairs);
-    const MmaGeometry& g = few ? few_ : mma_;
-    cl::Kernel& fc1 = few ? fc1_few_ : fc1_;
-    cl::Kernel& fc2 = few ? fc2_few_ : fc2_;
-    set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
-             w.scale_exp, direct ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.slot_pair, k,
-             offset);
-    moe_launch(queue, fc1, "moe_mma_fc1",
-               cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
-                           static_cast<std::size_t>(tiles)),
-               cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
-    set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
-             ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
-             ws.row_blocks_done);
-    moe_launch(queue, fc2, "moe_mma_fc2",
-               cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
-                           static_cast<std::size_t>(tiles)),
-               cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);
-    if (few) return;  // FC2 summed the top-k
-    set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
-    moe_launch(queue, reduce_, "moe_reduce",
-               cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),
-               cl::NullRange, launches, last);
+void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
+                                 const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
+                                 cl::Event& last) {
+  if (id_ == MoeStrategy::split) {
+    enqueue_split(queue, s, w, ws, c, launches, last);
     return;
   }
+  if (id_ == MoeStrategy::mma) {
+    enqueue_mma(queue, s, w, ws, c, launches, last);
+    return;
+  }
+  const std::int64_t pairs = c.tokens * s.top_k;
+  const int tile_m = pairs_per_pass(c.tokens, s.top_k);
+  const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tile_m);
+  const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k;
+  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
+  enqueue_sort(queue, s, w, ws, c, tile_m, false, launches, last);
+  enqueue_gather(queue, s, w, ws, c, launches, last);
   // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
   const std::int64_t v = layout_.vec;
   set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,

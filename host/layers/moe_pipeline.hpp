@@ -99,6 +99,15 @@ class MoeStrategyKernels {
  private:
   void enqueue_split(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                      const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
+  void enqueue_mma(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+                   const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
+  // moe_sort (zeroing moe_mma_fc2's row-block counts when it sums the top-k) and moe_gather.
+  void enqueue_sort(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+                    const MoeWorkspace& ws, const MoeChunk& chunk, int tile_m, bool zero_row_blocks,
+                    std::vector<MoeLaunch>& launches, cl::Event& last);
+  void enqueue_gather(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+                      const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches,
+                      cl::Event& last);
   MoeStrategy id_;
   MoeTiles tiles_;
   MoeLayout layout_;
@@ -110,11 +119,13 @@ class MoeStrategyKernels {
   MmaGeometry mma_, few_;
   MoeTiles few_tiles_;
   cl::Kernel fc1_few_, fc2_few_;
+  cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with few_
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;
   bool mma_direct_ = false;  // mma: FC1 reads the BF16 input in place (W4A16), no moe_gather
+  bool mma_per_pair_ = false;  // mma: one-token chunks run fc1_pair_ / fc2_pair_ (no moe_sort)
 };
 
 }  // namespace fp4cl

@@ -247,6 +247,43 @@ TEST_P(MoeDispatch, ChunksAreBitIdenticalToOnePass) {
   EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, T), many, cfg.output));
 }
 
+// One token (mma: every pair a tile of its own, routed in FC1, no sort): top-k ids with a
+// duplicate, router logits, experts on another rank, an invalid id; both activation schemes.
+TEST_P(MoeDispatch, OneTokenMatchesReference) {
+  const std::int64_t E = 8;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 81});
+  const auto x = make_activations(1, 64, Data::exact, 82);
+  const auto w = make_weights(1, 3, 83);
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
+    MoeConfig cfg = config(scheme, 3);
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const std::vector<std::int32_t> ids = {6, 2, 6};
+    EXPECT_TRUE(matches_reference(reference_topk(ex, cfg, x, ids, w, 1), run_topk(layer, cfg.output, x, ids, w, 1),
+                                  cfg.output))
+        << scheme.name() << " top-k ids";
+    const auto logits = make_logits(1, E, 84);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x,
+                                              reference::routing_from_logits(logits, 1, E, 3, cfg.renormalize));
+    EXPECT_TRUE(matches_reference(ref, run_logits(layer, cfg.output, x, logits, 1), cfg.output))
+        << scheme.name() << " logits";
+    try {
+      run_topk(layer, cfg.output, x, {1, 9, 2}, w, 1);
+      ADD_FAILURE() << "no error for an invalid id";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("topk_ids[0, 1] = 9 is outside [0, 8)"), std::string::npos) << e.what();
+    }
+  }
+  // Experts 0..3 of 8 here: global ids 4..7 live elsewhere.
+  Fp4Experts local = make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 85});
+  MoeConfig cfg = config(kNvW4A4, 3);
+  cfg.expert_map = {0, 1, 2, 3, -1, -1, -1, -1};
+  MoeLayer layer = MoeLayer::create(test_context(), local, cfg);
+  const std::vector<std::int32_t> ids = {5, 1, 3};
+  const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, 1);
+  EXPECT_TRUE(matches_reference(reference_topk(local, cfg, x, ids, w, 1), dev, cfg.output)) << "expert map";
+  EXPECT_EQ(dev.stats.local_pairs, 2);
+}
+
 TEST_P(MoeDispatch, InvalidIdsAreReportedNotRead) {
   const std::int64_t T = 30, E = 8;
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 91});
