@@ -46,12 +46,22 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
 #if MOE_BF16DOT
   // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
   // small for them (then the table decode below).
-  if (n <= MOE_BF16_MAX_PAIRS) {
+  // Tiles of 8 (5 to 8 pairs): two passes of 4 pairs over the work-item's rows, the second with
+  // its 40 KB of weights (gate and up of 16 rows at H = 2048) still in L2; 4 accumulators a pair
+  // and matrix in one pass would not fit the 32 vector registers.
+  if (n <= MOE_BF16_MAX_PAIRS || n == 2 * MOE_BF16_MAX_PAIRS) {
     const __global float* x = x1 + (long)start * hidden;
     int tiny;
     if (n == 1) tiny = moe_bf16_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
     else if (n == 2) tiny = moe_bf16_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
-    else tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else if (n <= MOE_BF16_MAX_PAIRS) tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else {
+      tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, min(count, 4), hg, hu);
+      if (count > 4)
+        tiny |= moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x + 4L * hidden, count - 4, hg + 4, hu + 4);
+      else
+        for (int m = 4; m < 8; ++m) hg[m] = hg[3], hu[m] = hu[3];  // pairs past count repeat the last
+    }
     if (!tiny) return;
   }
 #endif

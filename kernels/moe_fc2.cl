@@ -27,6 +27,7 @@
 MOE_BF16_DOT_N(moe_bf16_fc2_1, 1)
 MOE_BF16_DOT_N(moe_bf16_fc2_2, 2)
 MOE_BF16_DOT_N(moe_bf16_fc2_4, 4)
+MOE_BF16_DOT_N(moe_bf16_fc2_8, 8)
 #endif
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
@@ -37,12 +38,14 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
 #if MOE_BF16DOT
   // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
   // small for them (then the table decode below).
-  if (n <= MOE_BF16_MAX_PAIRS) {
+  // Tiles of 8 (5 to 8 pairs) in one pass: 3 accumulators a pair fit the registers for one matrix.
+  if (n <= MOE_BF16_MAX_PAIRS || n == 2 * MOE_BF16_MAX_PAIRS) {
     const __global float* x = x2 + (long)start * inter;
     int tiny;
     if (n == 1) tiny = moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
     else if (n == 2) tiny = moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
-    else tiny = moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
+    else if (n <= MOE_BF16_MAX_PAIRS) tiny = moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
+    else tiny = moe_bf16_fc2_8(w, s, inter, scale_exp, x, count, h);
     if (!tiny) return;
   }
 #endif

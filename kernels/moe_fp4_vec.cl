@@ -143,16 +143,17 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // Tiles of few pairs by AVX-512 BF16 dot products (MOE_BF16DOT; common/bf16_dot.cl: the host
 // defines FP4_DPBF16 for CPU devices whose processor has AVX-512 BW, VBMI and BF16,
 // host/kernels/moe_build_options.cpp, and the OpenCL compiler must be one whose builtins that
-// file knows). Per word vector (8 elements of each of the 16 rows) and element pair, 3 vector
-// instructions per 32 weights (fp4_bf16_pair, fp4_bf16_dot), against 6 for the table decode
+// file knows). Per word vector (8 elements of each of the 16 rows) and element pair, 2 or 3 vector
+// instructions per 32 weights (moe_bf16_quad_pair, fp4_bf16_dot), against 6 for the table decode
 // above. The activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded
 // SwiGLU output; W4A4: e2m1 × an E4M3 scale, 6 significant bits); each work-item packs them into
 // BF16 pairs, MOE_BF16_CHUNK elements at a time. A block's 8 pair steps alternate between two
 // sums, which meet the block's scales as in the table decode. A pair with an activation below
 // 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10) is computed again with the table
 // decode (see MOE_BF16_DOT_N), so results are those of IEEE fp32 arithmetic either way. Tiles of
-// up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product;
-// larger tiles keep the table decode or panels); not in batch-invariant builds (as MOE_LUT).
+// up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product)
+// and tiles of 2 · MOE_BF16_MAX_PAIRS (FC2 in one pass, FC1 in two; moe_fc1.cl, moe_fc2.cl);
+// other tiles keep the fp32 decode or panels; not in batch-invariant builds (as MOE_LUT).
 #include "common/bf16_dot.cl"
 #if MOE_LUT && FP4_BF16DOT
 #define MOE_BF16DOT 1
@@ -164,11 +165,33 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_BF16_CHUNK 256
 #define MOE_BF16_MAX_PAIRS 4
 
+// Element pairs (j, j + 4) of each word (moe_bf16_quad_pair), not the (2p, 2p + 1) of
+// common/bf16_dot.cl's fp4_bf16_pair: the vpermw index of pair p is then the word shifted right by
+// 4p (one vpsrld, none for p = 0; vpermw reads the low 5 bits of each 16-bit half, nibble p in the
+// low half, nibble p + 4 in the high one, and a fifth bit the doubled table ignores) where
+// fp4_bf16_pair spends one vpmultishiftqb per pair. Measured in a standalone loop of the FC1
+// decode with its weights in L2 (README, PoCL section): 20 % faster per core (32 against 26 GB/s
+// of weights) — vpmultishiftqb was the bottleneck there.
+FP4_BF16_TARGET inline fp4_v16si moe_bf16_quad_pair(fp4_v32hi table, uint16 w, int p) {
+  return (fp4_v16si)__builtin_ia32_permvarhi512(table, __builtin_astype(p == 0 ? w : w >> (uint)(4 * p), fp4_v32hi));
+}
+// The activations in those pairs: xp[4q + p] = bf16(x[8q + p]) | bf16(x[8q + p + 4]) << 16 for the
+// n elements of x (n a multiple of 16; exact for BF16 numbers); lanes of *tiny where an element
+// is nonzero and below 2^-100 in magnitude (common/bf16_dot.cl).
+inline void moe_bf16_pack_quads(const __global float* x, uint* xp, int n, uint16* tiny) {
+  for (int c = 0; c < n / 16; ++c) {
+    const uint16 v = vload16(c, (const __global uint*)x);
+    *tiny |= fp4_bf16_tiny_f32(v);
+    const uint8 lo = (uint8)(v.s0123, v.s89ab), hi = (uint8)(v.s4567, v.scdef);
+    vstore8((lo >> 16) | (hi & 0xFFFF0000u), c, xp);
+  }
+}
+
 // Σ_k w[row, k] · x_m[k] of the 16 rows of a work-item (words w, block scales s as in
 // moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
 // min(m, count - 1) from x, rows kk apart): each decoded pair of weights meets every pair's
-// activations. Per block each pair's sum runs in two chains (element pairs 0, 2 and 1, 3 of each
-// word), so a pair's bits do not depend on N. Returns 0, or 1 when an activation is nonzero and
+// activations. Per block each pair's sum runs in two chains (element pairs (0, 4), (2, 6) and
+// (1, 5), (3, 7) of each word), so a pair's bits do not depend on N. Returns 0, or 1 when an activation is nonzero and
 // below 2^-100 in magnitude (the caller then computes the tile with the table decode): otherwise
 // every product and partial sum is 0 or a multiple of 2^-108, never denormal, so vdpbf16ps's
 // flushing never acts and the sums are those of IEEE fp32 arithmetic in this order. MOE_BF16_DOT_N(name, N): one matrix (FC2);
@@ -177,10 +200,10 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_BF16_PACK_N(N)                                                                      \
   const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
   _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
-    fp4_bf16_pack(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
+    moe_bf16_pack_quads(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
 #define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
-    const fp4_v16si d = fp4_bf16_pair(table, W, p);                                              \
+    const fp4_v16si d = moe_bf16_quad_pair(table, W, p);                                         \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
       const uint xv = xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p];                        \
       if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xv);                                          \
@@ -189,7 +212,22 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
   }
 #define MOE_BF16_TABLE_V                                                                         \
   const fp4_v32hi table = fp4_bf16_table();                                                      \
-  const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf)
+  const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf);                           \
+  const float scale_pow2 = as_float((scale_exp + MOE_E2M1_EXP + 127) << 23)
+
+// The block scales of the 16 lanes as moe_lut_block_scales gives them, for the BF16 loops: one
+// vcvtph2ps of the 16 fp16 scales and one multiply by scale_pow2 = 2^(scale_exp + MOE_E2M1_EXP)
+// (NVFP4: 2^-7, or 2^0 with MOE_E2M1_NO_DENORM; normal), where vload_half16 and two multiplies
+// compiled to two conversions, an insert and two multiplies per block and matrix. The same
+// values: s × 2^scale_exp is exact (no E4M3 value overflows at scale_exp 119), its product with
+// 2^MOE_E2M1_EXP is exact and normal, so one multiply by the product of the powers rounds
+// nothing either.
+typedef short moe_v16hi __attribute__((vector_size(32)));
+FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t* p, float scale_pow2) {
+  const moe_v16hi h = __builtin_astype(vload16(0, (const __global short*)p), moe_v16hi);
+  const fp4_v16sf f = __builtin_ia32_vcvtph2ps512_mask(h, __builtin_astype((float16)(0.0f), fp4_v16sf), (ushort)0xFFFF, 4);
+  return __builtin_astype(f, float16) * scale_pow2;
+}
 
 #define MOE_BF16_DOT_N(NAME, N)                                                                              \
   FP4_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
@@ -209,7 +247,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
         _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                                    \
         MOE_BF16_STEPS(w0, 0, a, c, N)                                                                       \
         MOE_BF16_STEPS(w1, 1, a, c, N)                                                                       \
-        const float16 sv = moe_lut_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_exp);     \
+        const float16 sv = moe_bf16_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_pow2);    \
         _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                        \
           acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);       \
       }                                                                                                      \
@@ -241,7 +279,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
         MOE_BF16_STEPS(v0, 0, e, f, N)                                                                         \
         MOE_BF16_STEPS(u1, 1, a, c, N)                                                                         \
         MOE_BF16_STEPS(v1, 1, e, f, N)                                                                         \
-        const float16 sv1 = moe_lut_block_scales(s1 + sb, scale_exp), sv2 = moe_lut_block_scales(s2 + sb, scale_exp); \
+        const float16 sv1 = moe_bf16_block_scales(s1 + sb, scale_pow2), sv2 = moe_bf16_block_scales(s2 + sb, scale_pow2); \
         _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                        \
           acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);      \
           acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);      \
