@@ -3,12 +3,13 @@
 //
 // One work-item owns a group of 16 weight rows as the 16 lanes of float16 vectors (the "words"
 // layout, host/prepare/fp4_words_layout.hpp): one 64-byte load brings a 32-bit word of each row,
-// the row's 8 consecutive elements 8g .. 8g+7 in the checkpoint's packing (element 8g + j in bits
-// 4j .. 4j+3). Element j of the 16 rows is decoded by one lookup in a 16-entry float16 table of
-// the E2M1 values, indexed by (word >> 4j) & 15: a variable-index vector lookup that LLVM compiles
-// to one vpermps on AVX-512 (see words_lut); the activation is a broadcast scalar folded into the
-// FMA. Per 16 weights: a shift, a mask, a permute and an FMA. The products of a 16-element chunk
-// accumulate in FMA chains and meet the rows' block scales once per chunk.
+// the row's 8 consecutive elements 8g .. 8g+7 in pair order (element 8g + 2p in bits 4p .. 4p+3,
+// element 8g + 2p + 1 in bits 4p+16 .. 4p+19; WORDS_SHIFT). Element j of the 16 rows is decoded
+// by one lookup in a 16-entry float16 table of the E2M1 values, indexed by (word >> WORDS_SHIFT(j))
+// & 15: a variable-index vector lookup that LLVM compiles to one vpermps on AVX-512 (see
+// words_lut); the activation is a broadcast scalar folded into the FMA. Per 16 weights: a shift,
+// a mask, a permute and an FMA. The products of a 16-element chunk accumulate in FMA chains and
+// meet the rows' block scales once per chunk.
 //
 // Why (measured on PoCL 3.1, Zen 4 with AVX-512, 2 cores): the "lanes" GEMV (8 rows per
 // work-item, byte-table decode) spends 19 vector instructions per 32 weights on 8-lane vectors
@@ -31,9 +32,11 @@
 //
 // BF16 dot products (WORDS_BF16DOT, common/bf16_dot.cl): on CPUs with AVX-512 BW, VBMI and BF16
 // (the host defines FP4_DPBF16, host/kernels/linear_gemv_words.cpp) the chunk loop below runs as
-// words_bf16_dot_*: per element pair of a word vector a vpmultishiftqb, a vpermw (both shared by
-// the tokens) and one vdpbf16ps per token, 3 vector instructions per 32 weights and token instead
-// of about 4.3 per 16. The activations' BF16 pairs are the 32-bit words of BF16 rows themselves
+// words_bf16_dot_*: per element pair (2p, 2p + 1) of a word vector a vpsrld by 4p (none for
+// p = 0) and a vpermw (both shared by the tokens; fp4_bf16_quad_pair: pair order puts the pair in
+// nibbles p and p + 4) and one vdpbf16ps per token, at most 3 vector instructions per 32 weights
+// and token instead of about 4.3 per 16 (the checkpoint's order took a vpmultishiftqb per pair).
+// The activations' BF16 pairs are the 32-bit words of BF16 rows themselves
 // (WORDS_BF16_X: the W4A16 input, or W4A4's e2m1 × scale values, exact in BF16, as the pre-pass
 // writes them for this kernel), read from global memory (no conversion into `xl`); split fp32
 // rows (a K too large for `xl`) keep the fp32 loop. A chunk's 8 pair steps alternate between two sums, which meet the 16 rows' block scales once per chunk
@@ -75,6 +78,9 @@
 #define WORDS_BLOCK 16
 #endif
 
+// The bit offset of element 8g + j's nibble in word g (pair order, fp4_words_layout.hpp).
+#define WORDS_SHIFT(j) (4u * ((j) / 2u) + 16u * ((j) % 2u))
+
 // Lane i of the result is t[i_lane]; the caller masks the indices to 0..15. Written as one
 // element per lane with a variable index, which LLVM turns into one variable permute (vpermps)
 // on AVX-512; OpenCL's shuffle() is scalarized by PoCL (../shared/spec/DEVICES.md).
@@ -100,10 +106,11 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
 // fp32 loop's acc. Returns nonzero when an activation of these tokens is nonzero and below 2^-100
 // in magnitude (acc is then not to be used). Not inlined: the kernel is built for the device's
 // base instruction set, this for the one with BF16.
-// Element pairs 0..3 of word vector W (pairs 8c + 4Q + p of the row), sums A, B.
+// Element pairs 0..3 of word vector W (pairs 8c + 4Q + p of the row: elements 16c + 8Q + 2p and
+// 16c + 8Q + 2p + 1, nibbles p and p + 4 of the pair-order word), sums A, B.
 #define WORDS_BF16_STEPS(W, Q, A, B, N)                                                               \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                     \
-    const fp4_v16si d = fp4_bf16_pair(table, W, p);                                                   \
+    const fp4_v16si d = fp4_bf16_quad_pair(table, W, p);                                               \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
       const uint xv = xr[t][8u * c + 4u * (Q) + (uint)p];                                             \
       if (p % 2 == 0) A[t] = fp4_bf16_dot(A[t], d, xv);                                               \
@@ -221,14 +228,13 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
 
   for (uint c = 0; c < chunks; ++c) {
     const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);
-    const float16 d0 = words_lut(table, w0 & 15u), d1 = words_lut(table, (w0 >> 4u) & 15u);
-    const float16 d2 = words_lut(table, (w0 >> 8u) & 15u), d3 = words_lut(table, (w0 >> 12u) & 15u);
-    const float16 d4 = words_lut(table, (w0 >> 16u) & 15u), d5 = words_lut(table, (w0 >> 20u) & 15u);
-    const float16 d6 = words_lut(table, (w0 >> 24u) & 15u), d7 = words_lut(table, w0 >> 28u);
-    const float16 d8 = words_lut(table, w1 & 15u), d9 = words_lut(table, (w1 >> 4u) & 15u);
-    const float16 d10 = words_lut(table, (w1 >> 8u) & 15u), d11 = words_lut(table, (w1 >> 12u) & 15u);
-    const float16 d12 = words_lut(table, (w1 >> 16u) & 15u), d13 = words_lut(table, (w1 >> 20u) & 15u);
-    const float16 d14 = words_lut(table, (w1 >> 24u) & 15u), d15 = words_lut(table, w1 >> 28u);
+    // dj: element 16c + j of the 16 rows (w0: j < 8, w1: j >= 8), nibble WORDS_SHIFT(j % 8).
+#define WORDS_D(w, j) words_lut(table, (j) == 7u ? (w) >> 28u : ((w) >> WORDS_SHIFT(j)) & 15u)
+    const float16 d0 = WORDS_D(w0, 0u), d1 = WORDS_D(w0, 1u), d2 = WORDS_D(w0, 2u), d3 = WORDS_D(w0, 3u);
+    const float16 d4 = WORDS_D(w0, 4u), d5 = WORDS_D(w0, 5u), d6 = WORDS_D(w0, 6u), d7 = WORDS_D(w0, 7u);
+    const float16 d8 = WORDS_D(w1, 0u), d9 = WORDS_D(w1, 1u), d10 = WORDS_D(w1, 2u), d11 = WORDS_D(w1, 3u);
+    const float16 d12 = WORDS_D(w1, 4u), d13 = WORDS_D(w1, 5u), d14 = WORDS_D(w1, 6u), d15 = WORDS_D(w1, 7u);
+#undef WORDS_D
     const float16 s = words_block_scales(sp + (c / (WORDS_BLOCK / 16u)) * 16u, exp_bias);
     for (uint t = 0; t < tokens; ++t) {
 #if WORDS_BF16_X && WORDS_BF16DOT

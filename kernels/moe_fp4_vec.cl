@@ -144,7 +144,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // defines FP4_DPBF16 for CPU devices whose processor has AVX-512 BW, VBMI and BF16,
 // host/kernels/moe_build_options.cpp, and the OpenCL compiler must be one whose builtins that
 // file knows). Per word vector (8 elements of each of the 16 rows) and element pair, 2 or 3 vector
-// instructions per 32 weights (moe_bf16_quad_pair, fp4_bf16_dot), against 6 for the table decode
+// instructions per 32 weights (fp4_bf16_quad_pair, fp4_bf16_dot), against 6 for the table decode
 // above. The activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded
 // SwiGLU output; W4A4: e2m1 × an E4M3 scale, 6 significant bits); each work-item packs them into
 // BF16 pairs, MOE_BF16_CHUNK elements at a time. A block's 8 pair steps alternate between two
@@ -165,16 +165,11 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #define MOE_BF16_CHUNK 256
 #define MOE_BF16_MAX_PAIRS 4
 
-// Element pairs (j, j + 4) of each word (moe_bf16_quad_pair), not the (2p, 2p + 1) of
-// common/bf16_dot.cl's fp4_bf16_pair: the vpermw index of pair p is then the word shifted right by
-// 4p (one vpsrld, none for p = 0; vpermw reads the low 5 bits of each 16-bit half, nibble p in the
-// low half, nibble p + 4 in the high one, and a fifth bit the doubled table ignores) where
-// fp4_bf16_pair spends one vpmultishiftqb per pair. Measured in a standalone loop of the FC1
-// decode with its weights in L2 (README, PoCL section): 20 % faster per core (32 against 26 GB/s
-// of weights) — vpmultishiftqb was the bottleneck there.
-FP4_BF16_TARGET inline fp4_v16si moe_bf16_quad_pair(fp4_v32hi table, uint16 w, int p) {
-  return (fp4_v16si)__builtin_ia32_permvarhi512(table, __builtin_astype(p == 0 ? w : w >> (uint)(4 * p), fp4_v32hi));
-}
+// Element pairs (j, j + 4) of each word (common/bf16_dot.cl's fp4_bf16_quad_pair on the checkpoint's
+// nibble order): the vpermw index of pair p is the word shifted right by 4p (one vpsrld, none for
+// p = 0) where pairs (2p, 2p + 1) took one vpmultishiftqb per pair. Measured in a standalone loop
+// of the FC1 decode with its weights in L2 (README, PoCL section): 20 % faster per core (32 against
+// 26 GB/s of weights) — vpmultishiftqb was the bottleneck there.
 // The activations in those pairs: xp[4q + p] = bf16(x[8q + p]) | bf16(x[8q + p + 4]) << 16 for the
 // n elements of x (n a multiple of 16; exact for BF16 numbers); lanes of *tiny where an element
 // is nonzero and below 2^-100 in magnitude (common/bf16_dot.cl).
@@ -203,7 +198,7 @@ inline void moe_bf16_pack_quads(const __global float* x, uint* xp, int n, uint16
     moe_bf16_pack_quads(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
 #define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
-    const fp4_v16si d = moe_bf16_quad_pair(table, W, p);                                         \
+    const fp4_v16si d = fp4_bf16_quad_pair(table, W, p);                                         \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
       const uint xv = xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p];                        \
       if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xv);                                          \

@@ -6,6 +6,15 @@
 
 namespace fp4cl {
 
+std::uint32_t fp4_words_pair_order(std::uint32_t word) {
+  std::uint32_t out = 0;
+  for (int p = 0; p < 4; ++p) {
+    out |= ((word >> (8 * p)) & 15u) << (4 * p);             // element 2p -> nibble p
+    out |= ((word >> (8 * p + 4)) & 15u) << (4 * p + 16);    // element 2p + 1 -> nibble p + 4
+  }
+  return out;
+}
+
 Fp4WordsLayout make_fp4_words_layout(const Fp4Weight& w) {
   const std::int64_t block = block_size(w.format);
   if (w.k % kFp4WordChunk != 0 || w.k % block != 0)
@@ -22,7 +31,7 @@ Fp4WordsLayout make_fp4_words_layout(const Fp4Weight& w) {
       const std::uint8_t* p = src + 4 * wi;
       const std::uint32_t word = static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
                                  static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
-      layout.codes[static_cast<std::size_t>((g * words + wi) * kFp4WordRows + r)] = word ^ sign;
+      layout.codes[static_cast<std::size_t>((g * words + wi) * kFp4WordRows + r)] = fp4_words_pair_order(word) ^ sign;
     }
   });
   return layout;

@@ -3,9 +3,12 @@
 // scales, [ceil(n/16)][k/block][16]).
 //
 //   codes   [ceil(n/16)][k/8][16] 32-bit words: word w of row r holds the row's elements
-//           8w .. 8w+7 exactly as the checkpoint packs them (element 8w + j in bits 4j .. 4j+3 of
-//           the little-endian word); an NVFP4 block with a negative scale has its codes' signs
-//           flipped and its scale made positive.
+//           8w .. 8w+7 in "pair order" (fp4_words_pair_order): element 8w + 2p in bits 4p .. 4p+3
+//           and element 8w + 2p + 1 in bits 4p+16 .. 4p+19 (p = 0..3), so that the word shifted
+//           right by 4p holds the pair (2p, 2p + 1) at the bottom of its two 16-bit halves (the
+//           kernel's BF16 dot products: one shift and one vpermw per pair, the activation pair
+//           being adjacent BF16 values); an NVFP4 block with a negative scale has its codes'
+//           signs flipped and its scale made positive.
 // Made on the host once, at load, then uploaded (upload_fp4_layout).
 #pragma once
 
@@ -27,5 +30,8 @@ struct Fp4WordsLayout {
 };
 
 Fp4WordsLayout make_fp4_words_layout(const Fp4Weight& weight);
+
+// A checkpoint word (element j in bits 4j .. 4j+3) in pair order (above).
+std::uint32_t fp4_words_pair_order(std::uint32_t checkpoint_word);
 
 }  // namespace fp4cl

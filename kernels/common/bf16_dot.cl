@@ -10,13 +10,13 @@
 // (clang 17 changed the BF16 operand type). Then FP4_BF16DOT is 1, else 0.
 //
 // The decode: 16 rows are the 16 lanes of a vector of 32-bit words, each word 8 consecutive
-// elements of its row (element 8g + j in bits 4j .. 4j+3, the checkpoint's packing). For an
-// element pair p (elements 8g + 2p and 8g + 2p + 1), one vpmultishiftqb moves the two nibbles of
-// every row into the low bits of the two 16-bit halves of the row's lane, one vpermw looks both up
-// in a 32-entry table of the E2M1 values as BF16 (fp4_bf16_pair; the table twice over: vpermw
-// reads 5 index bits, the fifth is the next nibble's), and one vdpbf16ps, its activation pair
-// an embedded broadcast, adds both products to the row's fp32 sum: 3 vector instructions per 32
-// weights. Activations must be BF16 numbers (W4A16: the input; W4A4: e2m1 × E4M3 scale, 6
+// elements of its row as 8 nibbles. For nibble pair p (nibbles p and p + 4), one vpsrld (none for
+// p = 0) moves the two nibbles of every row into the low bits of the two 16-bit halves of the
+// row's lane, one vpermw looks both up in a 32-entry table of the E2M1 values as BF16
+// (fp4_bf16_quad_pair; the table twice over: vpermw reads 5 index bits, the fifth is the next
+// nibble's), and one vdpbf16ps, its activation pair an embedded broadcast, adds both products to
+// the row's fp32 sum: 3 vector instructions per 32 weights (2 for p = 0). (A vpmultishiftqb per
+// pair, which picks any two nibbles, was the slowest part of the loop: README, PoCL section.) Activations must be BF16 numbers (W4A16: the input; W4A4: e2m1 × E4M3 scale, 6
 // significant bits), so packing fp32 copies into BF16 pairs (fp4_bf16_pack) is exact, and BF16
 // rows are the pairs already; E2M1 values have 2 significant bits, so products are exact in fp32
 // and only the sums round (to nearest even).
@@ -93,16 +93,15 @@ FP4_BF16_TARGET inline fp4_v32hi fp4_bf16_table(void) {
   return __builtin_astype((uint16)(as_uint8(t), as_uint8(t)), fp4_v32hi);
 }
 
-// The E2M1 values of elements 8g + 2p (low half) and 8g + 2p + 1 (high half) of each lane's row as
-// BF16, from the word vector w of elements 8g .. 8g+7 (p = 0..3).
-FP4_BF16_TARGET inline fp4_v16si fp4_bf16_pair(fp4_v32hi table, uint16 w, int p) {
-  // Bytes 0 and 2 of a lane select the bits from 8p and 8p + 4 of its 32-bit word (lanes are the
-  // low and high halves of 64-bit words: offsets + 32 in the high one); bytes 1 and 3 are unused.
-  const uint lo = 0x04040000u + 0x08080808u * (uint)p, hi = lo + 0x20202020u;
-  const uint16 ctrl = (uint16)(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
-  const fp4_v64qi idx =
-      __builtin_ia32_vpmultishiftqb512(__builtin_astype(ctrl, fp4_v64qi), __builtin_astype(w, fp4_v64qi));
-  return (fp4_v16si)__builtin_ia32_permvarhi512(table, (fp4_v32hi)idx);
+// The E2M1 values of nibble p (low half) and nibble p + 4 (high half) of each lane's 32-bit word w
+// as BF16 (p = 0..3): the vpermw index is the word shifted right by 4p (one vpsrld, none for
+// p = 0); vpermw reads the low 5 bits of each 16-bit half, the nibble and a fifth bit that the
+// doubled table ignores. Which elements these are is the layout's choice: MoE's words hold the
+// checkpoint's order (elements 8g + p and 8g + p + 4; its activations are packed to match,
+// moe_bf16_pack_quads), gemv_words's hold pair order (elements 8g + 2p and 8g + 2p + 1, so that
+// the activation pair is two adjacent BF16 values; host/prepare/fp4_words_layout.hpp).
+FP4_BF16_TARGET inline fp4_v16si fp4_bf16_quad_pair(fp4_v32hi table, uint16 w, int p) {
+  return (fp4_v16si)__builtin_ia32_permvarhi512(table, __builtin_astype(p == 0 ? w : w >> (uint)(4 * p), fp4_v32hi));
 }
 
 // acc + the two products of each lane's BF16 weight pair d with the activation pair xp (a BF16
