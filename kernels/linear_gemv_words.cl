@@ -52,6 +52,7 @@
 //   WORDS_BF16_X        1: x is BF16 [M, K] (W4A16; W4A4 from the pre-pass with FP4_DPBF16), converted
 //                       into `xl` (not with WORDS_BF16DOT);
 //                       0: split fp32 rows, `xl` unused
+//   WORDS_X_FROM_PASS   defined: x is the W4A4 pre-pass's BF16 rows (linear_quantize_fp4_bf16)
 //   FP4_DPBF16          BF16 dot products (see above); WORDS_REQUIRE_BF16DOT: an error if this
 //                       compiler cannot build them (FP4CL_LINEAR_BF16_DOT=1)
 // Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
@@ -64,6 +65,14 @@
 #endif
 #ifndef WORDS_BF16_X
 #define WORDS_BF16_X 0
+#endif
+// Whether an activation can be nonzero and below 2^-100 in magnitude (see WORDS_BF16DOT): not the
+// NVFP4 W4A4 pre-pass's BF16 rows (WORDS_X_FROM_PASS), e2m1 × E4M3 scale, at least 2^-10 when
+// nonzero; so those skip the scan for them (MXFP4's E8M0 scales reach 2^-127: scanned).
+#if defined(WORDS_X_FROM_PASS) && !FP4CL_FORMAT_MXFP4
+#define WORDS_X_CAN_BE_TINY 0
+#else
+#define WORDS_X_CAN_BE_TINY 1
 #endif
 // Tokens per work-item of any of the three kernels (_pair: 2 even where WORDS_TOKENS is 1).
 #define WORDS_MAX_TOKENS (WORDS_TOKENS > 2 ? WORDS_TOKENS : 2)
@@ -124,7 +133,7 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
     const __global uint* xr[N];                                                                       \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
       xr[t] = (const __global uint*)xin + (size_t)min(m0 + (uint)t, m_tokens - 1u) * (k / 2u);       \
-      if (fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                                                 \
+      if (WORDS_X_CAN_BE_TINY && fp4_bf16_any_tiny(xr[t], k / 2u)) return 1;                          \
     }                                                                                                 \
     const fp4_v32hi table = fp4_bf16_table();                                                         \
     const fp4_v16sf zero = __builtin_astype((float16)(0.0f), fp4_v16sf);                              \

@@ -63,6 +63,8 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
     // FP4CL_LINEAR_BF16_DOT=1.
     if (bf16_rows() && cpu_bf16_dot_enabled(ctx, kBf16DotEnv)) {
       options.define("FP4_DPBF16");
+      // The W4A4 pass's rows (NVFP4's are never tiny: the kernel then skips their scan).
+      if (!bf16_input()) options.define("WORDS_X_FROM_PASS");
       if (cpu_bf16_dot_required(kBf16DotEnv)) options.define("WORDS_REQUIRE_BF16DOT");
     }
   }
