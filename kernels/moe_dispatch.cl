@@ -14,27 +14,6 @@
 #include "moe_expert_map.cl"
 #include "moe_quant.cl"
 
-// Block b of slot `slot`'s FC1 input: x1[slot, b·B .. b·B + B - 1] from its pair's token
-// (fp32; W4A4: quantized with its expert's input scale).
-inline void moe_gather_block(__global const ushort* x, int hidden, int top_k, int token_offset,
-                             __global const int* slot_pair, __global const int* pair_expert,
-                             __global const float* fc1_input_scale, int slot, int b, __global float* x1) {
-  const int pair = slot_pair[slot];
-  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK;
-  __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
-#if MOE_W4A4
-  float v[MOE_QUANT_BLOCK];
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
-#ifdef MOE_NVFP4
-  moe_quantize_block(v, fc1_input_scale[pair_expert[pair]], dst);
-#else
-  moe_quantize_block(v, 1.0f, dst);
-#endif
-#else
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
-#endif
-}
-
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
 // scans the pairs in index order, so every slot position is a function of the input alone. The
 // pairs' experts pass through local memory in blocks of MOE_SORT_BLOCK (one block, read once, for
@@ -45,15 +24,13 @@ inline void moe_gather_block(__global const ushort* x, int hidden, int top_k, in
 // [num_global]) into pair_expert and pair_weight: one launch fewer for few tokens.
 // counts [3 · num_local] local scratch: per expert its pair count, next slot and first tile.
 // done [done_count] is zeroed (moe_mma_fc2's completion counts of its blocks of rows).
-// gather = 1: moe_gather's work too (x1 from x; few pairs on a GPU: one launch fewer).
 #define MOE_SORT_BLOCK 2048
 __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, int tile_m, __local int* counts,
                        __global int* pair_slot, __global int* slot_pair, __global int* tiles,
                        __global int* chunk_info, __global int* status, int route_fused,
                        __global const int* topk_ids, __global const float* topk_weights, int first_pair,
                        int num_global, __global const int* expert_map, __global float* pair_weight,
-                       __global int* done, int done_count, int gather, __global const ushort* x, int hidden,
-                       int top_k, int token_offset, __global const float* fc1_input_scale, __global float* x1) {
+                       __global int* done, int done_count) {
   __local int block[MOE_SORT_BLOCK];
   const int lid = get_local_id(0), size = get_local_size(0);
   for (int i = lid; i < done_count; i += size) done[i] = 0;
@@ -130,13 +107,6 @@ __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, 
       next_slot[e] = slot;
     }
   }
-  if (gather) {
-    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);  // slot_pair, pair_expert and next_slot are written
-    const int blocks = hidden / MOE_QUANT_BLOCK, slots = next_slot[num_local - 1];
-    for (int i = lid; i < slots * blocks; i += size)
-      moe_gather_block(x, hidden, top_k, token_offset, slot_pair, pair_expert, fc1_input_scale, i / blocks, i % blocks,
-                       x1);
-  }
 }
 
 // One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32.
@@ -145,5 +115,18 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
                          __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1) {
   const int b = get_global_id(0), slot = get_global_id(1);
   if (slot >= chunk_info[1] || b * MOE_QUANT_BLOCK >= hidden) return;
-  moe_gather_block(x, hidden, top_k, token_offset, slot_pair, pair_expert, fc1_input_scale, slot, b, x1);
+  const int pair = slot_pair[slot];
+  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK;
+  __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
+#if MOE_W4A4
+  float v[MOE_QUANT_BLOCK];
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
+#ifdef MOE_NVFP4
+  moe_quantize_block(v, fc1_input_scale[pair_expert[pair]], dst);
+#else
+  moe_quantize_block(v, 1.0f, dst);
+#endif
+#else
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
+#endif
 }

@@ -257,12 +257,10 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
 
 void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                       const MoeWorkspace& ws, const MoeChunk& c, int tile_m, bool zero_row_blocks,
-                                      bool gather, std::vector<MoeLaunch>& launches, cl::Event& last) {
+                                      std::vector<MoeLaunch>& launches, cl::Event& last) {
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int E = as_int(s.local_experts);
-  // Gathering too: the whole work-group (up to 256) shares the rows' blocks.
-  const std::size_t sort_local =
-      gather ? sort_local_limit_ : std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
+  const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
   // mma routes top-k ids in its sort (routes_topk); router logits were routed by moe_route_logits.
   const bool fused = routes_topk() && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
@@ -270,8 +268,7 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
   set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, cl::Local(12 * static_cast<std::size_t>(E)),
            ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
            as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight,
-           ws.row_blocks_done, cl_int{zero_row_blocks ? as_int(s.hidden / 16) : 0}, cl_int{gather ? 1 : 0}, *c.x,
-           as_int(s.hidden), s.top_k, as_int(c.token_offset), w.fc1_input_scale, ws.x1);
+           ws.row_blocks_done, cl_int{zero_row_blocks ? as_int(s.hidden / 16) : 0});
   moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), launches, last);
 }
 
@@ -298,10 +295,8 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
   if (!per_pair) {
-    // W4A4 with few pairs: moe_sort gathers the (few) rows itself, one launch fewer.
-    const bool gather_in_sort = few && !mma_direct_;
-    enqueue_sort(queue, s, w, ws, c, tile_m, few, gather_in_sort, launches, last);
-    if (!mma_direct_ && !gather_in_sort) enqueue_gather(queue, s, w, ws, c, launches, last);
+    enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
+    if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
   const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : few ? fc1_few_ : fc1_;
@@ -349,7 +344,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const std::int64_t tiles = moe_max_tiles(pairs, s.local_experts, tile_m);
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k;
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset);
-  enqueue_sort(queue, s, w, ws, c, tile_m, false, false, launches, last);
+  enqueue_sort(queue, s, w, ws, c, tile_m, false, launches, last);
   enqueue_gather(queue, s, w, ws, c, launches, last);
   // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
   const std::int64_t v = layout_.vec;

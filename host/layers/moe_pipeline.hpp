@@ -101,10 +101,9 @@ class MoeStrategyKernels {
                      const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
   void enqueue_mma(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                    const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
-  // moe_sort (zeroing moe_mma_fc2's row-block counts when it sums the top-k; gather: doing
-  // moe_gather's work too) and moe_gather.
+  // moe_sort (zeroing moe_mma_fc2's row-block counts when it sums the top-k) and moe_gather.
   void enqueue_sort(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
-                    const MoeWorkspace& ws, const MoeChunk& chunk, int tile_m, bool zero_row_blocks, bool gather,
+                    const MoeWorkspace& ws, const MoeChunk& chunk, int tile_m, bool zero_row_blocks,
                     std::vector<MoeLaunch>& launches, cl::Event& last);
   void enqueue_gather(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                       const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches,
