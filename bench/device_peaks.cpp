@@ -107,18 +107,22 @@ StreamResult measure_stream_read(const Context& ctx, double mib, int iters, std:
   // the best: the yardstick is the device's true peak, not one lucky or unlucky configuration.
   std::vector<std::size_t> counts;
   std::vector<std::size_t> locals = {1};
-  if (items > 0) counts = {items};
-  else if (gpu) counts = {std::size_t{ctx.info().compute_units} * 2048};
-  else {
+  const double want = mib > 0 ? mib * 1048576.0 : 512.0 * 1048576.0;
+  const std::size_t cap = static_cast<std::size_t>(std::min<double>(want, static_cast<double>(ctx.info().max_alloc_bytes)));
+  if (items > 0) {
+    counts = {items};
+  } else if (gpu) {
+    // 2048 work-items per compute unit, fewer (whole groups of 256) where a small buffer
+    // (--stream-mib) would leave less than 256 bytes each: 16 MiB on an H100 once failed here.
+    counts = {std::min<std::size_t>(std::size_t{ctx.info().compute_units} * 2048, cap / (256 * 256) * 256)};
+  } else {
     const std::size_t cu = std::max<std::size_t>(1, ctx.info().compute_units);
     for (std::size_t n = cu; n <= std::max<std::size_t>(64, cu * 4); n *= 2) counts.push_back(n);
     locals = {1, 2};
   }
-  const double want = mib > 0 ? mib * 1048576.0 : 512.0 * 1048576.0;
-  const std::size_t cap = static_cast<std::size_t>(std::min<double>(want, static_cast<double>(ctx.info().max_alloc_bytes)));
   const std::size_t max_items = *std::max_element(counts.begin(), counts.end());
   const std::size_t bytes = cap / (max_items * 256) * (max_items * 256);
-  if (bytes == 0) throw Error("the stream probe's buffer is too small for its work-items");
+  if (max_items == 0 || bytes == 0) throw Error("the stream probe's buffer is too small for its work-items");
   cl::Program program = probe_program(ctx);
   cl_int err = CL_SUCCESS;
   cl::Kernel kernel(program, gpu ? "stream_grid" : "stream_spans", &err);
