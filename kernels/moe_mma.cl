@@ -27,10 +27,14 @@
 // slot's token): a BF16 pair is a B fragment register as it is, and moe_gather is not launched.
 // With MMA_UNROLL > 1 (unstaged K loops) a warp loads MMA_UNROLL chunks of weights before their
 // MMAs: more bytes in flight per warp.
+// MMA_PER_PAIR (one token, no moe_sort): tile p is pair p and slot p; FC1 routes the caller's
+// top-k ids itself (or reads pair_expert from moe_route_logits), zeroes FC2's row-block counts,
+// and under W4A4 quantizes the token into local memory (MMA_HIDDEN floats); FC2 counts every
+// pair's work-group, local or not.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
-//   MMA_SUM (FC2: the top-k sum fused),
+//   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (one token, above),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT

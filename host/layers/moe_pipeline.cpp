@@ -174,10 +174,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2", false);
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
-    // One token: FC1 routes, every pair is a tile (W4A4: the token quantized in local memory,
-    // 4·H bytes beside the kernel's 16 KiB at most).
-    // W4A4: every work-group quantizes the token, so its FC1 work-groups take up to 4 row tiles
-    // (unstaged: they read the one local copy) to quantize it fewer times.
+    // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
+    // into local memory (4·H bytes beside its partial sums), so they take up to 4 row tiles
+    // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
+    // fit, one-token chunks take the few-pairs path.
     pair_ = few_;
     if (!o.scheme.w4a16()) {
       const int block = problem.scheme.block_size();
