@@ -7,8 +7,10 @@
 
 #include "bench_commands.hpp"
 #include "bench_context.hpp"
+#include "fp4cl/device.hpp"
 
 int main(int argc, char** argv) {
+  fp4cl::prefer_pinned_pocl_threads();  // before any OpenCL call
   CLI::App app{"fp4cl-bench: benchmarks of fp4cl layers, device peaks and kernel tuning"};
   app.require_subcommand(1);
   app.add_option_function<std::string>(

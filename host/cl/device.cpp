@@ -149,4 +149,9 @@ SelectedDevice select_device(std::string_view selector) {
   return {all[i].device, all[i].info};
 }
 
+bool prefer_pinned_pocl_threads() {
+  if (std::getenv("POCL_AFFINITY") != nullptr) return false;
+  return ::setenv("POCL_AFFINITY", "1", 0) == 0;
+}
+
 }  // namespace fp4cl

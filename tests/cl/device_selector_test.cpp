@@ -3,6 +3,7 @@
 // devices of this machine.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,19 @@ TEST(SelectDevice, SelectorFromEnvironment) {
   }
   test::ScopedEnv env("FP4CL_DEVICE", "0:0");
   EXPECT_EQ(device_selector_from_env(), "0:0");
+}
+
+// POCL_AFFINITY=1 where the environment does not say; a value already there is kept.
+TEST(SelectDevice, PinnedPoclThreadsUnlessTheEnvironmentSays) {
+  {
+    test::ScopedEnv env("POCL_AFFINITY", std::nullopt);
+    EXPECT_TRUE(prefer_pinned_pocl_threads());
+    ASSERT_NE(std::getenv("POCL_AFFINITY"), nullptr);
+    EXPECT_EQ(std::string(std::getenv("POCL_AFFINITY")), "1");
+  }
+  test::ScopedEnv env("POCL_AFFINITY", "0");
+  EXPECT_FALSE(prefer_pinned_pocl_threads());
+  EXPECT_EQ(std::string(std::getenv("POCL_AFFINITY")), "0");
 }
 
 }  // namespace

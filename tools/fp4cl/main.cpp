@@ -5,9 +5,11 @@
 #include <exception>
 
 #include "commands.hpp"
+#include "fp4cl/device.hpp"
 #include "fp4cl/error.hpp"
 
 int main(int argc, char** argv) {
+  fp4cl::prefer_pinned_pocl_threads();  // before any OpenCL call
   CLI::App app{"fp4cl: FP4 (NVFP4, MXFP4) MoE and linear layers on OpenCL"};
   app.require_subcommand(1);
   fp4cl::cli::register_devices(app);

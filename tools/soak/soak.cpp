@@ -32,6 +32,7 @@
 #include "cl/fault_injection.hpp"
 #include "common/formats.cl"
 #include "fp4cl/context.hpp"
+#include "fp4cl/device.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/moe.hpp"
 #include "reference/moe_reference.hpp"
@@ -325,6 +326,7 @@ int run(const Options& o) {
 }  // namespace fp4cl::soak
 
 int main(int argc, char** argv) {
+  fp4cl::prefer_pinned_pocl_threads();  // before any OpenCL call
   fp4cl::soak::Options o;
   CLI::App app{
       "fp4cl-soak: MoE forwards on several threads, checked against the scalar reference, with the "
