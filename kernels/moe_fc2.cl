@@ -134,20 +134,6 @@ inline long moe_fc2_scales(int e, int n, int hidden, int inter) {
          n % MOE_GROUP;
 }
 
-inline void moe_store_out(floatV o, __global void* out, long i) {
-#if MOE_OUT_BF16
-  const intV u = as_intV(o);
-  const intV bits = select((u + 0x7FFF + ((u >> 16) & 1)) >> 16, (u >> 16) | 0x40, isnan(o));
-#if MOE_VEC == 1
-  ((__global ushort*)out)[i] = (ushort)bits;
-#else
-  moe_storeV(MOE_CAT(convert_ushort, MOE_VEC)(bits & 0xFFFF), (__global ushort*)out + i);
-#endif
-#else
-  moe_storeV(o, (__global float*)out + i);
-#endif
-}
-
 #if MOE_PANEL
 // A run's FC2 (moe_fp4_vec.cl, "Prefill panels"): y[pair, rows] for its `count` pairs from `start`.
 inline void moe_fc2_panel(const __global uint* w, const __global moe_scale_t* s, int inter, int scale_exp,

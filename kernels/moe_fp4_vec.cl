@@ -56,6 +56,22 @@
 #define moe_storeV(v, p) MOE_CAT(vstore, MOE_VEC)(v, 0, p)
 #endif
 
+// A layer output: BF16 (MOE_OUT_BF16: round to nearest even, NaN kept quiet) or fp32, at element i
+// of the caller's buffer (moe_fc2.cl, and with MOE_VEC 1 moe_split.cl and moe_mma.cl).
+inline void moe_store_out(floatV o, __global void* out, long i) {
+#if MOE_OUT_BF16
+  const intV u = as_intV(o);
+  const intV bits = select((u + 0x7FFF + ((u >> 16) & 1)) >> 16, (u >> 16) | 0x40, isnan(o));
+#if MOE_VEC == 1
+  ((__global ushort*)out)[i] = (ushort)bits;
+#else
+  moe_storeV(MOE_CAT(convert_ushort, MOE_VEC)(bits & 0xFFFF), (__global ushort*)out + i);
+#endif
+#else
+  moe_storeV(o, (__global float*)out + i);
+#endif
+}
+
 // Element 8g + j of each lane's row, from the word of elements 8g..8g+7.
 #ifndef MOE_E2M1_NO_DENORM
 #define MOE_E2M1_EXP (-126)

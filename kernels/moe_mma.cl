@@ -467,14 +467,6 @@ inline void mma_fence(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 inline void mma_fence(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); }
 #endif
 
-inline void mma_store_out(float o, __global void* out, long i) {
-#if MOE_OUT_BF16
-  ((__global ushort*)out)[i] = (ushort)float_to_bf16(o);
-#else
-  ((__global float*)out)[i] = o;
-#endif
-}
-
 //   w2 [E·H/16, I/64, 32] uint4, w2_s its scales (MMA layout), fc2_factor [E]
 //   x2 [slots, I] (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
 //   pair_expert, pair_weight [pairs]; out [tokens, H] BF16 or fp32 (the caller's, token t of the
@@ -543,7 +535,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
       const int q = t * top_k + k;
       if (pair_expert[q] >= 0) o += pair_weight[q] * yv[(long)q * hidden + n];
     }
-    mma_store_out(o, out, ((long)token_offset + t) * hidden + n);
+    moe_store_out(o, out, ((long)token_offset + t) * hidden + n);
   }
 }
 #endif  // MMA_FC2

@@ -309,16 +309,6 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
 #ifdef SPLIT_LANES2
 #define SPLIT_LOCAL2 (SPLIT_LANES2 * SPLIT_SLOTS * SPLIT_ROWS2)
 
-inline void split_store_out(float o, __global void* out, long i) {
-#if MOE_OUT_BF16
-  const int u = as_int(o);
-  const int bits = isnan(o) ? ((u >> 16) | 0x40) : ((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-  ((__global ushort*)out)[i] = (ushort)(bits & 0xFFFF);
-#else
-  ((__global float*)out)[i] = o;
-#endif
-}
-
 //   w2 [E, H, I] split layout, w2_s its scales, fc2_factor [E]
 //   x2 [pairs, I] (moe_split_fc1), pair_expert, pair_weight [pairs]
 //   out [tokens, H] BF16 or fp32 (the caller's), token t of the chunk at token_offset + t
@@ -370,7 +360,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const int row = get_group_id(0) * SPLIT_ROWS2 + lid;
-  if (lid < SPLIT_ROWS2 && row < hidden) split_store_out(result, out, ((long)token_offset + t) * hidden + row);
+  if (lid < SPLIT_ROWS2 && row < hidden) moe_store_out(result, out, ((long)token_offset + t) * hidden + row);
 }
 
 #endif  // SPLIT_LANES2
