@@ -61,6 +61,16 @@ inline float2 act_block_scale(float amax, float gs) {
 #endif
 }
 
+// One FP4 block of BF16 inputs as fp32 (v[0 .. FP4CL_ACT_BLOCK - 1]); returns its amax.
+inline float act_load_block(const __global ushort* src, float* v) {
+  float amax = 0.0f;
+  for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
+    v[i] = bf16_to_float(src[i]);
+    amax = fp4cl_amax_step(amax, v[i]);
+  }
+  return amax;
+}
+
 __kernel void linear_split_bf16(const __global ushort* restrict x, __global float* restrict out, uint m_tokens,
                                 uint k, uint kpad) {
   const uint s = get_global_id(0), m = get_global_id(1);
@@ -88,12 +98,7 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
       for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
       continue;
     }
-    float amax = 0.0f;
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
-      v[first + i] = bf16_to_float(src[first + i]);
-      amax = fp4cl_amax_step(amax, v[first + i]);
-    }
-    const float2 block_scale = act_block_scale(amax, gs);
+    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
     const float mult = block_scale.x, scale = block_scale.y;
     for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
       v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], mult)) * scale;
@@ -111,12 +116,7 @@ __kernel void linear_quantize_fp4_bf16(const __global ushort* restrict x, __glob
     const uint first = b * FP4CL_ACT_BLOCK;
     if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) break;  // blocks past K (K is a multiple of the block)
     float v[FP4CL_ACT_BLOCK];
-    float amax = 0.0f;
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
-      v[i] = bf16_to_float(src[first + i]);
-      amax = fp4cl_amax_step(amax, v[i]);
-    }
-    const float2 block_scale = act_block_scale(amax, gs);
+    const float2 block_scale = act_block_scale(act_load_block(src + first, v), gs);
     for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
       const float q = e2m1_decode(fp4_encode_scaled(v[i], block_scale.x)) * block_scale.y;
       dst[first + i] = isnan(q) ? (ushort)0x7FC0 : (ushort)(as_uint(q) >> 16);  // exact: q is a BF16 number
@@ -146,12 +146,7 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
       continue;
     }
     float v[FP4CL_ACT_BLOCK];
-    float amax = 0.0f;
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
-      v[i] = bf16_to_float(src[first + i]);
-      amax = fp4cl_amax_step(amax, v[i]);
-    }
-    const float2 block_scale = act_block_scale(amax, gs);
+    const float2 block_scale = act_block_scale(act_load_block(src + first, v), gs);
     const float mult = block_scale.x, scale = block_scale.y;
     for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = act_twice_e2m1(fp4_encode_scaled(v[i], mult));
     for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = scale;
