@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "bench_options.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
