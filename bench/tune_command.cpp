@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -126,6 +127,7 @@ void run_tune(const TuneArgs& a) {
   fmt::print(stderr, "tuning on {}\n", ctx.info().describe());
 
   const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(ctx.info());
+  const auto start = std::chrono::steady_clock::now();
   std::size_t written = 0;
   for (const QuantScheme& scheme : schemes) {
     if (do_linear)
@@ -145,7 +147,8 @@ void run_tune(const TuneArgs& a) {
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     tuning::save_database(output, db);
   }
-  fmt::print("{} tuned entries for {} written to {}\n", written, device.describe(), output);
+  fmt::print("{} tuned entries for {} written to {} ({:.0f} s)\n", written, device.describe(), output,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace

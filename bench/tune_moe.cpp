@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "fp4cl/error.hpp"
@@ -70,7 +72,16 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
                          nullptr, &err);
     if (err != CL_SUCCESS) throw Error("allocating the tuning output", err);
 
+    // The reference for the check, computed at the first candidate that runs and kept for the
+    // others (the same inputs, scheme and routing).
+    std::optional<MoeCheckReference> reference;
     tuning::Entry best;
+    // Where the bucket's time went (seconds of wall clock): layer creation (weights prepared and
+    // uploaded, kernels built), the reference check, the timed calls.
+    double create_s = 0.0, check_s = 0.0, time_s = 0.0;
+    const auto since = [](std::chrono::steady_clock::time_point t0) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     double best_us = 0.0, default_us = 0.0, expert_bytes = 0.0, best_bytes = 0.0;
     int tried = 0;
     for (const std::string& strategy : strategies) {
@@ -103,26 +114,34 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         config.max_tokens = max_bucket;
         config.kernel = strategy;
         std::unique_ptr<MoeLayer> layer;
+        auto t0 = std::chrono::steady_clock::now();
         try {
           const ScopedTiles tiles(moe_tiles_env(strategy, params));
           layer = std::make_unique<MoeLayer>(MoeLayer::create(ctx, experts, config));
           expert_bytes = static_cast<double>(layer->expert_weight_bytes());
+          create_s += since(t0);
         } catch (const Error& e) {
+          create_s += since(t0);
           t.note = fmt::format("refused: {}", e.what());
           settings.log(fmt::format("  {} {} failed to build: {}", strategy, params_text(params), e.what()));
           return t;
         }
+        t0 = std::chrono::steady_clock::now();
         try {
           layer->forward_topk(xb, ids[0], weights[0], out, tokens);
           std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * shape.hidden));
           const cl_int rerr = ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data());
           if (rerr != CL_SUCCESS) throw Error("reading the MoE output back", rerr);
-          check_moe_output(experts, config, x, routing[0], tokens, y, {});
+          if (!reference) reference = moe_check_reference(experts, config, x, routing[0], tokens);
+          check_moe_output(*reference, y, {});
+          check_s += since(t0);
         } catch (const Error& e) {
+          check_s += since(t0);
           t.note = e.what();
           settings.log(fmt::format("  CHECK FAILED {} {}: {}", strategy, params_text(params), e.what()));
           return t;
         }
+        t0 = std::chrono::steady_clock::now();
         const Timing timing = time_calls(ctx, settings.warmup, settings.iters, [&](int i) {
           const std::size_t r = static_cast<std::size_t>(i) % routing.size();
           const MoeCall call = layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
@@ -130,6 +149,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
           for (const MoeLaunch& l : call.launches) events.push_back(l.event);
           return events;
         });
+        time_s += since(t0);
         t.ok = true;
         t.us = timing.median_us;
         return t;
@@ -162,10 +182,11 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
     best.measured.gflops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.hidden) *
                            static_cast<double>(shape.inter) / (best_us * 1e-6) * 1e-9;
     settings.log(fmt::format("moe H={} I={} E={} k={} {} T={}: {} {} {:.1f} us ({:.2f} GB/s, {:.1f} GFLOP/s); best "
-                             "default {:.1f} us; {} trials",
+                             "default {:.1f} us; {} trials ({:.1f} s creating layers, {:.1f} s checking, {:.1f} s "
+                             "timing)",
                              shape.hidden, shape.inter, shape.experts, shape.topk, best.scheme, tokens, best.kernel,
                              params_text(best.params), best_us, best.measured.gbps, best.measured.gflops, default_us,
-                             tried));
+                             tried, create_s, check_s, time_s));
     entries.push_back(best);
   }
   return entries;
