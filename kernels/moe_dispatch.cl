@@ -137,3 +137,20 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale,
                    pair_expert[pair], x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK);
 }
+
+// The same without moe_sort, for moe_mma_fc1's routed chunks (MMA_ROUTED): one work-item per
+// (block, pair), x1 [pairs, H] by pair; the pair's local expert from the caller's top-k ids
+// (route_fused) or from pair_expert (moe_route_logits'); pairs with none are skipped.
+__kernel void moe_gather_pairs(__global const ushort* x, int hidden, int top_k, int token_offset, int route_fused,
+                               __global const int* topk_ids, int num_global, __global const int* expert_map,
+                               int num_local, __global const int* pair_expert,
+                               __global const float* fc1_input_scale, __global float* x1) {
+  const int b = get_global_id(0), pair = get_global_id(1);
+  if (b * MOE_QUANT_BLOCK >= hidden) return;
+  const int e = route_fused ? moe_local_expert(topk_ids[(long)token_offset * top_k + pair], num_global, expert_map,
+                                               num_local)
+                            : pair_expert[pair];
+  if (e < 0) return;
+  moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale, e,
+                   x1 + (long)pair * hidden + b * MOE_QUANT_BLOCK);
+}

@@ -33,8 +33,7 @@
 // pair's work-group, local or not.
 // MMA_ROUTED (up to MMA_ROUTE_PAIRS pairs: few tokens, no moe_sort): tile p is led by pair p
 // (mma_route_tile: moe_sort's tiles found by each work-group itself); slots are pairs. FC1 routes
-// as MMA_PER_PAIR's does and reads the caller's rows (MMA_DIRECT; under W4A4 quantized while
-// staged: MMA_X_QUANT).
+// as MMA_PER_PAIR's does; W4A4 reads moe_gather_pairs' rows by pair.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
@@ -68,16 +67,6 @@
 #define MMA_X_DIRECT 1
 #else
 #define MMA_X_DIRECT 0
-#endif
-// W4A4 FC1 with MMA_DIRECT (staged only): the caller's BF16 rows quantized per block while they
-// are staged (moe_gather's values, once per work-group), and moe_gather is not launched.
-#if defined(MMA_FC1) && defined(MMA_DIRECT) && MMA_DIRECT && MOE_W4A4
-#define MMA_X_QUANT 1
-#if !MMA_STAGE
-#error "MMA_DIRECT under W4A4 quantizes the activations while staging them: MMA_STAGE must be 1"
-#endif
-#else
-#define MMA_X_QUANT 0
 #endif
 // One pair a tile, FC1 under W4A4: the pair's token quantized into local memory (MMA_HIDDEN).
 #if defined(MMA_FC1) && MMA_PER_PAIR && MOE_W4A4
@@ -156,7 +145,7 @@ inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
   return slot_pair[slot];
 #endif
 }
-#if MMA_X_DIRECT || MMA_X_QUANT
+#if MMA_X_DIRECT
 typedef __global const ushort mma_x_t;
 typedef __global const uint* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
@@ -178,7 +167,7 @@ typedef __global const float mma_x_t;
 typedef __global const float* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
 #if MMA_ROUTED
-  return x + (long)slot_pair[slot] * k_len;  // x2 rows by pair (moe_mma_fc1's)
+  return x + (long)slot_pair[slot] * k_len;  // rows by pair (moe_gather_pairs', moe_mma_fc1's)
 #else
   return x + (long)slot * k_len;
 #endif
@@ -193,7 +182,6 @@ inline uint mma_x_pair(mma_row_t row, int p) {
 // rows row0 .. row0 + MMA_ROWS - 1 of the GEMM, and its warp's row tile and K slice.
 typedef struct {
   int e, start, count, lane, warp, rt_local, ks, g, t, row0, chunks, per_warp;
-  float gs;    // MMA_X_QUANT: the expert's input global scale (NVFP4), else 1
   long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start)
 } mma_place_t;
 
@@ -201,7 +189,6 @@ typedef struct {
 // expert and K = k_len.
 inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len) {
   p->e = e;
-  p->gs = 1.0f;
   p->start = start;
   p->count = count;
   const int lid = get_local_id(0);
@@ -285,28 +272,12 @@ inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0,
 // staged range. Called by the whole work-group between barriers.
 inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t* pl, mma_slots_t* slot_pair,
                       int top_k, int token_offset, int s0, int n) {
-#if MMA_X_QUANT
-  // One work-item a block: its BF16 values quantized (moe_gather's e2m1 × scale), as BF16 pairs.
-  const int blocks = 64 * n / MOE_QUANT_BLOCK, per_slice = MMA_TOKENS * blocks;
-  for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
-    const int ks = i / per_slice, m = (i % per_slice) / blocks, b = i % blocks;
-    const __global ushort* src = (const __global ushort*)mma_row(x, k_len, pl->start + min(m, pl->count - 1),
-                                                                 slot_pair, top_k, token_offset) +
-                                 64 * (ks * pl->per_warp + s0) + b * MOE_QUANT_BLOCK;
-    float v[MOE_QUANT_BLOCK], q[MOE_QUANT_BLOCK];
-    for (int j = 0; j < MOE_QUANT_BLOCK; ++j) v[j] = bf16_to_float(src[j]);
-    moe_quantize_block_private(v, pl->gs, q);
-    __local uint* dst = xs + (ks * MMA_TOKENS + m) * MMA_XSTRIDE + b * (MOE_QUANT_BLOCK / 2);
-    for (int j = 0; j < MOE_QUANT_BLOCK / 2; ++j) dst[j] = fp4_mma_pack(q[2 * j], q[2 * j + 1]);
-  }
-#else
   const int pairs = 32 * n, per_slice = MMA_TOKENS * pairs;
   for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
     const int ks = i / per_slice, m = (i % per_slice) / pairs, q = i % pairs;
     const mma_row_t row = mma_row(x, k_len, pl->start + min(m, pl->count - 1), slot_pair, top_k, token_offset);
     xs[(ks * MMA_TOKENS + m) * MMA_XSTRIDE + q] = mma_x_pair(row, 32 * (ks * pl->per_warp + s0) + q);
   }
-#endif
 }
 
 // The MMAs of one chunk (four k16 tiles) of every matrix with every MMA of 8 tokens: chunk c of
@@ -511,9 +482,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   (void)route_fused, (void)topk_ids, (void)topk_weights, (void)num_global, (void)expert_map, (void)num_local;
   (void)pair_expert, (void)pair_weight, (void)status, (void)done, (void)done_count, (void)num_pairs;
   if (!mma_place(&pl, tiles, chunk_info, inter, hidden)) return;  // uniform over the work-group
-#endif
-#if MMA_X_QUANT && defined(MOE_NVFP4)
-  pl.gs = fc1_input_scale[pl.e];
 #endif
 #if MMA_X_LOCAL
   // The token, quantized per block with the expert's input scale (moe_gather's values).

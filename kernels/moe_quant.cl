@@ -17,7 +17,7 @@
 #endif
 
 // v: the block's values (BF16 numbers); gs: the NVFP4 quant-direction global scale (ignored by
-// MXFP4); out: global, local (_local) or private (_private) memory.
+// MXFP4); out: global or (the _local variant) local memory.
 #ifdef MOE_NVFP4
 #define MOE_QUANT_SCALE(amax, gs, mult, s)        \
   const uint sb = nvfp4_scale_byte(amax, gs);     \
@@ -37,6 +37,5 @@
   }
 MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)
 MOE_QUANTIZE_BLOCK(moe_quantize_block_local, __local)
-MOE_QUANTIZE_BLOCK(moe_quantize_block_private, )
 
 #endif  // FP4CL_MOE_QUANT_CL

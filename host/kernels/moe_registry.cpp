@@ -255,16 +255,6 @@ int largest_divisor_within(std::int64_t n, int limit) {
 }
 }  // namespace
 
-namespace {
-// Chunks of 64 staged per K slice at a time: 4, 2 or 1, the most whose staged activations (BF16
-// pairs of 8·nt tokens, rows padded by 4 words) fit in 16 KiB.
-int mma_kstage(int ks, int nt) {
-  int kstage = 4;
-  while (kstage > 1 && ks * 8 * nt * (32 * kstage + 4) * 4 > 16384) kstage /= 2;
-  return kstage;
-}
-}  // namespace
-
 MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks2) {
   MmaGeometry g;
   g.nt = std::max(1, t.tile_m / 8);
@@ -282,30 +272,14 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
     m.rt = want;
     while (m.rt > 1 && (rows % (16 * m.rt) != 0 || (16 * m.rt) % block_rows != 0)) --m.rt;
     if ((16 * m.rt) % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
-    m.kstage = mma_kstage(m.ks, g.nt);
+    m.kstage = 4;
+    while (m.kstage > 1 && m.ks * 8 * g.nt * (32 * m.kstage + 4) * 4 > 16384) m.kstage /= 2;
     m.stage = m.rt > 1;
     return m;
   };
   const int block_rows = p.scheme.w4a16() ? 16 : std::max(16, p.scheme.block_size());
   g.fc1 = gemm(p.hidden, p.intermediate, t.local_i, block_rows, ks1);
   g.fc2 = gemm(p.intermediate, p.hidden, t.local_h, 16, ks2);
-  return g;
-}
-
-MmaGeometry mma_routed_geometry(const MmaGeometry& few, const MoeProblem& p) {
-  MmaGeometry g = few;
-  if (p.scheme.w4a16()) return g;
-  // W4A4: FC1 quantizes its tile's tokens while staging them, once for all its row tiles: up to 4
-  // of them (at most 512 work-items, whole FP4 blocks of outputs), the K split kept.
-  const int block_rows = std::max(16, p.scheme.block_size());
-  for (int rt : {4, 2, 1}) {
-    if (32 * rt * g.fc1.ks <= 512 && p.intermediate % (16 * rt) == 0 && (16 * rt) % block_rows == 0) {
-      g.fc1.rt = rt;
-      break;
-    }
-  }
-  g.fc1.stage = true;
-  g.fc1.kstage = mma_kstage(g.fc1.ks, g.nt);
   return g;
 }
 

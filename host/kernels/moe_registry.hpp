@@ -114,9 +114,6 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // mixtral-8x7b T = 8 345-395 us (runs differ) against 940 with the prefill tiles (32 pairs, 8
 // row tiles).
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem);
-// The geometry of routed chunks (at most kMmaRoutedPairs pairs, MMA_ROUTED) from the few-pairs
-// one: under W4A4 FC1 stages (and quantizes) its tokens for up to 4 row tiles, K split kept.
-MmaGeometry mma_routed_geometry(const MmaGeometry& few, const MoeProblem& problem);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);

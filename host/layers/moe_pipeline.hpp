@@ -108,6 +108,10 @@ class MoeStrategyKernels {
   void enqueue_gather(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                       const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches,
                       cl::Event& last);
+  // moe_gather_pairs (routed chunks under W4A4: by pair, no moe_sort).
+  void enqueue_gather_pairs(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
+                            const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches,
+                            cl::Event& last);
   MoeStrategy id_;
   MoeTiles tiles_;
   MoeLayout layout_;
@@ -121,10 +125,8 @@ class MoeStrategyKernels {
   cl::Kernel fc1_few_, fc2_few_;
   cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (few_; W4A4 FC1 wider)
   // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
-  // (MMA_ROUTED: a tile led by each pair, no moe_sort; FC1 reads the caller's rows, under W4A4
-  // quantizing them as it stages them: no moe_gather), with routed_ (few_, W4A4 FC1 staged).
-  cl::Kernel fc1_routed_, fc2_routed_;
-  MmaGeometry routed_;
+  // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs).
+  cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
