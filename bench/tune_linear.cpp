@@ -42,6 +42,13 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
     if (tokens >= 2) axes.push_back({"SPLIT_TOKENS", {2, 4, 8}});
     return axes;
   }
+  if (kernel == "mma") {
+    // MMA_KSPLIT values that do not divide K / 64 are refused (and skipped); 0 is the shape's own.
+    std::vector<ParamAxis> axes = {{"MMA_KSPLIT", {0, 1, 2, 4, 8, 16}}, {"MMA_UNROLL", {1, 2, 4, 8}}};
+    if (tokens > 8) axes.push_back({"MMA_NT", {1, 2, 4, 8}});
+    if (tokens >= 64) axes.push_back({"MMA_RT", {1, 2, 4}});
+    return axes;
+  }
   if (kernel == "gemm_tiled") {
     return {{"GEMM_TILE_M", {32, 64, 128, 256}},
             {"GEMM_TILE_N", cpu ? std::vector<long long>{16, 32, 64} : std::vector<long long>{32, 64, 128}},
@@ -88,7 +95,10 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     double best_us = 0.0, default_us = 0.0;
     int tried = 0;
     for (const std::string& kernel : linear_kernels().names()) {
-      if (decode_only && !linear_kernels().instantiate(kernel)->designed_for(LinearRegime::decode, kind)) continue;
+      const std::unique_ptr<LinearKernel> candidate = linear_kernels().instantiate(kernel);
+      // Not chosen automatically on this device (mma's emulated MMA): a tuned entry may not name it.
+      if (!candidate->selectable(ctx.info())) continue;
+      if (decode_only && !candidate->designed_for(LinearRegime::decode, kind)) continue;
       const Evaluate evaluate = [&](const tuning::Params& params) {
         Trial t;
         std::vector<Linear> layers;

@@ -1,0 +1,224 @@
+// Strategy "mma": kernels/linear_mma.cl, the linear layer on tensor cores (m16n8k16 BF16 MMAs
+// with fp32 accumulation, the MoE `mma` strategy's K loop for one matrix) over the weight in the
+// MMA layout (prepare/fp4_mma_layout.hpp). W4A16 reads the caller's BF16 rows as B fragments;
+// W4A4 first quantizes them with the shared activation pre-pass into BF16 rows of e2m1 × block
+// scale (linear_activations.cl, linear_quantize_fp4_bf16: FP4.md's recipes) and reads those.
+// Selected automatically only where the MMA is native (inline PTX: NVIDIA, compute capability
+// >= 8.0), for decode and prefill; elsewhere it runs an emulated MMA (portable OpenCL C, slow) when
+// forced: the tests run it on PoCL.
+//
+// Tuning: MMA_NT (the largest token tile built, 8·MMA_NT tokens; tiles of 8, 16, ... up to it
+// are built and a call takes the smallest that holds its tokens), MMA_RT (row tiles of 16 per
+// work-group, the largest divisor of N / 16 up to it), MMA_KSPLIT (warps splitting K; 0: from
+// the shape alone, mma_auto_split_k: enough warps to fill the device at one token), MMA_UNROLL
+// (chunks of weights loaded ahead).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cl/opencl_calls.hpp"
+#include "fp4cl/program_cache.hpp"
+#include "kernels/linear_activation_pass.hpp"
+#include "kernels/linear_build_options.hpp"
+#include "kernels/linear_rows_kernel.hpp"
+#include "kernels/moe_registry.hpp"  // mma_native, mma_auto_split_k
+#include "prepare/fp4_mma_layout.hpp"
+#include "support/check.hpp"
+
+namespace fp4cl {
+
+namespace {
+
+struct DeviceFp4MmaWeight {
+  std::int64_t n = 0, k = 0;
+  int scale_exp = 0;
+  cl::Buffer words, scales;
+  std::uint64_t bytes = 0;
+};
+
+// The largest divisor of n that is at most limit (at least 1).
+long long largest_divisor_within(long long n, long long limit) {
+  for (long long d = std::max(1LL, limit); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+bool has_fp32_denormals(const Context& ctx) {
+  cl_device_fp_config config = 0;
+  check_cl(ctx.device().getInfo(CL_DEVICE_SINGLE_FP_CONFIG, &config), "querying the fp32 capabilities of {}",
+           ctx.info().name);
+  return (config & CL_FP_DENORM) != 0;
+}
+
+class LinearMmaKernel final : public LinearKernel {
+ public:
+  Verdict is_supported(const Context& ctx) const override {
+    if (mma_native(ctx.info())) return Verdict::yes();
+    // The emulated MMA multiplies the decoded weights (BF16 subnormals) in fp32.
+    if (!has_fp32_denormals(ctx))
+      return Verdict::no("the emulated MMA (no tensor cores) needs fp32 denormals, which the device flushes");
+    return Verdict::yes();
+  }
+
+  Verdict can_implement(const LinearConfig& config) const override {
+    if (config.n % 16 != 0)
+      return Verdict::no(fmt::format("n = {} is not a multiple of 16 (the MMA layout's row tiles)", config.n));
+    if (config.k % 64 != 0)
+      return Verdict::no(fmt::format("k = {} is not a multiple of 64 (the MMA layout's chunks)", config.k));
+    const long long nt = value(config, "MMA_NT"), rt = value(config, "MMA_RT");
+    const long long ks = value(config, "MMA_KSPLIT"), unroll = value(config, "MMA_UNROLL");
+    if (nt != 1 && nt != 2 && nt != 4 && nt != 8)
+      return Verdict::no(fmt::format("MMA_NT = {} is not 1, 2, 4 or 8", nt));
+    if (rt < 1 || rt > 8) return Verdict::no(fmt::format("MMA_RT = {} is outside 1..8", rt));
+    if (ks < 0 || ks > 32) return Verdict::no(fmt::format("MMA_KSPLIT = {} is outside 0..32 (0: from the shape)", ks));
+    if (ks > 0 && (config.k / 64) % ks != 0)
+      return Verdict::no(
+          fmt::format("MMA_KSPLIT = {} does not divide the k / 64 = {} chunks of the layer", ks, config.k / 64));
+    if (unroll < 1 || unroll > 8) return Verdict::no(fmt::format("MMA_UNROLL = {} is outside 1..8", unroll));
+    return Verdict::yes();
+  }
+
+  Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
+    (void)regime;  // tensor cores serve one token (8 columns, memory-bound) and many alike
+    if (device != DeviceKind::gpu)
+      return Verdict::no("a tensor-core kernel: on a CPU its MMA is emulated with barriers (for the tests only)");
+    return Verdict::yes();
+  }
+
+  Verdict selectable(const DeviceInfo& device) const override {
+    if (!mma_native(device))
+      return Verdict::no("no native MMA (inline PTX mma.sync needs an NVIDIA GPU of compute capability 8.0 or "
+                         "more); the emulation runs only when forced");
+    return Verdict::yes();
+  }
+
+  void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,
+               WeightLayouts& layouts) override {
+    weights_ = layouts.get_or_make<DeviceFp4MmaWeight>("fp4_mma", [&] {
+      const Fp4MmaWeight m = make_fp4_mma_weight(weight);
+      DeviceFp4MmaWeight d;
+      d.n = m.n;
+      d.k = m.k;
+      d.scale_exp = m.scale_exp;
+      const std::string what = fmt::format("FP4 weight [{}, {}]", m.n, m.k);
+      d.words = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m.layout.words.size() * 4,
+                                m.layout.words.data(), what + " codes (MMA layout)");
+      d.scales = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m.layout.scales.size(),
+                                 m.layout.scales.data(), what + " block scales (MMA layout)");
+      d.bytes = m.layout.words.size() * 4 + m.layout.scales.size();
+      return d;
+    });
+    nt_ = value(config, "MMA_NT");
+    rt_ = largest_divisor_within(config.n / 16, value(config, "MMA_RT"));
+    ks_ = value(config, "MMA_KSPLIT");
+    if (ks_ == 0) ks_ = mma_auto_split_k(config.k, config.n, 1);
+    unroll_ = value(config, "MMA_UNROLL");
+    const bool native = mma_native(ctx.info());
+    const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
+    const std::uint64_t local_bytes =
+        static_cast<std::uint64_t>(ks_ * rt_ * nt_ * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
+    if (local_items > ctx.info().max_work_group_size)
+      fail("linear kernel 'mma': MMA_RT = {} row tiles × MMA_KSPLIT = {} warps are {} work-items; {} allows {}", rt_,
+           ks_, local_items, ctx.info().name, ctx.info().max_work_group_size);
+    if (local_bytes > ctx.info().local_mem_bytes)
+      fail("linear kernel 'mma': MMA_KSPLIT = {}, MMA_RT = {} and MMA_NT = {} need {} bytes of local memory for the "
+           "partial sums; {} has {}",
+           ks_, rt_, nt_, local_bytes, ctx.info().name, ctx.info().local_mem_bytes);
+
+    BuildOptions options = linear_format_options(config.scheme.weight);
+    options.define("FP4_MMA_PTX", native ? 1 : 0)
+        .define("MMA_RT", rt_)
+        .define("MMA_KSPLIT", ks_)
+        .define("MMA_UNROLL", unroll_);
+    kernels_.clear();
+    variants_.clear();
+    for (long long t = 1; t <= nt_; t *= 2) {
+      BuildOptions o = options;
+      o.define("MMA_NT", t);
+      kernels_.push_back(ctx.programs().kernel("linear_mma.cl", "linear_mma", o));
+      variants_.push_back(t);
+    }
+    // W4A4: the activations quantized once per call into BF16 rows of e2m1 × block scale.
+    if (!config.scheme.w4a16())
+      activations_.prepare(ctx, config.scheme, config.k, config.k, weight.input_global_scale, config.max_tokens,
+                           ActivationForm::bf16_rows);
+    // alpha · 2^-(scale_exp - 126): the decode's powers of two undone in the epilogue.
+    epilogue_ = linear_epilogue_factor(config.scheme, weight, -(weights_->scale_exp - 126));
+    w4a4_ = !config.scheme.w4a16();
+    set_arg(0, weights_->words, "the weight codes");
+    set_arg(1, weights_->scales, "the block scales");
+    set_arg(5, static_cast<cl_int>(weights_->n), "n");
+    set_arg(6, static_cast<cl_int>(weights_->k), "k");
+    set_arg(8, static_cast<cl_int>(weights_->scale_exp), "the scale exponent");
+    set_arg(9, epilogue_, "the epilogue factor");
+    set_arg(10, static_cast<cl_int>(config.has_bias ? 1 : 0), "the bias flag");
+    set_arg(11, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
+  }
+
+  std::size_t workspace_bytes() const override { return w4a4_ ? activations_.workspace_bytes() : 0; }
+
+  void apply(const Context& ctx, const LinearCall& call) override {
+    // The smallest token tile that holds all m tokens, else the largest (several token tiles).
+    std::size_t v = 0;
+    while (v + 1 < variants_.size() && 8 * variants_[v] < call.m) ++v;
+    const long long tile_tokens = 8 * variants_[v];
+    const std::vector<cl::Event>* wait = call.wait;
+    const cl::Buffer* x = call.x;
+    std::vector<cl::Event> pass;
+    if (w4a4_) {
+      pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
+      // Recorded at once: when the next command fails, the layer still knows what it enqueued.
+      if (call.events) call.events->push_back(pass.front());
+      wait = &pass;
+      x = call.workspace;
+    }
+    cl::Kernel& run = kernels_[v];
+    check_cl(run.setArg(2, *x), "setting the activations of linear_mma");
+    check_cl(run.setArg(3, *call.y), "setting the output of linear_mma");
+    check_cl(run.setArg(4, *call.bias), "setting the bias of linear_mma");
+    check_cl(run.setArg(7, static_cast<cl_int>(call.m)), "setting the token count of linear_mma");
+    const auto local = static_cast<std::size_t>(32 * rt_ * ks_);
+    const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_));
+    const auto token_tiles = static_cast<std::size_t>((call.m + tile_tokens - 1) / tile_tokens);
+    cl::Event event;
+    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(groups * local, token_tiles), cl::NDRange(local, 1),
+                                    wait, &event),
+             "enqueueing linear_mma ({} tokens in tiles of {}, n = {}, k = {}{})", call.m, tile_tokens, weights_->n,
+             weights_->k, w4a4_ ? ", quantized activations" : "");
+    if (call.events) call.events->push_back(event);
+  }
+
+  std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }
+
+  std::vector<std::string> tuning_parameters() const override {
+    return {"MMA_NT", "MMA_RT", "MMA_KSPLIT", "MMA_UNROLL"};
+  }
+
+  std::string describe() const override {
+    return fmt::format("mma(MMA_NT={}, MMA_RT={}, MMA_KSPLIT={}, MMA_UNROLL={})", nt_, rt_, ks_, unroll_);
+  }
+
+ private:
+  static long long value(const LinearConfig& config, const std::string& name) {
+    return linear_tuning_value(config, "mma", name);
+  }
+
+  template <typename T>
+  void set_arg(cl_uint index, const T& v, const char* what) {
+    for (cl::Kernel& k : kernels_) check_cl(k.setArg(index, v), "setting {} (argument {}) of linear_mma", what, index);
+  }
+
+  std::shared_ptr<const DeviceFp4MmaWeight> weights_;
+  LinearActivationPass activations_;
+  std::vector<cl::Kernel> kernels_;  // one per token tile of variants_[i] MMAs of 8 tokens
+  std::vector<long long> variants_;
+  bool w4a4_ = false;
+  long long nt_ = 0, rt_ = 0, ks_ = 0, unroll_ = 0;
+  float epilogue_ = 1.0f;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearKernel> make_linear_mma_kernel() { return std::make_unique<LinearMmaKernel>(); }
+
+}  // namespace fp4cl
