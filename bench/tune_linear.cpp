@@ -25,7 +25,7 @@ namespace {
 // The values tried per parameter, by strategy and device class. Parameters that do not act at a
 // token count are left out there (GEMV_TOKENS below 3 tokens: those calls use the one- and
 // two-token kernels).
-std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, std::int64_t tokens) {
+std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, std::int64_t tokens, bool w4a4) {
   const bool cpu = kind == DeviceKind::cpu;
   if (kernel == "gemv_rows") {
     std::vector<ParamAxis> axes = {{"GEMV_DECODE_LUT", {0, 1}}, {"FP4CL_VEC", {8, 16}}};
@@ -47,6 +47,7 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
     std::vector<ParamAxis> axes = {{"MMA_KSPLIT", {0, 1, 2, 4, 8, 16}}, {"MMA_UNROLL", {1, 2, 4, 8}}};
     if (tokens > 8) axes.push_back({"MMA_NT", {1, 2, 4, 8}});
     if (tokens >= 64) axes.push_back({"MMA_RT", {1, 2, 4}});
+    if (w4a4 && tokens <= 8) axes.push_back({"MMA_QUANT_TOKENS", {0, tokens}});
     return axes;
   }
   if (kernel == "gemm_tiled") {
@@ -131,9 +132,9 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
         t.us = timing.median_us;
         return t;
       };
-      const SearchResult r =
-          coordinate_descent(tuning::linear_default_params(kind, kernel), linear_axes(kernel, kind, tokens), evaluate,
-                             settings.max_passes);
+      const SearchResult r = coordinate_descent(tuning::linear_default_params(kind, kernel),
+                                                linear_axes(kernel, kind, tokens, !scheme.w4a16()), evaluate,
+                                                settings.max_passes);
       tried += static_cast<int>(r.trials.size());
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok && (best_us == 0.0 || r.best.us < best_us)) {

@@ -13,7 +13,11 @@
 // Activations are read as B fragments straight from global memory: BF16 rows [M, K], a BF16 pair
 // being a fragment register as it is: the caller's input (W4A16), or under W4A4 the rows of
 // linear_activations.cl's linear_quantize_fp4_bf16 (e2m1 × block scale, exact in BF16: the
-// values FP4.md §3 / §4 define). Tokens past M repeat the last one (computed, not stored).
+// values FP4.md §3 / §4 define). With MMA_X_QUANT (W4A4 calls of at most MMA_X_QUANT tokens,
+// decode) the kernel quantizes the caller's BF16 rows itself instead, into local memory as fp32
+// e2m1 × block scale with the same recipe (moe_quant.cl; the pre-pass's values, one launch
+// fewer): every work-group quantizes all of the call's tokens, MMA_K elements each. Tokens past M
+// repeat the last one (computed, not stored).
 //
 // Exactness: the MMA multiplies exact values (common/fp4_mma.cl) and accumulates in fp32.
 // Reduction (deterministic): the K slices' partial sums meet in local memory and one work-item per
@@ -32,13 +36,23 @@
 //   MMA_RT               row tiles of 16 rows per work-group
 //   MMA_KSPLIT           warps splitting K per row tile (divides K / 64)
 //   MMA_UNROLL           chunks loaded before their MMAs
+//   MMA_X_QUANT, MMA_K   W4A4 in the kernel: up to MMA_X_QUANT tokens of MMA_K (= K) elements
+//                        quantized into local memory (MMA_NT 1; needs exact fp32 division for
+//                        NVFP4: host/cl/exact_division.hpp)
 // Launch: global (N / 16 / MMA_RT · 32 · MMA_RT · MMA_KSPLIT, ceil(M / (8 · MMA_NT))),
 //         local (32 · MMA_RT · MMA_KSPLIT, 1).
 #if !FP4CL_FORMAT_MXFP4
 #define FP4_MMA_NVFP4
+#define MOE_NVFP4  // moe_quant.cl's NVFP4 recipe
 #endif
 #include "common/fp4_dot.cl"
 #include "common/fp4_mma.cl"
+#ifndef MMA_X_QUANT
+#define MMA_X_QUANT 0
+#endif
+#if MMA_X_QUANT
+#include "moe_quant.cl"
+#endif
 
 #ifndef MMA_UNROLL
 #define MMA_UNROLL 1
@@ -55,9 +69,23 @@
 #define MMA_ROWS (16 * MMA_RT)
 #define MMA_TOKENS (8 * MMA_NT)
 
+// A token's activations: x_pair(row, p) = its elements 2p (low half) and 2p + 1 as a B fragment
+// register. BF16 rows in global memory, or (MMA_X_QUANT) the quantized fp32 rows in local memory.
+#if MMA_X_QUANT
+typedef __local const float* x_row_t;
+inline uint x_pair(x_row_t row, int p) {
+  const float2 v = vload2(p, row);
+  return fp4_mma_pack(v.x, v.y);
+}
+#else
+typedef __global const uint* x_row_t;
+inline uint x_pair(x_row_t row, int p) { return row[p]; }
+#endif
+
 // The MMAs of chunk c (of the whole K) of the warp's row tile with every MMA of 8 tokens: codes
-// wv, scales sv; xr[nt]: the BF16 row (as pairs) of the lane's token of MMA nt, offset by t.
-inline void linear_mma_chunk(uint4 wv, mma_scales_t sv, int scale_exp, __global const uint* const* xr, int c,
+// wv, scales sv; xr[nt]: the row of the lane's token of MMA nt; pairs from p0 = 32 · (the K
+// slice's first chunk) + t.
+inline void linear_mma_chunk(uint4 wv, mma_scales_t sv, int scale_exp, const x_row_t* xr, int p0, int c,
                              float acc[MMA_NT][4], __local uint* sc, int lane) {
 MMA_UNROLLED
   for (int j = 0; j < 4; ++j) {
@@ -65,18 +93,19 @@ MMA_UNROLLED
     mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
 MMA_UNROLLED
     for (int nt = 0; nt < MMA_NT; ++nt) {
-      const uint b0 = xr[nt][32 * c + 8 * j], b1 = xr[nt][32 * c + 8 * j + 4];
+      const uint b0 = x_pair(xr[nt], p0 + 32 * c + 8 * j), b1 = x_pair(xr[nt], p0 + 32 * c + 8 * j + 4);
       FP4_MMA(acc[nt], a, b0, b1, sc, lane);
     }
   }
 }
 
 //   w [N/16, K/64, 32] uint4, ws its block scales (MMA layout); x [M, K] BF16 (the caller's input
-//   or the W4A4 pre-pass's rows); y [M, N] fp32 or BF16 (out_bf16); bias [N] fp32 (has_bias)
+//   or the W4A4 pre-pass's rows); y [M, N] fp32 or BF16 (out_bf16); bias [N] fp32 (has_bias);
+//   gs: the NVFP4 activations' quant-direction global scale (MMA_X_QUANT only)
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
     __global const uint4* restrict w, __global const mma_scales_t* restrict ws, __global const uint* restrict x,
     __global uchar* restrict y, __global const float* restrict bias, int n, int k, int m, int scale_exp,
-    float epilogue, int has_bias, int out_bf16) {
+    float epilogue, int has_bias, int out_bf16, float gs) {
   __local float part[MMA_KSPLIT * MMA_RT * MMA_NT * 128];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
@@ -87,11 +116,30 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
   const long first = (long)(row0 / 16 + rt_local) * chunks + c0;
   __global const uint4* wp = w + first * 32 + lane;
   __global const mma_scales_t* sp = ws + first * 8 + g;
-  __global const uint* xr[MMA_NT];
+#if MMA_X_QUANT
+  // The call's tokens (m ≤ MMA_X_QUANT), quantized per block (the pre-pass's values).
+  __local float xq[MMA_X_QUANT * MMA_K];
+  for (int b = lid; b < m * (MMA_K / MOE_QUANT_BLOCK); b += MMA_LOCAL) {
+    const int token = b / (MMA_K / MOE_QUANT_BLOCK), e0 = (b % (MMA_K / MOE_QUANT_BLOCK)) * MOE_QUANT_BLOCK;
+    const __global ushort* src = (const __global ushort*)x + (long)token * MMA_K + e0;
+    float v[MOE_QUANT_BLOCK];
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
+    moe_quantize_block_local(v, gs, xq + token * MMA_K + e0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  (void)gs;
+#endif
+  x_row_t xr[MMA_NT];
   float acc[MMA_NT][4];
+  const int p0 = 32 * c0 + t;
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
-    xr[nt] = x + (long)min(tok0 + 8 * nt + g, m - 1) * (k / 2) + 32 * c0 + t;
+#if MMA_X_QUANT
+    xr[nt] = xq + min(tok0 + 8 * nt + g, m - 1) * MMA_K;
+#else
+    xr[nt] = x + (long)min(tok0 + 8 * nt + g, m - 1) * (k / 2);
+#endif
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
   }
@@ -106,9 +154,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
       sv[u] = sp[(c + u) * 8];
     }
 MMA_UNROLLED
-    for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, c + u, acc, sc, lane);
+    for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, p0, c + u, acc, sc, lane);
   }
-  for (; c < per_warp; ++c) linear_mma_chunk(wp[c * 32], sp[c * 8], scale_exp, xr, c, acc, sc, lane);
+  for (; c < per_warp; ++c) linear_mma_chunk(wp[c * 32], sp[c * 8], scale_exp, xr, p0, c, acc, sc, lane);
 
   // The K slices' partial sums, added in slice order by one work-item per (row, token).
 #pragma unroll

@@ -2,7 +2,9 @@
 // with fp32 accumulation, the MoE `mma` strategy's K loop for one matrix) over the weight in the
 // MMA layout (prepare/fp4_mma_layout.hpp). W4A16 reads the caller's BF16 rows as B fragments;
 // W4A4 first quantizes them with the shared activation pre-pass into BF16 rows of e2m1 × block
-// scale (linear_activations.cl, linear_quantize_fp4_bf16: FP4.md's recipes) and reads those.
+// scale (linear_activations.cl, linear_quantize_fp4_bf16: FP4.md's recipes) and reads those; calls
+// of up to MMA_QUANT_TOKENS tokens (decode) instead quantize them inside the kernel, into local
+// memory (the same values, one launch fewer; every work-group quantizes all of the call's tokens).
 // Selected automatically only where the MMA is native (inline PTX: NVIDIA, compute capability
 // >= 8.0), for decode and prefill; elsewhere it runs an emulated MMA (portable OpenCL C, slow) when
 // forced: the tests run it on PoCL.
@@ -11,11 +13,13 @@
 // are built and a call takes the smallest that holds its tokens), MMA_RT (row tiles of 16 per
 // work-group, the largest divisor of N / 16 up to it), MMA_KSPLIT (warps splitting K; 0: from
 // the shape alone, mma_auto_split_k: enough warps to fill the device at one token), MMA_UNROLL
-// (chunks of weights loaded ahead).
+// (chunks of weights loaded ahead), MMA_QUANT_TOKENS (W4A4: the most tokens quantized inside the
+// kernel, fewer where K · 4 bytes a token do not fit in local memory; 0: always the pre-pass).
 #include <fmt/format.h>
 
 #include <algorithm>
 
+#include "cl/exact_division.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/linear_activation_pass.hpp"
@@ -75,6 +79,8 @@ class LinearMmaKernel final : public LinearKernel {
       return Verdict::no(
           fmt::format("MMA_KSPLIT = {} does not divide the k / 64 = {} chunks of the layer", ks, config.k / 64));
     if (unroll < 1 || unroll > 8) return Verdict::no(fmt::format("MMA_UNROLL = {} is outside 1..8", unroll));
+    if (const long long q = value(config, "MMA_QUANT_TOKENS"); q < 0 || q > 8)
+      return Verdict::no(fmt::format("MMA_QUANT_TOKENS = {} is outside 0..8", q));
     return Verdict::yes();
   }
 
@@ -115,8 +121,11 @@ class LinearMmaKernel final : public LinearKernel {
     unroll_ = value(config, "MMA_UNROLL");
     const bool native = mma_native(ctx.info());
     const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
-    const std::uint64_t local_bytes =
-        static_cast<std::uint64_t>(ks_ * rt_ * nt_ * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
+    // The partial sums and the emulation's scratch, for tiles of nt MMAs of 8 tokens.
+    const auto local_for = [&](long long nt) {
+      return static_cast<std::uint64_t>(ks_ * rt_ * nt * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
+    };
+    const std::uint64_t local_bytes = local_for(nt_);
     if (local_items > ctx.info().max_work_group_size)
       fail("linear kernel 'mma': MMA_RT = {} row tiles × MMA_KSPLIT = {} warps are {} work-items; {} allows {}", rt_,
            ks_, local_items, ctx.info().name, ctx.info().max_work_group_size);
@@ -138,13 +147,30 @@ class LinearMmaKernel final : public LinearKernel {
       kernels_.push_back(ctx.programs().kernel("linear_mma.cl", "linear_mma", o));
       variants_.push_back(t);
     }
-    // W4A4: the activations quantized once per call into BF16 rows of e2m1 × block scale.
-    if (!config.scheme.w4a16())
+    w4a4_ = !config.scheme.w4a16();
+    // W4A4 calls of up to quant_tokens_ tokens: quantized inside the kernel (tiles of 8 tokens),
+    // as many tokens as local memory holds besides the partial sums.
+    quant_tokens_ = 0;
+    if (w4a4_) {
+      quant_tokens_ = std::min<long long>(value(config, "MMA_QUANT_TOKENS"), config.max_tokens);
+      while (quant_tokens_ > 0 &&
+             local_for(1) + static_cast<std::uint64_t>(quant_tokens_ * config.k) * 4 > ctx.info().local_mem_bytes)
+        --quant_tokens_;
+    }
+    if (quant_tokens_ > 0) {
+      BuildOptions o = options;
+      o.define("MMA_NT", 1).define("MMA_X_QUANT", quant_tokens_).define("MMA_K", config.k);
+      if (config.scheme.weight == WeightFormat::nvfp4) add_exact_division(o, ctx.info(), "linear_mma.cl");
+      kernels_.push_back(ctx.programs().kernel("linear_mma.cl", "linear_mma", o));
+    }
+    // Larger W4A4 calls: the activations quantized once per call into BF16 rows of e2m1 × block scale.
+    prepass_ = w4a4_ && config.max_tokens > quant_tokens_;
+    if (prepass_)
       activations_.prepare(ctx, config.scheme, config.k, config.k, weight.input_global_scale, config.max_tokens,
                            ActivationForm::bf16_rows);
     // alpha · 2^-(scale_exp - 126): the decode's powers of two undone in the epilogue.
     epilogue_ = linear_epilogue_factor(config.scheme, weight, -(weights_->scale_exp - 126));
-    w4a4_ = !config.scheme.w4a16();
+    const bool nvfp4_w4a4 = w4a4_ && config.scheme.weight == WeightFormat::nvfp4;
     set_arg(0, weights_->words, "the weight codes");
     set_arg(1, weights_->scales, "the block scales");
     set_arg(5, static_cast<cl_int>(weights_->n), "n");
@@ -153,19 +179,23 @@ class LinearMmaKernel final : public LinearKernel {
     set_arg(9, epilogue_, "the epilogue factor");
     set_arg(10, static_cast<cl_int>(config.has_bias ? 1 : 0), "the bias flag");
     set_arg(11, static_cast<cl_int>(config.output == OutputType::bf16 ? 1 : 0), "the output type");
+    set_arg(12, nvfp4_w4a4 ? weight.input_global_scale : 1.0f, "the activation global scale");
   }
 
-  std::size_t workspace_bytes() const override { return w4a4_ ? activations_.workspace_bytes() : 0; }
+  std::size_t workspace_bytes() const override { return prepass_ ? activations_.workspace_bytes() : 0; }
 
   void apply(const Context& ctx, const LinearCall& call) override {
-    // The smallest token tile that holds all m tokens, else the largest (several token tiles).
+    // The smallest token tile that holds all m tokens, else the largest (several token tiles);
+    // W4A4 calls of up to quant_tokens_ tokens: the kernel that quantizes them (after the variants).
+    const bool quantize_here = w4a4_ && call.m <= quant_tokens_;
     std::size_t v = 0;
     while (v + 1 < variants_.size() && 8 * variants_[v] < call.m) ++v;
-    const long long tile_tokens = 8 * variants_[v];
+    if (quantize_here) v = variants_.size();
+    const long long tile_tokens = quantize_here ? 8 : 8 * variants_[v];
     const std::vector<cl::Event>* wait = call.wait;
     const cl::Buffer* x = call.x;
     std::vector<cl::Event> pass;
-    if (w4a4_) {
+    if (w4a4_ && !quantize_here) {
       pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
       // Recorded at once: when the next command fails, the layer still knows what it enqueued.
       if (call.events) call.events->push_back(pass.front());
@@ -184,18 +214,19 @@ class LinearMmaKernel final : public LinearKernel {
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(groups * local, token_tiles), cl::NDRange(local, 1),
                                     wait, &event),
              "enqueueing linear_mma ({} tokens in tiles of {}, n = {}, k = {}{})", call.m, tile_tokens, weights_->n,
-             weights_->k, w4a4_ ? ", quantized activations" : "");
+             weights_->k, !w4a4_ ? "" : quantize_here ? ", quantized in the kernel" : ", quantized by the pre-pass");
     if (call.events) call.events->push_back(event);
   }
 
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }
 
   std::vector<std::string> tuning_parameters() const override {
-    return {"MMA_NT", "MMA_RT", "MMA_KSPLIT", "MMA_UNROLL"};
+    return {"MMA_NT", "MMA_RT", "MMA_KSPLIT", "MMA_UNROLL", "MMA_QUANT_TOKENS"};
   }
 
   std::string describe() const override {
-    return fmt::format("mma(MMA_NT={}, MMA_RT={}, MMA_KSPLIT={}, MMA_UNROLL={})", nt_, rt_, ks_, unroll_);
+    return fmt::format("mma(MMA_NT={}, MMA_RT={}, MMA_KSPLIT={}, MMA_UNROLL={}, MMA_QUANT_TOKENS={})", nt_, rt_, ks_,
+                       unroll_, quant_tokens_);
   }
 
  private:
@@ -210,10 +241,12 @@ class LinearMmaKernel final : public LinearKernel {
 
   std::shared_ptr<const DeviceFp4MmaWeight> weights_;
   LinearActivationPass activations_;
-  std::vector<cl::Kernel> kernels_;  // one per token tile of variants_[i] MMAs of 8 tokens
+  // One per token tile of variants_[i] MMAs of 8 tokens, then (quant_tokens_ > 0) the W4A4 kernel
+  // that quantizes up to quant_tokens_ tokens itself.
+  std::vector<cl::Kernel> kernels_;
   std::vector<long long> variants_;
-  bool w4a4_ = false;
-  long long nt_ = 0, rt_ = 0, ks_ = 0, unroll_ = 0;
+  bool w4a4_ = false, prepass_ = false;
+  long long nt_ = 0, rt_ = 0, ks_ = 0, unroll_ = 0, quant_tokens_ = 0;
   float epilogue_ = 1.0f;
 };
 

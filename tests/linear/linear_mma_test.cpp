@@ -2,10 +2,10 @@
 // device (on PoCL its MMA is emulated: FP4_MMA_PTX=0): against the scalar reference for every
 // scheme at M = 1, 3, 8, 9, 17, 64 (token tiles of 8, 16 and 32, several tiles), with bias and
 // both output types; its tuning variants (K split over warps, several row tiles a work-group, the
-// unrolled K loop with a remainder); MXFP4 scales that move the decode's exponent; bit-identical
-// repeats and batch invariance; refusals of shapes off the MMA layout's tiles and of bad
-// parameters; its selection (only where the MMA is native). Shapes stay small: the emulation
-// runs each MMA as two barriers over the work-group.
+// unrolled K loop with a remainder); W4A4 quantized in the kernel or by the pre-pass; MXFP4 scales
+// that move the decode's exponent; bit-identical repeats and batch invariance; refusals of shapes
+// off the MMA layout's tiles and of bad parameters; its selection (only where the MMA is native).
+// Shapes stay small: the emulation runs each MMA as two barriers over the work-group.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -176,6 +176,26 @@ TEST(LinearMma, DeterministicAndBatchInvariant) {
   }
 }
 
+// W4A4 activations quantized inside the kernel (calls of up to MMA_QUANT_TOKENS tokens; by default
+// one) or by the pre-pass: the same values, the same bits.
+TEST(LinearMma, W4A4QuantizedInTheKernelOrByThePrePassAlike) {
+  for (const WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const QuantScheme scheme{f, Activations::fp4_dynamic};
+    const std::int64_t n = 32, k = 320;
+    const Fp4Weight w = test::random_weight(f, n, k, 71);
+    const std::vector<float> bias = random_bias(n, 72);
+    for (std::int64_t m : {1, 3, 8}) {
+      const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(73 + m));
+      const std::string what = label(scheme) + " m=" + std::to_string(m);
+      const auto here =
+          run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_QUANT_TOKENS", 8}}, what + " in the kernel");
+      const auto pass =
+          run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_QUANT_TOKENS", 0}}, what + " by the pre-pass");
+      EXPECT_EQ(here, pass) << what;
+    }
+  }
+}
+
 // Shapes off the MMA layout's tiles are refused with the reason (forced: an error naming the
 // kernel and the layer); so are bad tuning parameters.
 TEST(LinearMma, BadShapesAndParametersAreRefusedByName) {
@@ -189,6 +209,7 @@ TEST(LinearMma, BadShapesAndParametersAreRefusedByName) {
       {64, 256, {{"MMA_KSPLIT", 3}}, "MMA_KSPLIT = 3 does not divide the k / 64 = 4 chunks"},
       {64, 256, {{"MMA_KSPLIT", -1}}, "MMA_KSPLIT = -1 is outside 0..32"},
       {64, 256, {{"MMA_UNROLL", 9}}, "MMA_UNROLL = 9 is outside 1..8"},
+      {64, 256, {{"MMA_QUANT_TOKENS", 9}}, "MMA_QUANT_TOKENS = 9 is outside 0..8"},
   };
   for (const auto& [n, k, tuning, message] : cases) {
     const Fp4Weight w = test::random_weight(scheme.weight, n, k, 51);
