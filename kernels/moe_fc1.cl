@@ -39,7 +39,7 @@ MOE_BF16_DOT2_N(moe_bf16_fc1_4, 4)
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
 // past `count` repeat the last one.
-__attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global moe_scale_t* gs,
+static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global moe_scale_t* gs,
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
                                                        int scale_exp, const __global float* x1, int start, int count,
                                                        const int n, floatV* hg, floatV* hu) {

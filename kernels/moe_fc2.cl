@@ -32,7 +32,7 @@ MOE_BF16_DOT_N(moe_bf16_fc2_8, 8)
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
-__attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
+static __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
                                                        int scale_exp, const __global float* x2, int start, int count,
                                                        const int n, floatV* h) {
 #if MOE_BF16DOT
