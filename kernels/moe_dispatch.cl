@@ -109,6 +109,24 @@ __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, 
   }
 }
 
+// One block of a token's row as fp32, quantized under W4A4 (NVFP4: with expert e's input scale,
+// fc1_input_scale[e]; read only there).
+inline void moe_gather_block(__global const ushort* src, __global const float* fc1_input_scale, int e,
+                             __global float* dst) {
+#if MOE_W4A4
+  float v[MOE_QUANT_BLOCK];
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
+#ifdef MOE_NVFP4
+  moe_quantize_block(v, fc1_input_scale[e], dst);
+#else
+  moe_quantize_block(v, 1.0f, dst);
+#endif
+#else
+  (void)fc1_input_scale, (void)e;
+  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
+#endif
+}
+
 // One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32.
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
@@ -116,17 +134,23 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   const int b = get_global_id(0), slot = get_global_id(1);
   if (slot >= chunk_info[1] || b * MOE_QUANT_BLOCK >= hidden) return;
   const int pair = slot_pair[slot];
-  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK;
-  __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
-#if MOE_W4A4
-  float v[MOE_QUANT_BLOCK];
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
-#ifdef MOE_NVFP4
-  moe_quantize_block(v, fc1_input_scale[pair_expert[pair]], dst);
-#else
-  moe_quantize_block(v, 1.0f, dst);
-#endif
-#else
-  for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
-#endif
+  moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale,
+                   pair_expert[pair], x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK);
+}
+
+// The same without moe_sort, for moe_mma_fc1's routed chunks (MMA_ROUTED): one work-item per
+// (block, pair), x1 [pairs, H] by pair; the pair's local expert from the caller's top-k ids
+// (route_fused) or from pair_expert (moe_route_logits'); pairs with none are skipped.
+__kernel void moe_gather_pairs(__global const ushort* x, int hidden, int top_k, int token_offset, int route_fused,
+                               __global const int* topk_ids, int num_global, __global const int* expert_map,
+                               int num_local, __global const int* pair_expert,
+                               __global const float* fc1_input_scale, __global float* x1) {
+  const int b = get_global_id(0), pair = get_global_id(1);
+  if (b * MOE_QUANT_BLOCK >= hidden) return;
+  const int e = route_fused ? moe_local_expert(topk_ids[(long)token_offset * top_k + pair], num_global, expert_map,
+                                               num_local)
+                            : pair_expert[pair];
+  if (e < 0) return;
+  moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale, e,
+                   x1 + (long)pair * hidden + b * MOE_QUANT_BLOCK);
 }

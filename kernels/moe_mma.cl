@@ -57,6 +57,9 @@
 #ifndef MMA_PER_PAIR
 #define MMA_PER_PAIR 0
 #endif
+#ifndef MMA_ROUTED
+#define MMA_ROUTED 0
+#endif
 #if defined(MMA_FC1) && defined(MMA_DIRECT) && MMA_DIRECT && !MOE_W4A4
 #define MMA_X_DIRECT 1
 #else
@@ -125,8 +128,14 @@ inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j ==
 // The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
 // the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
 // A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1.
-// The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR).
-inline int mma_pair_of(__global const int* slot_pair, int slot) {
+// The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
+// FC1 (MMA_ROUTED) reads its own copy of slot_pair in local memory.
+#if defined(MMA_FC1) && MMA_ROUTED
+typedef __local const int mma_slots_t;
+#else
+typedef __global const int mma_slots_t;
+#endif
+inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
 #if MMA_PER_PAIR
   return slot;
 #else
@@ -136,14 +145,14 @@ inline int mma_pair_of(__global const int* slot_pair, int slot) {
 #if MMA_X_DIRECT
 typedef __global const ushort mma_x_t;
 typedef __global const uint* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
   return (mma_row_t)(x + ((long)token_offset + mma_pair_of(slot_pair, slot) / top_k) * k_len);
 }
 inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
 #elif MMA_X_LOCAL
 typedef __local const float mma_x_t;  // the tile's one token, quantized
 typedef __local const float* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
   return x;
 }
 inline uint mma_x_pair(mma_row_t row, int p) {
@@ -153,8 +162,12 @@ inline uint mma_x_pair(mma_row_t row, int p) {
 #else
 typedef __global const float mma_x_t;
 typedef __global const float* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, __global const int* slot_pair, int top_k, int token_offset) {
+inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
+#if defined(MMA_FC1) && MMA_ROUTED
+  return x + (long)mma_pair_of(slot_pair, slot) * k_len;  // moe_gather_pairs' rows: one a pair
+#else
   return x + (long)slot * k_len;
+#endif
 }
 inline uint mma_x_pair(mma_row_t row, int p) {
   const float2 v = vload2(p, row);
@@ -211,7 +224,7 @@ inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0,
 // Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
 // tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + q] = pair q of the
 // staged range. Called by the whole work-group between barriers.
-inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t* pl, __global const int* slot_pair,
+inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t* pl, mma_slots_t* slot_pair,
                       int top_k, int token_offset, int s0, int n) {
   const int pairs = 32 * n, per_slice = MMA_TOKENS * pairs;
   for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
@@ -249,7 +262,7 @@ MMA_UNROLLED
 // scales) and MMA of 8 tokens: acc[m][nt]. Called by the whole work-group (barriers when staged
 // or emulated).
 inline void mma_k_loop(__global const uint4* const* w, __global const mma_scales_t* const* s, int scale_exp,
-                       const mma_place_t* pl, mma_x_t* x, int k_len, __global const int* slot_pair, int top_k,
+                       const mma_place_t* pl, mma_x_t* x, int k_len, mma_slots_t* slot_pair, int top_k,
                        int token_offset, __local uint* xs, __local uint* sc, float acc[MMA_MATS][MMA_NT][4]) {
   mma_row_t xr[MMA_NT];
 MMA_UNROLLED
@@ -333,6 +346,99 @@ inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
 }
 
 #ifdef MMA_FC1
+#if MMA_ROUTED
+// A chunk of at most MMA_ROUTE_PAIRS pairs without moe_sort: every FC1 work-group sorts the
+// chunk's pairs by local expert itself, into moe_sort's slots and tiles of MMA_TOKENS (the same
+// function of the input: slots by (expert, pair index), tiles by (expert, first slot)), and takes
+// tile get_group_id(1) (its slots' pairs in `slots`, local). Work-group (0, 0) also writes what
+// moe_sort writes for moe_mma_fc2 (slot_pair, tiles, chunk_info, the statistics; routing fused:
+// pair_expert, pair_weight, invalid ids in status) and zeroes done. O(pairs²) comparisons in
+// local memory a work-group: on an H100 moe_sort's launch cost more (qwen3-30b-a3b T = 8: 15 µs).
+// 0 when the work-group has no tile (uniform).
+#define MMA_ROUTE_PAIRS 64
+inline int mma_route(mma_place_t* pl, int num_pairs, int route_fused, __global const int* topk_ids,
+                     __global const float* topk_weights, long first_pair, int num_global,
+                     __global const int* expert_map, int num_local, __global int* pair_expert,
+                     __global float* pair_weight, __global int* status, __global int* slot_pair, __global int* tiles,
+                     __global int* chunk_info, __global int* done, int done_count, __local int* expert,
+                     __local int* rank, __local int* slots, __local int* tile, int rows, int k_len) {
+  const int lid = get_local_id(0), writer = get_group_id(0) == 0 && get_group_id(1) == 0;
+  if (writer)
+    for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
+  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
+    const long g = first_pair + p;
+    int e;
+    if (!route_fused) {
+      e = pair_expert[p];
+    } else if (writer) {
+      e = moe_map_expert(topk_ids[g], num_global, expert_map, num_local, g, status);
+      pair_expert[p] = e;
+      pair_weight[p] = topk_weights[g];
+    } else {
+      e = moe_local_expert(topk_ids[g], num_global, expert_map, num_local);
+    }
+    expert[p] = e;
+  }
+  if (lid == 0) tile[0] = -1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // A pair's rank among its expert's pairs, and its slot.
+  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
+    const int e = expert[p];
+    int r = 0, before = 0;
+    for (int q = 0; q < num_pairs; ++q) {
+      const int f = expert[q];
+      r += q < p && f == e;
+      before += f >= 0 && f < e;
+    }
+    rank[p] = e < 0 ? -1 : r;
+    if (e >= 0) {
+      slots[before + r] = p;
+      if (writer) slot_pair[before + r] = p;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // Every tile's first pair: its tile index, first slot and pair count.
+  const int want = get_group_id(1);
+  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
+    const int e = expert[p], r = rank[p];
+    if (e < 0 || r % MMA_TOKENS != 0) continue;
+    int t = 0, count = 0, before = 0;
+    for (int q = 0; q < num_pairs; ++q) {
+      const int f = expert[q];
+      t += f >= 0 && f <= e && rank[q] % MMA_TOKENS == 0 && (f < e || rank[q] < r);
+      count += f == e;
+      before += f >= 0 && f < e;
+    }
+    count = min(MMA_TOKENS, count - r);
+    if (t == want) {
+      tile[0] = e;
+      tile[1] = before + r;
+      tile[2] = count;
+    }
+    if (writer) {
+      tiles[3 * t] = e;
+      tiles[3 * t + 1] = before + r;
+      tiles[3 * t + 2] = count;
+    }
+  }
+  if (writer && lid == 0) {
+    int ntiles = 0, nslots = 0;
+    for (int q = 0; q < num_pairs; ++q) {
+      nslots += expert[q] >= 0;
+      ntiles += expert[q] >= 0 && rank[q] % MMA_TOKENS == 0;
+    }
+    chunk_info[0] = ntiles;
+    chunk_info[1] = nslots;
+    status[2] += ntiles;
+    status[3] += nslots;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (tile[0] < 0) return 0;
+  mma_place_at(pl, tile[0], tile[1], tile[2], rows, k_len);
+  return 1;
+}
+#endif  // MMA_ROUTED
+
 #if MMA_X_LOCAL
 typedef __global const ushort mma_xarg_t;  // the caller's BF16 x, quantized here
 #else
@@ -351,11 +457,11 @@ typedef mma_x_t mma_xarg_t;
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
-    mma_xarg_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
-    __global float* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
+    mma_xarg_t* x1, __global int* tiles, __global int* chunk_info, __global const float* fc2_input_scale,
+    __global float* x2, __global int* slot_pair, int top_k, int token_offset, int route_fused,
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
-    __global int* done, int done_count, __global const float* fc1_input_scale) {
+    __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs) {
   __local uint lds[MMA_LDS_WORDS];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
@@ -388,9 +494,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     atomic_add(&status[3], 1);
   }
   mma_place_at(&pl, e, p, 1, inter, hidden);
+#elif MMA_ROUTED
+  __local int route_expert[MMA_ROUTE_PAIRS], route_rank[MMA_ROUTE_PAIRS], route_slots[MMA_ROUTE_PAIRS], route_tile[3];
+  if (!mma_route(&pl, num_pairs, route_fused, topk_ids, topk_weights, (long)token_offset * top_k, num_global,
+                 expert_map, num_local, pair_expert, pair_weight, status, slot_pair, tiles, chunk_info, done,
+                 done_count, route_expert, route_rank, route_slots, route_tile, inter, hidden))
+    return;  // uniform over the work-group
 #else
   (void)route_fused, (void)topk_ids, (void)topk_weights, (void)num_global, (void)expert_map, (void)num_local;
-  (void)pair_expert, (void)pair_weight, (void)status, (void)done, (void)done_count;
+  (void)pair_expert, (void)pair_weight, (void)status, (void)done, (void)done_count, (void)num_pairs;
   if (!mma_place(&pl, tiles, chunk_info, inter, hidden)) return;  // uniform over the work-group
 #endif
 #if MMA_X_LOCAL
@@ -416,7 +528,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   __global const uint4* w[2] = {gate_w, up_w};
   __global const mma_scales_t* s[2] = {gate_s, up_s};
   float acc[MMA_MATS][MMA_NT][4];
-  mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slot_pair, top_k, token_offset, lds,
+#if MMA_ROUTED
+  mma_slots_t* slots = route_slots;
+#else
+  mma_slots_t* slots = slot_pair;
+#endif
+  mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slots, top_k, token_offset, lds,
              scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
   barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
   mma_store_partials(part, &pl, acc);

@@ -86,6 +86,9 @@ constexpr std::int64_t kSplitMaxSharedPairs = 512;
 // / split_k: the most that divide the GEMM's rows and, in FC1 under W4A4, keep whole blocks) and
 // the chunks of 64 staged per K slice at a time (4, 2 or 1: the most whose staged activations
 // fit in 16 KiB), staged only where several row tiles share them.
+// The most pairs of a chunk whose FC1 sorts them itself (MMA_ROUTE_PAIRS in moe_mma.cl: no
+// moe_sort launch).
+constexpr std::int64_t kMmaRoutedPairs = 64;
 struct MmaGemm {
   int rt = 1, ks = 1, kstage = 1;
   bool stage = false;

@@ -147,6 +147,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   ProgramCache& programs = ctx.programs();
   sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
   gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
+  if (id_ == MoeStrategy::mma && !o.scheme.w4a16())
+    gather_pairs_ = programs.kernel("moe_dispatch.cl", "moe_gather_pairs", dispatch);
   if (id_ == MoeStrategy::mma) {
     BuildOptions mma = o.numerics;
     if (o.scheme.weight == WeightFormat::nvfp4) mma.define("MOE_NVFP4");
@@ -155,7 +157,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM); per_pair: one token's
     // pairs each a tile of their own, no moe_sort (MMA_PER_PAIR).
     const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few,
-                           bool per_pair = false) {
+                           bool per_pair = false, bool routed = false) {
       BuildOptions b = mma;
       b.define(which)
           .define("MMA_NT", g.nt)
@@ -168,12 +170,14 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
       if (&gemm == &g.fc2) b.define("MMA_SUM", few ? 1 : 0).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
       if (per_pair) b.define("MMA_PER_PAIR", 1).define("MMA_HIDDEN", static_cast<int>(problem.hidden));
+      if (routed) b.define("MMA_ROUTED", 1);
       return programs.kernel("moe_mma.cl", name, b);
     };
     fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1", false);
     fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2", false);
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
+    fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (4·H bytes beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
@@ -282,6 +286,19 @@ void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const Moe
              cl::NullRange, launches, last);
 }
 
+void MoeStrategyKernels::enqueue_gather_pairs(const cl::CommandQueue& queue, const MoeShape& s,
+                                              const MoeDeviceWeights& w, const MoeWorkspace& ws, const MoeChunk& c,
+                                              std::vector<MoeLaunch>& launches, cl::Event& last) {
+  const bool fused = c.routing.logits == nullptr;
+  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
+  set_args(gather_pairs_, "moe_gather_pairs", *c.x, as_int(s.hidden), s.top_k, as_int(c.token_offset),
+           cl_int{fused ? 1 : 0}, ids, as_int(s.global_experts), w.expert_map, as_int(s.local_experts),
+           ws.pair_expert, w.fc1_input_scale, ws.x1);
+  moe_launch(queue, gather_pairs_, "moe_gather_pairs",
+             cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
+             cl::NullRange, launches, last);
+}
+
 void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                      const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
                                      cl::Event& last) {
@@ -291,25 +308,30 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // One token: every pair its own tile, routed in FC1 (no moe_sort; W4A4 quantized there too).
   // Few pairs: moe_sort's tiles of 8 and FC2 summing the top-k. Many: the configured tiles and
   // moe_reduce. W4A16 FC1 reads the input rows in place, W4A4 the gathered ones.
+  // Up to kMmaRoutedPairs pairs: FC1 sorts them itself (no moe_sort; W4A4 gathers by pair).
   const bool per_pair = mma_per_pair_ && c.tokens == 1, few = per_pair || mma_few_pairs(pairs);
+  const bool routed = !per_pair && few && pairs <= kMmaRoutedPairs;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
-  if (!per_pair) {
+  if (routed) {
+    if (!mma_direct_) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
+  } else if (!per_pair) {
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
   const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
-  cl::Kernel& fc1 = per_pair ? fc1_pair_ : few ? fc1_few_ : fc1_;
+  cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
   cl::Kernel& fc2 = per_pair ? fc2_pair_ : few ? fc2_few_ : fc2_;
-  // Top-k ids are routed inside the per-pair FC1; router logits were routed by moe_route_logits.
-  const bool fused = per_pair && c.routing.logits == nullptr;
+  // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
+  // moe_route_logits.
+  const bool fused = (per_pair || routed) && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
   set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
            w.scale_exp, mma_direct_ || per_pair ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2,
            ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights, as_int(s.global_experts), w.expert_map,
            as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status, ws.row_blocks_done,
-           cl_int{per_pair ? row_blocks : 0}, w.fc1_input_scale);
+           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs));
   moe_launch(queue, fc1, "moe_mma_fc1",
              cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                          static_cast<std::size_t>(tiles)),
