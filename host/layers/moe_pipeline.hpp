@@ -31,6 +31,10 @@ struct MoeWorkspace {
   cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, chunk_info, status;
   cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
+  // x1 and x2 as BF16 pairs (kernels/common/bf16_dot.cl, moe_bf16_quads16), for the BF16 dot products of
+  // grouped and decode's moe_fc1/moe_fc2 (written by moe_gather and moe_fc1); only where a layer can use
+  // them (NVFP4, BF16 dot products on the device), else null.
+  cl::Buffer x1q, x2q;
 };
 
 // The number of tiles `pairs` pairs can need with tiles of `tile_m` over `experts` experts.
