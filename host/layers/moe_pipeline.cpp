@@ -278,7 +278,7 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int E = as_int(s.local_experts);
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  // mma routes top-k ids in its sort (routes_topk); router logits were routed by moe_route_logits.
+  // Top-k ids are routed here (routes_topk); router logits were routed by moe_route_logits.
   const bool fused = routes_topk() && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;

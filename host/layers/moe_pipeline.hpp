@@ -90,8 +90,9 @@ class MoeStrategyKernels {
                      const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
   // True when this strategy routes top-k ids itself (no routing kernel before it): split in its
-  // FC1, mma in its sort.
-  bool routes_topk() const { return id_ == MoeStrategy::split || id_ == MoeStrategy::mma; }
+  // FC1, the others in moe_sort (one launch fewer a call: on PoCL each costs a few µs of a ~1 ms
+  // one-token call).
+  bool routes_topk() const { return true; }
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
   // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
   // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
