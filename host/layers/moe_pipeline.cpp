@@ -191,6 +191,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
     fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
+    fc2_routed_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (4·H bytes beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
@@ -323,11 +324,12 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // One token: every pair its own tile, routed in FC1 (no moe_sort; W4A4 quantized there too).
   // Few pairs: moe_sort's tiles of 8 and FC2 summing the top-k. Many: the configured tiles and
   // moe_reduce. W4A16 FC1 reads the input rows in place, W4A4 the gathered ones.
-  // Up to kMmaRoutedPairs pairs: FC1 sorts them itself (no moe_sort; W4A4 gathers by pair).
+  // Up to kMmaRoutedPairs pairs: FC1 and FC2 find their tiles themselves, one led by each pair (no
+  // moe_sort; W4A4 gathers by pair).
   const bool per_pair = mma_per_pair_ && c.tokens == 1, few = per_pair || mma_few_pairs(pairs);
   const bool routed = !per_pair && few && pairs <= kMmaRoutedPairs;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
-  const std::int64_t tiles = per_pair ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
+  const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
   if (routed) {
     if (!mma_direct_) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
   } else if (!per_pair) {
@@ -336,7 +338,7 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   }
   const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
-  cl::Kernel& fc2 = per_pair ? fc2_pair_ : few ? fc2_few_ : fc2_;
+  cl::Kernel& fc2 = per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
   // moe_route_logits.
   const bool fused = (per_pair || routed) && c.routing.logits == nullptr;

@@ -129,9 +129,9 @@ class MoeStrategyKernels {
   MoeTiles few_tiles_;
   cl::Kernel fc1_few_, fc2_few_;
   cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (few_; W4A4 FC1 wider)
-  // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 sorts them itself (MMA_ROUTED, no
-  // moe_sort; W4A4 after moe_gather_pairs), then fc2_few_.
-  cl::Kernel fc1_routed_, gather_pairs_;
+  // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
+  // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs).
+  cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
