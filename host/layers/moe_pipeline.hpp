@@ -31,6 +31,10 @@ struct MoeWorkspace {
   cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, chunk_info, status;
   cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
+  // x1 and x2 as BF16 pairs (kernels/common/bf16_dot.cl, moe_bf16_quads16), for the BF16 dot products of
+  // grouped and decode's moe_fc1/moe_fc2 (written by moe_gather and moe_fc1); only where a layer can use
+  // them (NVFP4, BF16 dot products on the device), else null.
+  cl::Buffer x1q, x2q;
 };
 
 // The number of tiles `pairs` pairs can need with tiles of `tile_m` over `experts` experts.
@@ -86,8 +90,9 @@ class MoeStrategyKernels {
                      const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
   // True when this strategy routes top-k ids itself (no routing kernel before it): split in its
-  // FC1, mma in its sort.
-  bool routes_topk() const { return id_ == MoeStrategy::split || id_ == MoeStrategy::mma; }
+  // FC1, the others in moe_sort (one launch fewer a call: on PoCL each costs a few µs of a ~1 ms
+  // one-token call).
+  bool routes_topk() const { return true; }
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
   // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
   // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
