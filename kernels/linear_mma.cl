@@ -158,16 +158,19 @@ MMA_UNROLLED
   }
   for (; c < per_warp; ++c) linear_mma_chunk(wp[c * 32], sp[c * 8], scale_exp, xr, p0, c, acc, sc, lane);
 
-  // The K slices' partial sums, added in slice order by one work-item per (row, token).
+  // The K slices' partial sums, added in slice order by one work-item per (row, token). A C
+  // fragment is stored register-major (register · 32 + lane): the stores hit 32 banks, and the
+  // reads of neighbouring rows (lanes 4 apart) 8.
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) part[((ks * MMA_RT + rt_local) * MMA_NT + nt) * 128 + lane * 4 + r] = acc[nt][r];
+    for (int r = 0; r < 4; ++r) part[((ks * MMA_RT + rt_local) * MMA_NT + nt) * 128 + r * 32 + lane] = acc[nt][r];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
     const int mt = i / MMA_ROWS, r = i % MMA_ROWS, token = tok0 + mt;
     if (token >= m) break;  // i grows with the token: every later one is past M too
-    const int at = ((r / 16) * MMA_NT + mt / 8) * 128 + mma_c_index(r % 16, mt % 8);
+    const int ci = mma_c_index(r % 16, mt % 8);  // lane · 4 + register
+    const int at = ((r / 16) * MMA_NT + mt / 8) * 128 + (ci % 4) * 32 + ci / 4;
     float h = 0.0f;
     for (int s = 0; s < MMA_KSPLIT; ++s) h += part[s * (MMA_RT * MMA_NT * 128) + at];
     fp4_store_output(y, (ulong)token * n + row0 + r, h, epilogue, bias, has_bias, (uint)(row0 + r), out_bf16);

@@ -12,7 +12,8 @@
 // Tuning: MMA_NT (the largest token tile built, 8·MMA_NT tokens; tiles of 8, 16, ... up to it
 // are built and a call takes the smallest that holds its tokens), MMA_RT (row tiles of 16 per
 // work-group, the largest divisor of N / 16 up to it), MMA_KSPLIT (warps splitting K; 0: from
-// the shape alone, mma_auto_split_k: enough warps to fill the device at one token), MMA_UNROLL
+// the shape alone, mma_auto_split_k: enough warps to fill the device at one token, fewer where
+// the work-group would not fit the device's local memory or work-group size), MMA_UNROLL
 // (chunks of weights loaded ahead), MMA_QUANT_TOKENS (W4A4: the most tokens quantized inside the
 // kernel, fewer where K · 4 bytes a token do not fit in local memory; 0: always the pre-pass).
 #include <fmt/format.h>
@@ -116,15 +117,20 @@ class LinearMmaKernel final : public LinearKernel {
     });
     nt_ = value(config, "MMA_NT");
     rt_ = largest_divisor_within(config.n / 16, value(config, "MMA_RT"));
-    ks_ = value(config, "MMA_KSPLIT");
-    if (ks_ == 0) ks_ = mma_auto_split_k(config.k, config.n, 1);
     unroll_ = value(config, "MMA_UNROLL");
     const bool native = mma_native(ctx.info());
-    const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
     // The partial sums and the emulation's scratch, for tiles of nt MMAs of 8 tokens.
     const auto local_for = [&](long long nt) {
       return static_cast<std::uint64_t>(ks_ * rt_ * nt * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
     };
+    ks_ = value(config, "MMA_KSPLIT");
+    if (ks_ == 0) {  // from the shape, then fewer warps while the work-group does not fit the device
+      ks_ = mma_auto_split_k(config.k, config.n, 1);
+      while (ks_ > 1 && (local_for(nt_) > ctx.info().local_mem_bytes ||
+                         static_cast<std::size_t>(32 * rt_ * ks_) > ctx.info().max_work_group_size))
+        ks_ = largest_divisor_within(config.k / 64, ks_ - 1);
+    }
+    const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
     const std::uint64_t local_bytes = local_for(nt_);
     if (local_items > ctx.info().max_work_group_size)
       fail("linear kernel 'mma': MMA_RT = {} row tiles × MMA_KSPLIT = {} warps are {} work-items; {} allows {}", rt_,
