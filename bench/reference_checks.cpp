@@ -41,44 +41,58 @@ std::string check_linear_output(const QuantScheme& scheme, const Fp4Weight& w, c
   return fmt::format("ok: {} outputs, worst {:.2f} of bound", picks.size(), worst);
 }
 
-std::string check_moe_output(const Fp4Experts& experts, const MoeConfig& config, const std::vector<std::uint16_t>& x,
-                             const Routing& routing, std::int64_t tokens, const std::vector<std::uint16_t>& out_bf16,
-                             const std::vector<float>& out_fp32) {
+MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig& config,
+                                      const std::vector<std::uint16_t>& x, const Routing& routing,
+                                      std::int64_t tokens) {
   const std::int64_t H = experts.hidden;
   const int k = config.top_k;
-  std::vector<std::int64_t> picked = {0};
-  if (tokens > 1) picked.push_back(tokens - 1);
+  MoeCheckReference c;
+  c.hidden = H;
+  c.picked = {0};
+  if (tokens > 1) c.picked.push_back(tokens - 1);
   std::vector<std::uint16_t> xs;
   std::vector<std::int32_t> ids;
   std::vector<float> weights;
-  for (std::int64_t t : picked) {
+  for (std::int64_t t : c.picked) {
     xs.insert(xs.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
     ids.insert(ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);
     weights.insert(weights.end(), routing.weights.begin() + t * k, routing.weights.begin() + (t + 1) * k);
   }
-  const auto n = static_cast<std::int64_t>(picked.size());
+  const auto n = static_cast<std::int64_t>(c.picked.size());
   reference::MoeReferenceOptions opt;
   opt.scheme = config.scheme;
   opt.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   opt.expert_map = config.expert_map;
-  const reference::MoeReferenceResult ref =
-      reference::moe_reference(experts, opt, xs, reference::routing_from_topk(ids, weights, n, k));
+  c.ref = reference::moe_reference(experts, opt, xs, reference::routing_from_topk(ids, weights, n, k));
+  return c;
+}
+
+std::string check_moe_output(const MoeCheckReference& c, const std::vector<std::uint16_t>& out_bf16,
+                             const std::vector<float>& out_fp32) {
+  const std::int64_t H = c.hidden;
+  const auto n = static_cast<std::int64_t>(c.picked.size());
   std::int64_t checked = 0;
   for (std::int64_t p = 0; p < n; ++p) {
     for (std::int64_t h = 0; h < H; ++h) {
       const auto ri = static_cast<std::size_t>(p * H + h);
-      const auto di = static_cast<std::size_t>(picked[static_cast<std::size_t>(p)] * H + h);
-      const bool ok = out_bf16.empty() ? reference::accepts_fp32(ref, ri, out_fp32[di])
-                                       : reference::accepts_bf16(ref, ri, out_bf16[di]);
+      const auto di = static_cast<std::size_t>(c.picked[static_cast<std::size_t>(p)] * H + h);
+      const bool ok = out_bf16.empty() ? reference::accepts_fp32(c.ref, ri, out_fp32[di])
+                                       : reference::accepts_bf16(c.ref, ri, out_bf16[di]);
       if (!ok)
         throw Error(fmt::format("check against the reference failed: out[{}, {}] = {}, reference {} ± {}",
-                                picked[static_cast<std::size_t>(p)], h,
+                                c.picked[static_cast<std::size_t>(p)], h,
                                 out_bf16.empty() ? static_cast<double>(out_fp32[di]) : bf16_to_float(out_bf16[di]),
-                                ref.value[ri], ref.bound[ri]));
+                                c.ref.value[ri], c.ref.bound[ri]));
       ++checked;
     }
   }
   return fmt::format("ok: {} outputs of {} tokens", checked, n);
+}
+
+std::string check_moe_output(const Fp4Experts& experts, const MoeConfig& config, const std::vector<std::uint16_t>& x,
+                             const Routing& routing, std::int64_t tokens, const std::vector<std::uint16_t>& out_bf16,
+                             const std::vector<float>& out_fp32) {
+  return check_moe_output(moe_check_reference(experts, config, x, routing, tokens), out_bf16, out_fp32);
 }
 
 }  // namespace fp4cl::bench

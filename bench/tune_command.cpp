@@ -6,13 +6,17 @@
 //       --tokens 1,2,4,8,16,32,64,128,256,512 --output tuning/pocl-cpu.json        (one line)
 //
 // --preset adds the preset's MoE layer and its expert projections as linear shapes (FC1 2I x H,
-// FC2 H x I); --linear NxK adds linear shapes; --op limits to linear or moe. The output file is
+// FC2 H x I); --linear NxK adds linear shapes; --op limits to linear or moe. --kernel names the
+// MoE strategies to tune (default: those automatic selection can choose on the device; e.g.
+// --kernel mma tunes the tensor-core strategy alone, and forces its emulation off NVIDIA);
+// --max-candidates bounds the candidates timed per strategy and bucket. The output file is
 // merged into (entries of the same device and key are replaced) unless --replace; its default is
 // the user's database (~/.config/fp4cl/tuning.json). While tuning, no database is loaded
 // (FP4CL_TUNING_FILE=none): candidates are compared from the built-in defaults.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -23,6 +27,7 @@
 #include "bench_context.hpp"
 #include "bench_options.hpp"
 #include "fp4cl/error.hpp"
+#include "fp4cl/moe.hpp"
 #include "presets.hpp"
 #include "tune_targets.hpp"
 #include "tuning/tuning_database.hpp"
@@ -40,9 +45,10 @@ struct TuneArgs {
   int topk = 0;
   std::vector<std::string> schemes = {"nvfp4-w4a16", "nvfp4-w4a4"};
   std::vector<std::int64_t> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  std::vector<std::string> moe_kernels;
   std::string output;
   bool replace = false;
-  int iters = 8, passes = 2, check_samples = 64;
+  int iters = 8, passes = 2, check_samples = 64, max_candidates = 0;
   double rotate_mib = 0;
 };
 
@@ -71,6 +77,14 @@ void run_tune(const TuneArgs& a) {
   const std::vector<QuantScheme> schemes = parse_schemes(a.schemes);
   const bool do_linear = std::find(a.ops.begin(), a.ops.end(), "linear") != a.ops.end();
   const bool do_moe = std::find(a.ops.begin(), a.ops.end(), "moe") != a.ops.end();
+  if (!a.moe_kernels.empty() && !do_moe) throw Error("--kernel names MoE strategies: it needs --op moe");
+  const std::vector<std::string> strategies = moe_kernel_strategies();
+  for (const std::string& k : a.moe_kernels) {
+    if (std::find(strategies.begin(), strategies.end(), k) != strategies.end()) continue;
+    std::string valid;
+    for (const std::string& s : strategies) valid += (valid.empty() ? "" : ", ") + s;
+    throw Error(fmt::format("--kernel: unknown MoE strategy '{}'; valid: {}", k, valid));
+  }
   const bool explicit_moe = a.hidden || a.inter || a.experts || a.topk;
   if (explicit_moe && !a.preset.empty()) throw Error("give either --preset or --hidden/--inter/--experts/--topk, not both");
   if (explicit_moe && (!a.hidden || !a.inter || !a.experts || !a.topk))
@@ -105,12 +119,15 @@ void run_tune(const TuneArgs& a) {
   settings.buckets = a.tokens;
   settings.iters = a.iters;
   settings.max_passes = a.passes;
+  settings.max_candidates = a.max_candidates;
+  settings.moe_kernels = a.moe_kernels;
   settings.check_samples = a.check_samples;
   settings.rotation_bytes = rotation_bytes(ctx, rotation_options);
   settings.log = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   fmt::print(stderr, "tuning on {}\n", ctx.info().describe());
 
   const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(ctx.info());
+  const auto start = std::chrono::steady_clock::now();
   std::size_t written = 0;
   for (const QuantScheme& scheme : schemes) {
     if (do_linear)
@@ -130,7 +147,8 @@ void run_tune(const TuneArgs& a) {
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     tuning::save_database(output, db);
   }
-  fmt::print("{} tuned entries for {} written to {}\n", written, device.describe(), output);
+  fmt::print("{} tuned entries for {} written to {} ({:.0f} s)\n", written, device.describe(), output,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace
@@ -154,6 +172,12 @@ void register_tune(CLI::App& app) {
   t->add_flag("--replace", a->replace, "write only this run's entries (default: merge into the file)");
   t->add_option("--iters", a->iters, "timed calls per candidate")->check(CLI::Range(1, 1000))->capture_default_str();
   t->add_option("--passes", a->passes, "coordinate-descent passes")->check(CLI::Range(1, 10))->capture_default_str();
+  t->add_option("--kernel", a->moe_kernels,
+                "MoE strategies to tune (comma-separated; default: those automatic selection can choose on the device)")
+      ->delimiter(',');
+  t->add_option("--max-candidates", a->max_candidates, "candidates timed per strategy and bucket, at most (0: no limit)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   t->add_option("--check-samples", a->check_samples, "linear outputs checked per candidate")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();

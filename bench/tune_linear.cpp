@@ -134,7 +134,7 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
       };
       const SearchResult r = coordinate_descent(tuning::linear_default_params(kind, kernel),
                                                 linear_axes(kernel, kind, tokens, !scheme.w4a16()), evaluate,
-                                                settings.max_passes);
+                                                settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok && (best_us == 0.0 || r.best.us < best_us)) {

@@ -1,70 +1,31 @@
-// Tuning of the MoE strategies (decode, grouped): their tiles (tile_m, local_i, local_h) per token
-// bucket, and the weight layout (vec, group), which one layer shares between its strategies: it is
-// tuned at the first bucket and then held for the others. Candidates reach the layer through
-// FP4CL_MOE_TILES (the MoE layer's tuning hook) with the strategy forced by MoeConfig::kernel.
+// Tuning of the MoE strategies (decode, grouped, split, mma): their tiles per token bucket
+// (tune_moe_candidates.hpp says which parameters at which bucket), and the weight layout (vec,
+// group), which one layer shares between its strategies: it is tuned at the first bucket and then
+// held for the others; so are mma's parameters for chunks of few pairs (few_split_k, unroll) for
+// its buckets of many. Candidates reach the layer through FP4CL_MOE_TILES (the MoE layer's tuning
+// hook) with the strategy forced by MoeConfig::kernel; each is checked against the scalar
+// reference before it is timed.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
-#include "bench_options.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
 #include "reference_checks.hpp"
 #include "synthetic_data.hpp"
 #include "timing.hpp"
+#include "tune_moe_candidates.hpp"
 #include "tune_targets.hpp"
 #include "tuning_search.hpp"
 
 namespace fp4cl::bench {
 
 namespace {
-
-// Sets FP4CL_MOE_TILES for the lifetime of the object (the tuner is single-threaded).
-class ScopedTiles {
- public:
-  explicit ScopedTiles(const std::string& value) { ::setenv("FP4CL_MOE_TILES", value.c_str(), 1); }
-  ~ScopedTiles() { ::unsetenv("FP4CL_MOE_TILES"); }
-  ScopedTiles(const ScopedTiles&) = delete;
-  ScopedTiles& operator=(const ScopedTiles&) = delete;
-};
-
-// The FP4CL_MOE_TILES value of a candidate for `strategy`.
-std::string tiles_env(const std::string& strategy, const tuning::Params& p) {
-  std::string s;
-  for (const auto& [k, v] : p) {
-    const bool layout = k == "vec" || k == "group";
-    s += fmt::format("{}{}{}={}", s.empty() ? "" : ",", layout ? "" : strategy + ".", k, v);
-  }
-  return s;
-}
-
-// The layer's built-in choice for `strategy` (with FP4CL_MOE_TILES unset and no database).
-tuning::Params default_params(const Context& ctx, const QuantScheme& scheme, const MoeTuneShape& shape,
-                              const std::string& strategy) {
-  cl_uint width = 1;
-  ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
-  const MoeSelection sel = select_moe_strategies(
-      ctx.info(), width, {scheme, shape.hidden, shape.inter, shape.experts, shape.topk}, strategy);
-  const MoeTiles& t = sel.usable.front().tiles;
-  return {{"vec", sel.layout.vec},  {"group", sel.layout.group}, {"tile_m", t.tile_m},
-          {"local_i", t.local_i},   {"local_h", t.local_h}};
-}
-
-std::vector<ParamAxis> moe_axes(bool with_layout, bool decode, DeviceKind kind) {
-  const bool cpu = kind == DeviceKind::cpu;
-  std::vector<ParamAxis> axes;
-  if (with_layout) {
-    axes.push_back({"vec", cpu ? std::vector<long long>{4, 8, 16} : std::vector<long long>{1, 2, 4}});
-    axes.push_back({"group", cpu ? std::vector<long long>{8, 16, 32} : std::vector<long long>{32, 64, 128}});
-  }
-  if (!decode) axes.push_back({"tile_m", {2, 4, 8}});
-  axes.push_back({"local_i", cpu ? std::vector<long long>{1, 2, 4, 8} : std::vector<long long>{32, 64, 128}});
-  axes.push_back({"local_h", cpu ? std::vector<long long>{1, 2, 4, 8} : std::vector<long long>{32, 64, 128}});
-  return axes;
-}
 
 template <typename T>
 cl::Buffer buffer(const Context& ctx, const std::vector<T>& host) {
@@ -80,10 +41,23 @@ cl::Buffer buffer(const Context& ctx, const std::vector<T>& host) {
 std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& scheme, const MoeTuneShape& shape,
                                     const TuneSettings& settings) {
   const Fp4Experts experts = make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, 1);
-  const std::int64_t max_bucket = *std::max_element(settings.buckets.begin(), settings.buckets.end());
+  std::vector<std::int64_t> buckets = settings.buckets;
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  const std::int64_t max_bucket = buckets.back();
+  const DeviceInfo& device = ctx.info();
+  cl_uint width = 1;
+  ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+  const MoeProblem problem{scheme, shape.hidden, shape.inter, shape.experts, shape.topk};
+  const std::vector<std::string> strategies = moe_tune_strategies(device, width, problem, settings.moe_kernels);
+  std::string names;
+  for (const std::string& s : strategies) names += (names.empty() ? "" : ", ") + s;
+  settings.log(fmt::format("moe H={} I={} E={} k={} {}: tuning {}", shape.hidden, shape.inter, shape.experts,
+                           shape.topk, tuning::scheme_key(scheme), names));
   std::vector<tuning::Entry> entries;
-  tuning::Params layout;  // vec and group, fixed after the first bucket
-  for (std::int64_t tokens : settings.buckets) {
+  tuning::Params layout;    // vec and group, fixed after the first bucket
+  tuning::Params mma_few;   // mma's few_split_k and unroll, fixed after its first few-pairs bucket
+  for (std::int64_t tokens : buckets) {
     const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
     std::vector<Routing> routing;
     std::vector<cl::Buffer> ids, weights;
@@ -98,20 +72,40 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
                          nullptr, &err);
     if (err != CL_SUCCESS) throw Error("allocating the tuning output", err);
 
+    // The reference for the check, computed at the first candidate that runs and kept for the
+    // others (the same inputs, scheme and routing).
+    std::optional<MoeCheckReference> reference;
     tuning::Entry best;
-    double best_us = 0.0, default_us = 0.0, expert_bytes = 0.0;
+    // Where the bucket's time went (seconds of wall clock): layer creation (weights prepared and
+    // uploaded, kernels built), the reference check, the timed calls.
+    double create_s = 0.0, check_s = 0.0, time_s = 0.0;
+    const auto since = [](std::chrono::steady_clock::time_point t0) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    double best_us = 0.0, default_us = 0.0, expert_bytes = 0.0, best_bytes = 0.0;
     int tried = 0;
-    for (const std::string& strategy : moe_kernel_strategies()) {
-      const bool decode = strategy == "decode";
+    for (const std::string& strategy : strategies) {
+      const bool mma = strategy == "mma";
       // Decode streams an expert's weights for every (token, expert) pair: past a few hundred
       // pairs it cannot compete, and a call would take seconds.
-      if (decode && tokens * shape.topk > 256) continue;
-      tuning::Params start = default_params(ctx, scheme, shape, strategy);
+      if (strategy == "decode" && tokens * shape.topk > 256) continue;
+      tuning::Params start;
+      try {
+        start = moe_default_params(device, width, problem, strategy);
+      } catch (const Error& e) {
+        settings.log(fmt::format("  {} skipped at T={}: {}", strategy, tokens, e.what()));
+        continue;
+      }
       for (const auto& [k, v] : layout) start[k] = v;
+      const bool few = mma && mma_few_pairs_bucket(tokens, shape.topk, shape.experts, start.at("tile_m"));
+      if (mma && !few)
+        for (const auto& [k, v] : mma_few) start[k] = v;
       const Evaluate evaluate = [&](const tuning::Params& params) {
         Trial t;
-        if (params.at("group") % params.at("vec") != 0) {
-          t.note = "group is not a multiple of vec";
+        if (std::string why = moe_candidate_refusal(device, width, problem, strategy, params); !why.empty()) {
+          t.refused = true;
+          t.note = "refused: " + why;
+          settings.log(fmt::format("  skipped {} {}: {}", strategy, params_text(params), why));
           return t;
         }
         MoeConfig config;
@@ -120,25 +114,34 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         config.max_tokens = max_bucket;
         config.kernel = strategy;
         std::unique_ptr<MoeLayer> layer;
+        auto t0 = std::chrono::steady_clock::now();
         try {
-          const ScopedTiles tiles(tiles_env(strategy, params));
+          const ScopedTiles tiles(moe_tiles_env(strategy, params));
           layer = std::make_unique<MoeLayer>(MoeLayer::create(ctx, experts, config));
           expert_bytes = static_cast<double>(layer->expert_weight_bytes());
+          create_s += since(t0);
         } catch (const Error& e) {
+          create_s += since(t0);
           t.note = fmt::format("refused: {}", e.what());
+          settings.log(fmt::format("  {} {} failed to build: {}", strategy, params_text(params), e.what()));
           return t;
         }
+        t0 = std::chrono::steady_clock::now();
         try {
           layer->forward_topk(xb, ids[0], weights[0], out, tokens);
           std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * shape.hidden));
           const cl_int rerr = ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data());
           if (rerr != CL_SUCCESS) throw Error("reading the MoE output back", rerr);
-          check_moe_output(experts, config, x, routing[0], tokens, y, {});
+          if (!reference) reference = moe_check_reference(experts, config, x, routing[0], tokens);
+          check_moe_output(*reference, y, {});
+          check_s += since(t0);
         } catch (const Error& e) {
+          check_s += since(t0);
           t.note = e.what();
           settings.log(fmt::format("  CHECK FAILED {} {}: {}", strategy, params_text(params), e.what()));
           return t;
         }
+        t0 = std::chrono::steady_clock::now();
         const Timing timing = time_calls(ctx, settings.warmup, settings.iters, [&](int i) {
           const std::size_t r = static_cast<std::size_t>(i) % routing.size();
           const MoeCall call = layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
@@ -146,18 +149,22 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
           for (const MoeLaunch& l : call.launches) events.push_back(l.event);
           return events;
         });
+        time_s += since(t0);
         t.ok = true;
         t.us = timing.median_us;
         return t;
       };
-      const SearchResult r = coordinate_descent(start, moe_axes(layout.empty(), decode, ctx.info().kind), evaluate,
-                                                settings.max_passes);
+      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind), evaluate,
+                                                settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
+      if (mma && few && mma_few.empty() && r.best.ok)
+        mma_few = {{"few_split_k", r.best.params.at("few_split_k")}, {"unroll", r.best.params.at("unroll")}};
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok && (best_us == 0.0 || r.best.us < best_us)) {
         best_us = r.best.us;
         best.kernel = strategy;
         best.params = r.best.params;
+        best_bytes = expert_bytes;
       }
     }
     if (best_us == 0.0)
@@ -171,14 +178,15 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
     double distinct = 0.0;
     for (const Routing& r : routing) distinct += static_cast<double>(distinct_experts(r));
     best.measured.us = best_us;
-    best.measured.gbps = expert_bytes * distinct / static_cast<double>(routing.size()) / (best_us * 1e-6) * 1e-9;
+    best.measured.gbps = best_bytes * distinct / static_cast<double>(routing.size()) / (best_us * 1e-6) * 1e-9;
     best.measured.gflops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.hidden) *
                            static_cast<double>(shape.inter) / (best_us * 1e-6) * 1e-9;
     settings.log(fmt::format("moe H={} I={} E={} k={} {} T={}: {} {} {:.1f} us ({:.2f} GB/s, {:.1f} GFLOP/s); best "
-                             "default {:.1f} us; {} trials",
+                             "default {:.1f} us; {} trials ({:.1f} s creating layers, {:.1f} s checking, {:.1f} s "
+                             "timing)",
                              shape.hidden, shape.inter, shape.experts, shape.topk, best.scheme, tokens, best.kernel,
                              params_text(best.params), best_us, best.measured.gbps, best.measured.gflops, default_us,
-                             tried));
+                             tried, create_s, check_s, time_s));
     entries.push_back(best);
   }
   return entries;

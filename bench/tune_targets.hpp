@@ -20,6 +20,10 @@ struct TuneSettings {
   double rotation_bytes = 0;          // weights streamed between two uses of one copy
   int check_samples = 64;             // linear: random outputs checked per candidate
   int max_passes = 2;                 // coordinate-descent passes
+  int max_candidates = 0;             // candidates measured per strategy and bucket, at most (0: no limit)
+  // MoE: the strategies to tune (empty: those automatic selection can choose on the device,
+  // moe_tune_strategies()).
+  std::vector<std::string> moe_kernels;
   // Progress lines (one per bucket, and one per failing candidate).
   std::function<void(const std::string&)> log;
 };

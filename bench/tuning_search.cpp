@@ -14,26 +14,30 @@ std::string params_text(const tuning::Params& p) {
 }
 
 SearchResult coordinate_descent(const tuning::Params& start, const std::vector<ParamAxis>& axes,
-                                const Evaluate& evaluate, int max_passes) {
+                                const Evaluate& evaluate, int max_passes, int max_candidates) {
   SearchResult r;
   std::map<tuning::Params, Trial> seen;
+  int measured = 0;
   auto measure = [&](const tuning::Params& p) -> const Trial& {
     auto it = seen.find(p);
     if (it == seen.end()) {
       Trial t = evaluate(p);
       t.params = p;
+      if (!t.refused) ++measured;
       r.trials.push_back(t);
       it = seen.emplace(p, t).first;
     }
     return it->second;
   };
+  const auto over_budget = [&] { return max_candidates > 0 && measured >= max_candidates; };
   Trial best = measure(start);
-  for (int pass = 0; pass < max_passes; ++pass) {
+  for (int pass = 0; pass < max_passes && !over_budget(); ++pass) {
     bool changed = false;
     for (const ParamAxis& axis : axes) {
       for (long long v : axis.values) {
         tuning::Params p = best.params;
         p[axis.name] = v;
+        if (seen.find(p) == seen.end() && over_budget()) break;
         const Trial& t = measure(p);
         if (t.ok && (!best.ok || t.us < best.us)) {
           best = t;

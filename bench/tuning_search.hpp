@@ -3,6 +3,8 @@
 // one parameter with the others held at the best so far, keeps the fastest candidate that passed
 // its reference check, and moves on; passes repeat until one changes nothing (at most
 // `max_passes`). Candidates a kernel refuses, or that fail the check, are recorded and skipped.
+// `max_candidates` > 0 bounds the candidates measured (refused ones, which cost nothing, are not
+// counted): the search stops with the best so far once that many were.
 // Measurements are medians of several calls; the machine may be shared, so the winner is timed
 // again next to the starting point before it is accepted.
 #pragma once
@@ -25,6 +27,7 @@ struct ParamAxis {
 struct Trial {
   tuning::Params params;
   bool ok = false;
+  bool refused = false;  // the layer refused the candidate before building anything
   double us = 0.0;     // median event time of one call (when ok)
   std::string note;    // why it was refused or failed
 };
@@ -40,7 +43,7 @@ struct SearchResult {
 };
 
 SearchResult coordinate_descent(const tuning::Params& start, const std::vector<ParamAxis>& axes,
-                                const Evaluate& evaluate, int max_passes = 2);
+                                const Evaluate& evaluate, int max_passes = 2, int max_candidates = 0);
 
 // "GEMV_LOCAL=1 GEMV_TOKENS=4"
 std::string params_text(const tuning::Params& p);

@@ -10,6 +10,7 @@
 //   tiles [3·max_tiles] (expert, first slot, pair count <= tile_m) per tile, experts ascending
 //   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
 //   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
+#include "common/bf16_dot.cl"
 #include "common/formats.cl"
 #include "moe_expert_map.cl"
 #include "moe_quant.cl"
@@ -127,15 +128,22 @@ inline void moe_gather_block(__global const ushort* src, __global const float* f
 #endif
 }
 
-// One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32.
+// One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32 and, with pack = 1,
+// x1q [slots, H/2]: the same values as the BF16 pairs that moe_fc1's BF16 dot products read
+// (moe_bf16_quads16, common/bf16_dot.cl).
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
-                         __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1) {
+                         __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1,
+                         __global uint* x1q, int pack) {
   const int b = get_global_id(0), slot = get_global_id(1);
   if (slot >= chunk_info[1] || b * MOE_QUANT_BLOCK >= hidden) return;
   const int pair = slot_pair[slot];
+  __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
   moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale,
-                   pair_expert[pair], x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK);
+                   pair_expert[pair], dst);
+  if (pack)
+    for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c)
+      vstore8(moe_bf16_quads16(as_uint16(vload16(c, dst))), c, x1q + (long)slot * (hidden / 2) + b * (MOE_QUANT_BLOCK / 2));
 }
 
 // The same without moe_sort, for moe_mma_fc1's routed chunks (MMA_ROUTED): one work-item per

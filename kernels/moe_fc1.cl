@@ -11,9 +11,16 @@
 //   x1 [slots, H]   FC1 inputs (moe_gather)
 //   x2 [slots, I]   FC2 inputs, written here: BF16 values (W4A16) or e2m1 × block scale of their
 //                   quantization (W4A4)
+//   x1q [slots, H/2], x2q [slots, I/2]  the same as BF16 pairs for the BF16 dot products
+//                   (MOE_BF16DOT; moe_bf16_quads16): x1q from moe_gather, x2q written here
 //   fc1_factor [E, 2]  per expert {gate, up}: alpha = input scale (gs_d, W4A4) × dequant global
 //                   scale × 2^-(scale_exp + MOE_E2M1_EXP), so gate and up keep their own scales
 //   fc2_input_scale [E]  W4A4 NVFP4: quant-direction global scale of the FC2 input
+// NVFP4 W4A4's FC1 inputs are never tiny (e2m1 × E4M3: at least 2^-10 when nonzero): no scan for
+// them before the BF16 dot products (moe_fp4_vec.cl).
+#if MOE_W4A4
+#define MOE_BF16_X_TINY 0
+#endif
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
 
@@ -39,10 +46,11 @@ MOE_BF16_DOT2_N(moe_bf16_fc1_4, 4)
 // Gate and up dot products of the work-item's rows for the first `n` pairs of a tile. Each call
 // site passes a constant n, so the loops unroll and the accumulators stay in registers; pairs
 // past `count` repeat the last one.
-__attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global moe_scale_t* gs,
+static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, const __global moe_scale_t* gs,
                                                        const __global uint* uw, const __global moe_scale_t* us, int hidden,
-                                                       int scale_exp, const __global float* x1, int start, int count,
-                                                       const int n, floatV* hg, floatV* hu) {
+                                                       int scale_exp, const __global float* x1,
+                                                       const __global uint* x1q, int start, int count, const int n,
+                                                       floatV* hg, floatV* hu) {
 #if MOE_BF16DOT
   // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
   // small for them (then the table decode below).
@@ -50,7 +58,7 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
   // its 40 KB of weights (gate and up of 16 rows at H = 2048) still in L2; 4 accumulators a pair
   // and matrix in one pass would not fit the 32 vector registers.
   if (n <= MOE_BF16_MAX_PAIRS || n == 2 * MOE_BF16_MAX_PAIRS) {
-    const __global float* x = x1 + (long)start * hidden;
+    const __global uint* x = x1q + (long)start * (hidden / 2);
     int tiny;
     if (n == 1) tiny = moe_bf16_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
     else if (n == 2) tiny = moe_bf16_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
@@ -58,12 +66,14 @@ __attribute__((always_inline)) inline void moe_fc1_dot(const __global uint* gw, 
     else {
       tiny = moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, min(count, 4), hg, hu);
       if (count > 4)
-        tiny |= moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x + 4L * hidden, count - 4, hg + 4, hu + 4);
+        tiny |= moe_bf16_fc1_4(gw, gs, uw, us, hidden, scale_exp, x + 4L * (hidden / 2), count - 4, hg + 4, hu + 4);
       else
         for (int m = 4; m < 8; ++m) hg[m] = hg[3], hu[m] = hu[3];  // pairs past count repeat the last
     }
     if (!tiny) return;
   }
+#else
+  (void)x1q;
 #endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
@@ -169,7 +179,7 @@ inline floatV moe_swiglu(floatV g, floatV u, float2 f) { return moe_round_bf16(m
 // slot `start` (a_local: pair m's rows at (m · MOE_LOCAL + lid) · MOE_VEC; moe_quant.cl). Called
 // by every work-item of the group, between barriers.
 inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start, int count, int inter,
-                                  __global const float* fc2_input_scale, __global float* x2) {
+                                  __global const float* fc2_input_scale, __global float* x2, __global uint* x2q) {
   const int lid = get_local_id(0);
   const int rows = MOE_LOCAL * MOE_VEC, blocks = rows / MOE_BLOCK, r0 = get_group_id(0) * rows;
 #ifdef MOE_NVFP4
@@ -182,7 +192,17 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
     if (m < count && rb < inter) {
       float v[MOE_BLOCK];
       for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];
+#if MOE_BF16DOT
+      // NVFP4 (block 16): the quantized block in registers, stored as fp32 and as BF16 pairs.
+      float q[MOE_BLOCK];
+      moe_quantize_block_private(v, gs, q);
+      const float16 qv = vload16(0, q);
+      vstore16(qv, 0, x2 + (long)(start + m) * inter + rb);
+      vstore8(moe_bf16_quads16(as_uint16(qv)), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2);
+#else
+      (void)x2q;
       moe_quantize_block(v, gs, x2 + (long)(start + m) * inter + rb);
+#endif
     }
   }
 }
@@ -237,7 +257,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
     __global const uint* gate_w, __global const moe_scale_t* gate_s, __global const uint* up_w,
     __global const moe_scale_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
     __global const float* x1, __global const int* tiles, __global const int* chunk_info,
-    __global const float* fc2_input_scale, __global float* x2) {
+    __global const float* fc2_input_scale, __global float* x2, __global const uint* x1q, __global uint* x2q) {
 #if MOE_W4A4
   __local float a_local[MOE_TILE_M * MOE_LOCAL * MOE_VEC];
 #endif
@@ -262,7 +282,8 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
     const long words = group * (hidden / 8) * MOE_GROUP + lane;
     const long scales = group * (hidden / MOE_BLOCK) * MOE_GROUP + lane;
 #define MOE_FC1_DOT(n) \
-  moe_fc1_dot(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, start, count, n, hg, hu)
+  moe_fc1_dot(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, x1q, start, count, n, \
+              hg, hu)
 #if MOE_PANEL
     if (run > 1)
       moe_fc1_panel(gate_w + words, gate_s + scales, up_w + words, up_s + scales, hidden, scale_exp, x1, start, pairs,
@@ -291,11 +312,20 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
       for (int m = 0; m < n; ++m)
         moe_storeV(moe_swiglu(hg[t * MOE_TILE_M + m], hu[t * MOE_TILE_M + m], f), a_local + (m * MOE_LOCAL + lid) * MOE_VEC);
     barrier(CLK_LOCAL_MEM_FENCE);
-    moe_fc1_quantize_tile(a_local, e, start + t * MOE_TILE_M, n, inter, fc2_input_scale, x2);
+    moe_fc1_quantize_tile(a_local, e, start + t * MOE_TILE_M, n, inter, fc2_input_scale, x2, x2q);
   }
 #else
   (void)fc2_input_scale;
   if (r < inter)
-    for (int m = 0; m < pairs; ++m) moe_storeV(moe_swiglu(hg[m], hu[m], f), x2 + (long)(start + m) * inter + r);
+    for (int m = 0; m < pairs; ++m) {
+      const floatV a = moe_swiglu(hg[m], hu[m], f);
+      moe_storeV(a, x2 + (long)(start + m) * inter + r);
+#if MOE_BF16DOT
+      vstore8(moe_bf16_quads16(as_uint16(a)), 0, x2q + (long)(start + m) * (inter / 2) + r / 2);  // MOE_VEC = 16
+#endif
+    }
+#if !MOE_BF16DOT
+  (void)x2q;
+#endif
 #endif
 }

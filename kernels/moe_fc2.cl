@@ -10,7 +10,12 @@
 // moe_fp4_vec.cl. (W4A4 and W4A16 differ only in what x2 holds.)
 //   w2 [E, groups(H), I/8, MOE_GROUP] words, w2_s [E, groups(H), I/block, MOE_GROUP] block scales
 //   x2 [slots, I]  FC2 inputs (moe_fc1)
+//   x2q [slots, I/2]  the same as BF16 pairs (moe_fc1; read by the BF16 dot products, MOE_BF16DOT)
+// MOE_X2_FP4: x2 holds NVFP4 W4A4's quantized values (never tiny: no scan before the BF16 dot products).
 //   fc2_factor [E] alpha = FC2 input scale (gs_d) × dequant global scale × 2^-(scale_exp + MOE_E2M1_EXP)
+#ifdef MOE_X2_FP4
+#define MOE_BF16_X_TINY 0
+#endif
 #include "moe_fp4_vec.cl"
 
 // Independent accumulator chains per token: with few tokens, elements alternate between
@@ -32,15 +37,16 @@ MOE_BF16_DOT_N(moe_bf16_fc2_8, 8)
 
 // Dot products of the work-item's rows with the first `n` FC2 input rows from `start` (a
 // constant n at each call site; rows past `count` repeat the last one).
-__attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
-                                                       int scale_exp, const __global float* x2, int start, int count,
-                                                       const int n, floatV* h) {
+static __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, const __global moe_scale_t* s, int inter,
+                                                       int scale_exp, const __global float* x2,
+                                                       const __global uint* x2q, int start, int count, const int n,
+                                                       floatV* h) {
 #if MOE_BF16DOT
   // Few pairs: BF16 dot products (moe_fp4_vec.cl, MOE_BF16DOT), unless an activation is too
   // small for them (then the table decode below).
   // Tiles of 8 (5 to 8 pairs) in one pass: 3 accumulators a pair fit the registers for one matrix.
   if (n <= MOE_BF16_MAX_PAIRS || n == 2 * MOE_BF16_MAX_PAIRS) {
-    const __global float* x = x2 + (long)start * inter;
+    const __global uint* x = x2q + (long)start * (inter / 2);
     int tiny;
     if (n == 1) tiny = moe_bf16_fc2_1(w, s, inter, scale_exp, x, count, h);
     else if (n == 2) tiny = moe_bf16_fc2_2(w, s, inter, scale_exp, x, count, h);
@@ -48,6 +54,8 @@ __attribute__((always_inline)) inline void moe_fc2_dot(const __global uint* w, c
     else tiny = moe_bf16_fc2_8(w, s, inter, scale_exp, x, count, h);
     if (!tiny) return;
   }
+#else
+  (void)x2q;
 #endif
 #if MOE_LUT
   // Few pairs on 16-lane CPU vectors: table decode, unscaled block sums (moe_fp4_vec.cl, MOE_LUT),
@@ -168,7 +176,7 @@ inline void moe_fc2_panel(const __global uint* w, const __global moe_scale_t* s,
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
     __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
-    __global const int* slot_pair, __global float* y) {
+    __global const int* slot_pair, __global float* y, __global const uint* x2q) {
   const int n0 = get_global_id(0) * MOE_VEC, tile = get_group_id(1);
   if (n0 >= hidden || tile >= chunk_info[0]) return;
   const int e = tiles[3 * tile], start = tiles[3 * tile + 1];
@@ -186,14 +194,14 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
   }
 #endif
   floatV h[MOE_TILE_M];
-  if (count == 1) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 1, h);
+  if (count == 1) moe_fc2_dot(w, s, inter, scale_exp, x2, x2q, start, count, 1, h);
 #if MOE_TILE_M >= 4
-  else if (count <= 2) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 2, h);
+  else if (count <= 2) moe_fc2_dot(w, s, inter, scale_exp, x2, x2q, start, count, 2, h);
 #endif
 #if MOE_TILE_M >= 8
-  else if (count <= 4) moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, 4, h);
+  else if (count <= 4) moe_fc2_dot(w, s, inter, scale_exp, x2, x2q, start, count, 4, h);
 #endif
-  else moe_fc2_dot(w, s, inter, scale_exp, x2, start, count, MOE_TILE_M, h);
+  else moe_fc2_dot(w, s, inter, scale_exp, x2, x2q, start, count, MOE_TILE_M, h);
   const float f = fc2_factor[e];
   for (int m = 0; m < MOE_TILE_M && m < count; ++m) moe_storeV(h[m] * f, y + (long)slot_pair[start + m] * hidden + n0);
 }
@@ -213,7 +221,8 @@ __kernel void moe_reduce(__global const float* y, __global const int* pair_exper
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_reduce(
     __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* pair_expert, __global const int* pair_slot,
-    __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out) {
+    __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
+    __global const uint* x2q) {
   const int n0 = get_global_id(0) * MOE_VEC, t = get_global_id(1);
   if (n0 >= hidden || t >= num_tokens) return;
   floatV o = (floatV)(0.0f);
@@ -222,7 +231,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_red
     if (e < 0) continue;
     floatV h[MOE_TILE_M];
     moe_fc2_dot(w2 + moe_fc2_words(e, n0, hidden, inter), w2_s + moe_fc2_scales(e, n0, hidden, inter), inter,
-                scale_exp, x2, pair_slot[p], 1, 1, h);
+                scale_exp, x2, x2q, pair_slot[p], 1, 1, h);
     o += pair_weight[p] * (h[0] * fc2_factor[e]);
   }
   moe_store_out(o, out, ((long)token_offset + t) * hidden + n0);

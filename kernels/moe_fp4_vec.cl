@@ -162,8 +162,8 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // file knows). Per word vector (8 elements of each of the 16 rows) and element pair, 2 or 3 vector
 // instructions per 32 weights (fp4_bf16_quad_pair, fp4_bf16_dot), against 6 for the table decode
 // above. The activations are BF16 numbers held in fp32 (W4A16: the input or the BF16-rounded
-// SwiGLU output; W4A4: e2m1 × an E4M3 scale, 6 significant bits); each work-item packs them into
-// BF16 pairs, MOE_BF16_CHUNK elements at a time. A block's 8 pair steps alternate between two
+// SwiGLU output; W4A4: e2m1 × an E4M3 scale, 6 significant bits); their producers also write them
+// packed into BF16 pairs (x1q, x2q: moe_bf16_quads16 in common/bf16_dot.cl). A block's 8 pair steps alternate between two
 // sums, which meet the block's scales as in the table decode. A pair with an activation below
 // 2^-100 in magnitude (never under W4A4: e2m1 × E4M3 >= 2^-10) is computed again with the table
 // decode (see MOE_BF16_DOT_N), so results are those of IEEE fp32 arithmetic either way. Tiles of
@@ -178,7 +178,6 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #endif
 
 #if MOE_BF16DOT
-#define MOE_BF16_CHUNK 256
 #define MOE_BF16_MAX_PAIRS 4
 
 // Element pairs (j, j + 4) of each word (common/bf16_dot.cl's fp4_bf16_quad_pair on the checkpoint's
@@ -186,37 +185,37 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // p = 0) where pairs (2p, 2p + 1) took one vpmultishiftqb per pair. Measured in a standalone loop
 // of the FC1 decode with its weights in L2 (README, PoCL section): 20 % faster per core (32 against
 // 26 GB/s of weights) — vpmultishiftqb was the bottleneck there.
-// The activations in those pairs: xp[4q + p] = bf16(x[8q + p]) | bf16(x[8q + p + 4]) << 16 for the
-// n elements of x (n a multiple of 16; exact for BF16 numbers); lanes of *tiny where an element
-// is nonzero and below 2^-100 in magnitude (common/bf16_dot.cl).
-inline void moe_bf16_pack_quads(const __global float* x, uint* xp, int n, uint16* tiny) {
-  for (int c = 0; c < n / 16; ++c) {
-    const uint16 v = vload16(c, (const __global uint*)x);
-    *tiny |= fp4_bf16_tiny_f32(v);
-    const uint8 lo = (uint8)(v.s0123, v.s89ab), hi = (uint8)(v.s4567, v.scdef);
-    vstore8((lo >> 16) | (hi & 0xFFFF0000u), c, xp);
-  }
-}
+// The activations in those pairs come packed by their producers (moe_bf16_quads16, below): moe_gather
+// writes x1q beside x1, moe_fc1 x2q beside x2, rows of K/2 uints (xq[4q + p] = bf16(x[8q + p]) |
+// bf16(x[8q + p + 4]) << 16). Each work-item used to pack its tile's rows itself, chunk by chunk:
+// at T = 1 that was about a fifth of FC1's and a third of FC2's vector instructions (README, PoCL
+// small decode calls).
 
 // Σ_k w[row, k] · x_m[k] of the 16 rows of a work-item (words w, block scales s as in
-// moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: row
-// min(m, count - 1) from x, rows kk apart): each decoded pair of weights meets every pair's
-// activations. Per block each pair's sum runs in two chains (element pairs (0, 4), (2, 6) and
+// moe_fp4_vec.cl) over k < kk, scaled as the table decode's sums, for N pairs m (x_m: packed row
+// min(m, count - 1) from xq, rows kk / 2 uints apart): each decoded pair of weights meets every
+// pair's activations. Per block each pair's sum runs in two chains (element pairs (0, 4), (2, 6) and
 // (1, 5), (3, 7) of each word), so a pair's bits do not depend on N. Returns 0, or 1 when an activation is nonzero and
-// below 2^-100 in magnitude (the caller then computes the tile with the table decode): otherwise
+// below 2^-100 in magnitude (the caller then computes the tile with the table decode; never where
+// MOE_BF16_X_TINY is 0: NVFP4 W4A4's e2m1 × E4M3 values, at least 2^-10): otherwise
 // every product and partial sum is 0 or a multiple of 2^-108, never denormal, so vdpbf16ps's
 // flushing never acts and the sums are those of IEEE fp32 arithmetic in this order. MOE_BF16_DOT_N(name, N): one matrix (FC2);
 // MOE_BF16_DOT2_N(name, N): two sharing x (FC1's gate and up). Not inlined: the kernel is built for
 // the device's base instruction set, these functions for the one with BF16.
-#define MOE_BF16_PACK_N(N)                                                                      \
-  const int kn = min(MOE_BF16_CHUNK, kk - k0);                                                  \
-  _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                 \
-    moe_bf16_pack_quads(x + (long)min(m, count - 1) * kk + k0, xp + m * (MOE_BF16_CHUNK / 2), kn, &tiny);
+#ifndef MOE_BF16_X_TINY
+#define MOE_BF16_X_TINY 1
+#endif
+#define MOE_BF16_ROWS_N(N)                                                                       \
+  const __global uint* xr[N];                                                                    \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                              \
+    xr[m] = xq + (long)min(m, count - 1) * (kk / 2);                                             \
+    if (MOE_BF16_X_TINY && m < count && fp4_bf16_any_tiny(xr[m], kk / 2)) return 1;              \
+  }
 #define MOE_BF16_STEPS(W, Q, A, B, N)                                                            \
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
     const fp4_v16si d = fp4_bf16_quad_pair(table, W, p);                                         \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      const uint xv = xp[m * (MOE_BF16_CHUNK / 2) + 8 * b + 4 * (Q) + p];                        \
+      const uint xv = xr[m][8 * b + 4 * (Q) + p];                                                \
       if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xv);                                          \
       else B[m] = fp4_bf16_dot(B[m], d, xv);                                                     \
     }                                                                                            \
@@ -242,66 +241,58 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 
 #define MOE_BF16_DOT_N(NAME, N)                                                                              \
   FP4_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
-                                                      int kk, int scale_exp, const __global float* x, int count, \
+                                                      int kk, int scale_exp, const __global uint* xq, int count, \
                                                       float16* out) {                                        \
+    MOE_BF16_ROWS_N(N)                                                                                       \
     MOE_BF16_TABLE_V;                                                                                        \
-    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                     \
-    uint16 tiny = (uint16)(0u);                                                                              \
     float16 acc[N];                                                                                          \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                                  \
-    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                        \
-      MOE_BF16_PACK_N(N)                                                                                     \
-      for (int b = 0; b < kn / 16; ++b) {                                                                    \
-        const int g = (k0 + 16 * b) / 8;                                                                     \
-        const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP); \
-        fp4_v16sf a[N], c[N];                                                                                \
-        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                                    \
-        MOE_BF16_STEPS(w0, 0, a, c, N)                                                                       \
-        MOE_BF16_STEPS(w1, 1, a, c, N)                                                                       \
-        const float16 sv = moe_bf16_block_scales(s + ((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP, scale_pow2);    \
-        _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                                        \
-          acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);       \
-      }                                                                                                      \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                \
+    for (int b = 0; b < kk / 16; ++b) {                                                                      \
+      const int g = 2 * b;                                                                                   \
+      const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP);   \
+      fp4_v16sf a[N], c[N];                                                                                  \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                    \
+      MOE_BF16_STEPS(w0, 0, a, c, N)                                                                         \
+      MOE_BF16_STEPS(w1, 1, a, c, N)                                                                         \
+      const float16 sv = moe_bf16_block_scales(s + ((16 * b) / MOE_BLOCK) * MOE_GROUP, scale_pow2);          \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                        \
+        acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);         \
     }                                                                                                        \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                                                           \
-    return any(as_int16(tiny) != 0);                                                                         \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                                         \
+    return 0;                                                                                                \
   }
 
 #define MOE_BF16_DOT2_N(NAME, N)                                                                               \
   FP4_BF16_TARGET __attribute__((noinline)) int NAME(                                                         \
       const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2,                       \
-      const __global moe_scale_t* s2, int kk, int scale_exp, const __global float* x, int count, float16* out1, \
+      const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, float16* out1, \
       float16* out2) {                                                                                         \
+    MOE_BF16_ROWS_N(N)                                                                                         \
     MOE_BF16_TABLE_V;                                                                                          \
-    uint xp[(N) * (MOE_BF16_CHUNK / 2)];                                                                       \
-    uint16 tiny = (uint16)(0u);                                                                                \
     float16 acc1[N], acc2[N];                                                                                  \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                                         \
-    for (int k0 = 0; k0 < kk; k0 += MOE_BF16_CHUNK) {                                                          \
-      MOE_BF16_PACK_N(N)                                                                                       \
-      for (int b = 0; b < kn / 16; ++b) {                                                                      \
-        const int g = (k0 + 16 * b) / 8;                                                                       \
-        const long sb = (long)((k0 + 16 * b) / MOE_BLOCK) * MOE_GROUP;                                         \
-        const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP); \
-        const uint16 v0 = vload16(0, w2 + (long)g * MOE_GROUP), v1 = vload16(0, w2 + (long)(g + 1) * MOE_GROUP); \
-        fp4_v16sf a[N], c[N], e[N], f[N];                                                                      \
-        _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = e[m] = f[m] = zero;                                        \
-        MOE_BF16_STEPS(u0, 0, a, c, N)                                                                         \
-        MOE_BF16_STEPS(v0, 0, e, f, N)                                                                         \
-        MOE_BF16_STEPS(u1, 1, a, c, N)                                                                         \
-        MOE_BF16_STEPS(v1, 1, e, f, N)                                                                         \
-        const float16 sv1 = moe_bf16_block_scales(s1 + sb, scale_pow2), sv2 = moe_bf16_block_scales(s2 + sb, scale_pow2); \
-        _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                        \
-          acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);      \
-          acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);      \
-        }                                                                                                      \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                       \
+    for (int b = 0; b < kk / 16; ++b) {                                                                        \
+      const int g = 2 * b;                                                                                     \
+      const long sb = (long)((16 * b) / MOE_BLOCK) * MOE_GROUP;                                                \
+      const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP);   \
+      const uint16 v0 = vload16(0, w2 + (long)g * MOE_GROUP), v1 = vload16(0, w2 + (long)(g + 1) * MOE_GROUP);   \
+      fp4_v16sf a[N], c[N], e[N], f[N];                                                                        \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = e[m] = f[m] = zero;                        \
+      MOE_BF16_STEPS(u0, 0, a, c, N)                                                                           \
+      MOE_BF16_STEPS(v0, 0, e, f, N)                                                                           \
+      MOE_BF16_STEPS(u1, 1, a, c, N)                                                                           \
+      MOE_BF16_STEPS(v1, 1, e, f, N)                                                                           \
+      const float16 sv1 = moe_bf16_block_scales(s1 + sb, scale_pow2), sv2 = moe_bf16_block_scales(s2 + sb, scale_pow2); \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                        \
+        acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);        \
+        acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);        \
       }                                                                                                        \
     }                                                                                                          \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                          \
       out1[m] = acc1[m];                                                                                       \
       out2[m] = acc2[m];                                                                                       \
     }                                                                                                          \
-    return any(as_int16(tiny) != 0);                                                                           \
+    return 0;                                                                                                  \
   }
 #endif
 

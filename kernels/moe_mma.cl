@@ -31,10 +31,13 @@
 // top-k ids itself (or reads pair_expert from moe_route_logits), zeroes FC2's row-block counts,
 // and under W4A4 quantizes the token into local memory (MMA_HIDDEN floats); FC2 counts every
 // pair's work-group, local or not.
+// MMA_ROUTED (up to MMA_ROUTE_PAIRS pairs: few tokens, no moe_sort): tile p is led by pair p
+// (mma_route_tile: moe_sort's tiles found by each work-group itself); slots are pairs. FC1 routes
+// as MMA_PER_PAIR's does; W4A4 reads moe_gather_pairs' rows by pair.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
-//   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (one token, above),
+//   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (one token, above), MMA_ROUTED,
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
@@ -103,8 +106,8 @@
 // the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
 // A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1.
 // The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
-// FC1 (MMA_ROUTED) reads its own copy of slot_pair in local memory.
-#if defined(MMA_FC1) && MMA_ROUTED
+// tile (MMA_ROUTED) lists its pairs in local memory, its slots 0 .. count - 1.
+#if MMA_ROUTED
 typedef __local const int mma_slots_t;
 #else
 typedef __global const int mma_slots_t;
@@ -137,8 +140,8 @@ inline uint mma_x_pair(mma_row_t row, int p) {
 typedef __global const float mma_x_t;
 typedef __global const float* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-#if defined(MMA_FC1) && MMA_ROUTED
-  return x + (long)mma_pair_of(slot_pair, slot) * k_len;  // moe_gather_pairs' rows: one a pair
+#if MMA_ROUTED
+  return x + (long)slot_pair[slot] * k_len;  // rows by pair (moe_gather_pairs', moe_mma_fc1's)
 #else
   return x + (long)slot * k_len;
 #endif
@@ -181,6 +184,49 @@ inline int mma_place(mma_place_t* p, __global const int* tiles, __global const i
   if (tile >= chunk_info[0]) return 0;
   mma_place_at(p, tiles[3 * tile], tiles[3 * tile + 1], tiles[3 * tile + 2], rows, k_len);
   return 1;
+}
+
+#if MMA_ROUTED
+// Chunks of at most MMA_ROUTE_PAIRS pairs (few tokens) without moe_sort: tile p (grid dimension
+// 1) is led by pair p. Its expert's pairs (expert [pairs], local: the pairs' local experts, -1
+// for none) meet as a bit mask in local memory (one atomic_or each); when p's rank among them is
+// a multiple of MMA_TOKENS, the tile is p and the expert's next pairs in pair order, at most
+// MMA_TOKENS, listed in `list` (its slots 0 .. count - 1), else p leads none. The same tiles as
+// moe_sort's, in another order; slots are pairs (x1, x2 and y rows by pair). Called by the whole
+// work-group after `expert` is filled and a barrier; 0 when p leads no tile (uniform).
+#define MMA_ROUTE_PAIRS 64
+// The rank of pair q among the pairs in mask (m0: pairs 0..31, m1: 32..63).
+inline int mma_route_rank(uint m0, uint m1, int q) {
+  return q < 32 ? popcount(m0 & ((1u << q) - 1u)) : popcount(m0) + popcount(m1 & ((1u << (q - 32)) - 1u));
+}
+inline int mma_route_tile(mma_place_t* pl, int num_pairs, __local const int* expert, __local uint* mask,
+                          __local int* list, int rows, int k_len) {
+  const int lid = get_local_id(0), p = get_group_id(1), e = expert[p];
+  if (e < 0) return 0;  // uniform
+  for (int q = lid; q < num_pairs; q += MMA_LOCAL)
+    if (expert[q] == e) atomic_or(&mask[q / 32], 1u << (q % 32));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint m0 = mask[0], m1 = mask[1];
+  const int r = mma_route_rank(m0, m1, p);
+  if (r % MMA_TOKENS != 0) return 0;  // uniform
+  const int count = min(MMA_TOKENS, (int)(popcount(m0) + popcount(m1)) - r);
+  for (int q = lid; q < num_pairs; q += MMA_LOCAL) {
+    const int rq = mma_route_rank(m0, m1, q);
+    if (expert[q] == e && rq >= r && rq < r + count) list[rq - r] = q;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  mma_place_at(pl, e, 0, count, rows, k_len);
+  return 1;
+}
+#endif
+
+// The row of x2 (FC1's output, FC2's input) of slot s: its pair when slots are listed per tile.
+inline int mma_x2_row(mma_slots_t* slot_pair, int s) {
+#if MMA_ROUTED
+  return slot_pair[s];
+#else
+  return s;
+#endif
 }
 
 // The B fragment (b0, b1) of k16 tile j of chunk c (of the whole K) from global memory.
@@ -317,98 +363,6 @@ inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
 }
 
 #ifdef MMA_FC1
-#if MMA_ROUTED
-// A chunk of at most MMA_ROUTE_PAIRS pairs without moe_sort: every FC1 work-group sorts the
-// chunk's pairs by local expert itself, into moe_sort's slots and tiles of MMA_TOKENS (the same
-// function of the input: slots by (expert, pair index), tiles by (expert, first slot)), and takes
-// tile get_group_id(1) (its slots' pairs in `slots`, local). Work-group (0, 0) also writes what
-// moe_sort writes for moe_mma_fc2 (slot_pair, tiles, chunk_info, the statistics; routing fused:
-// pair_expert, pair_weight, invalid ids in status) and zeroes done. O(pairs²) comparisons in
-// local memory a work-group: on an H100 moe_sort's launch cost more (qwen3-30b-a3b T = 8: 15 µs).
-// 0 when the work-group has no tile (uniform).
-#define MMA_ROUTE_PAIRS 64
-inline int mma_route(mma_place_t* pl, int num_pairs, int route_fused, __global const int* topk_ids,
-                     __global const float* topk_weights, long first_pair, int num_global,
-                     __global const int* expert_map, int num_local, __global int* pair_expert,
-                     __global float* pair_weight, __global int* status, __global int* slot_pair, __global int* tiles,
-                     __global int* chunk_info, __global int* done, int done_count, __local int* expert,
-                     __local int* rank, __local int* slots, __local int* tile, int rows, int k_len) {
-  const int lid = get_local_id(0), writer = get_group_id(0) == 0 && get_group_id(1) == 0;
-  if (writer)
-    for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
-  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
-    const long g = first_pair + p;
-    int e;
-    if (!route_fused) {
-      e = pair_expert[p];
-    } else if (writer) {
-      e = moe_map_expert(topk_ids[g], num_global, expert_map, num_local, g, status);
-      pair_expert[p] = e;
-      pair_weight[p] = topk_weights[g];
-    } else {
-      e = moe_local_expert(topk_ids[g], num_global, expert_map, num_local);
-    }
-    expert[p] = e;
-  }
-  if (lid == 0) tile[0] = -1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // A pair's rank among its expert's pairs, and its slot.
-  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
-    const int e = expert[p];
-    int r = 0, before = 0;
-    for (int q = 0; q < num_pairs; ++q) {
-      const int f = expert[q];
-      r += q < p && f == e;
-      before += f >= 0 && f < e;
-    }
-    rank[p] = e < 0 ? -1 : r;
-    if (e >= 0) {
-      slots[before + r] = p;
-      if (writer) slot_pair[before + r] = p;
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // Every tile's first pair: its tile index, first slot and pair count.
-  const int want = get_group_id(1);
-  for (int p = lid; p < num_pairs; p += MMA_LOCAL) {
-    const int e = expert[p], r = rank[p];
-    if (e < 0 || r % MMA_TOKENS != 0) continue;
-    int t = 0, count = 0, before = 0;
-    for (int q = 0; q < num_pairs; ++q) {
-      const int f = expert[q];
-      t += f >= 0 && f <= e && rank[q] % MMA_TOKENS == 0 && (f < e || rank[q] < r);
-      count += f == e;
-      before += f >= 0 && f < e;
-    }
-    count = min(MMA_TOKENS, count - r);
-    if (t == want) {
-      tile[0] = e;
-      tile[1] = before + r;
-      tile[2] = count;
-    }
-    if (writer) {
-      tiles[3 * t] = e;
-      tiles[3 * t + 1] = before + r;
-      tiles[3 * t + 2] = count;
-    }
-  }
-  if (writer && lid == 0) {
-    int ntiles = 0, nslots = 0;
-    for (int q = 0; q < num_pairs; ++q) {
-      nslots += expert[q] >= 0;
-      ntiles += expert[q] >= 0 && rank[q] % MMA_TOKENS == 0;
-    }
-    chunk_info[0] = ntiles;
-    chunk_info[1] = nslots;
-    status[2] += ntiles;
-    status[3] += nslots;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (tile[0] < 0) return 0;
-  mma_place_at(pl, tile[0], tile[1], tile[2], rows, k_len);
-  return 1;
-}
-#endif  // MMA_ROUTED
 
 #if MMA_X_LOCAL
 typedef __global const ushort mma_xarg_t;  // the caller's BF16 x, quantized here
@@ -428,8 +382,8 @@ typedef mma_x_t mma_xarg_t;
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
-    mma_xarg_t* x1, __global int* tiles, __global int* chunk_info, __global const float* fc2_input_scale,
-    __global float* x2, __global int* slot_pair, int top_k, int token_offset, int route_fused,
+    mma_xarg_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
+    __global float* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs) {
@@ -466,11 +420,35 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   }
   mma_place_at(&pl, e, p, 1, inter, hidden);
 #elif MMA_ROUTED
-  __local int route_expert[MMA_ROUTE_PAIRS], route_rank[MMA_ROUTE_PAIRS], route_slots[MMA_ROUTE_PAIRS], route_tile[3];
-  if (!mma_route(&pl, num_pairs, route_fused, topk_ids, topk_weights, (long)token_offset * top_k, num_global,
-                 expert_map, num_local, pair_expert, pair_weight, status, slot_pair, tiles, chunk_info, done,
-                 done_count, route_expert, route_rank, route_slots, route_tile, inter, hidden))
+  // Every work-group routes the chunk's pairs; work-group (0, q) records pair q (pair_expert,
+  // pair_weight, an invalid id in status), (0, 0) zeroes done; a tile's leader counts it.
+  __local int route_expert[MMA_ROUTE_PAIRS], route_list[MMA_TOKENS];
+  __local uint route_mask[2];
+  const int p = get_group_id(1);
+  const long first_pair = (long)token_offset * top_k;
+  if (get_group_id(0) == 0 && p == 0)
+    for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
+  if (lid < 2) route_mask[lid] = 0;
+  for (int q = lid; q < num_pairs; q += MMA_LOCAL) {
+    int e;
+    if (!route_fused) {
+      e = pair_expert[q];
+    } else if (get_group_id(0) == 0 && q == p) {
+      e = moe_map_expert(topk_ids[first_pair + q], num_global, expert_map, num_local, first_pair + q, status);
+      pair_expert[q] = e;
+      pair_weight[q] = topk_weights[first_pair + q];
+    } else {
+      e = moe_local_expert(topk_ids[first_pair + q], num_global, expert_map, num_local);
+    }
+    route_expert[q] = e;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (!mma_route_tile(&pl, num_pairs, route_expert, route_mask, route_list, inter, hidden))
     return;  // uniform over the work-group
+  if (get_group_id(0) == 0 && lid == 0) {
+    atomic_add(&status[2], 1);
+    atomic_add(&status[3], pl.count);
+  }
 #else
   (void)route_fused, (void)topk_ids, (void)topk_weights, (void)num_global, (void)expert_map, (void)num_local;
   (void)pair_expert, (void)pair_weight, (void)status, (void)done, (void)done_count, (void)num_pairs;
@@ -500,7 +478,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   __global const mma_scales_t* s[2] = {gate_s, up_s};
   float acc[MMA_MATS][MMA_NT][4];
 #if MMA_ROUTED
-  mma_slots_t* slots = route_slots;
+  mma_slots_t* slots = route_list;
 #else
   mma_slots_t* slots = slot_pair;
 #endif
@@ -520,7 +498,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #if MOE_W4A4
       a_local[m * MMA_ROWS + r] = a;
 #else
-      x2[(long)(start + m) * inter + row0 + r] = a;
+      x2[(long)mma_x2_row(slots, start + m) * inter + row0 + r] = a;
 #endif
     }
   }
@@ -537,7 +515,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     if (m < count) {
       float v[MOE_QUANT_BLOCK];
       for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[m * MMA_ROWS + rb + i];
-      moe_quantize_block(v, gs2, x2 + (long)(start + m) * inter + row0 + rb);
+      moe_quantize_block(v, gs2, x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb);
     }
   }
 #else
@@ -579,16 +557,27 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
   const int p = get_group_id(1), e = pair_expert[p], ntiles = num_tokens * top_k, counted = 1;
   const int active = e >= 0;
   if (active) mma_place_at(&pl, e, p, 1, hidden, inter);
+  mma_slots_t* slots = slot_pair;
+#elif MMA_ROUTED
+  // The tile led by pair p (moe_mma_fc1's, from pair_expert); every work-group counts.
+  __local int route_expert[MMA_ROUTE_PAIRS], route_list[MMA_TOKENS];
+  __local uint route_mask[2];
+  const int num_pairs = num_tokens * top_k, ntiles = num_pairs, counted = 1;
+  if (lid < 2) route_mask[lid] = 0;
+  for (int q = lid; q < num_pairs; q += MMA_LOCAL) route_expert[q] = pair_expert[q];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int active = mma_route_tile(&pl, num_pairs, route_expert, route_mask, route_list, hidden, inter);
+  mma_slots_t* slots = route_list;
 #else
   const int ntiles = chunk_info[0];
   const int active = mma_place(&pl, tiles, chunk_info, hidden, inter), counted = active;
+  mma_slots_t* slots = slot_pair;
 #endif
   if (active) {  // uniform over the work-group
     __global const uint4* w[1] = {w2};
     __global const mma_scales_t* s[1] = {w2_s};
     float acc[MMA_MATS][MMA_NT][4];
-    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS,
-               acc);
+    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slots, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
     mma_store_partials(part, &pl, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -596,7 +585,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
       const int m = i / MMA_ROWS, r = i % MMA_ROWS;
       const float h = mma_sum_partials(part, 0, r, m);
-      if (m < pl.count) y[(long)mma_pair_of(slot_pair, pl.start + m) * hidden + pl.row0 + r] = h * f;
+      if (m < pl.count) y[(long)mma_pair_of(slots, pl.start + m) * hidden + pl.row0 + r] = h * f;
     }
   }
 #if MMA_SUM

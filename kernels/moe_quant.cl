@@ -37,5 +37,6 @@
   }
 MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)
 MOE_QUANTIZE_BLOCK(moe_quantize_block_local, __local)
+MOE_QUANTIZE_BLOCK(moe_quantize_block_private, __private)
 
 #endif  // FP4CL_MOE_QUANT_CL

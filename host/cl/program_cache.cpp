@@ -147,6 +147,8 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
 
 cl::Program ProgramCache::program(const std::string& kernel_file, const BuildOptions& options) {
   const auto key = std::make_pair(kernel_file, options.str());
+  // Which options a layer's kernels got (the tests of tuned parameters read this line).
+  log::debug("program {} with \"{}\"", kernel_file, key.second);
   std::promise<cl::Program> promise;
   std::shared_future<cl::Program> pending;
   bool building = false;

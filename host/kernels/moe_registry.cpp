@@ -175,7 +175,7 @@ std::string refusal(MoeStrategy id, const MoeTiles& t, const MoeLayout& layout, 
   return {};
 }
 
-// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values.
+// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (mma.split_k and mma.few_split_k: 0 or more).
 std::map<std::string, int> tile_overrides() {
   std::map<std::string, int> out;
   const char* env = std::getenv("FP4CL_MOE_TILES");
@@ -194,8 +194,10 @@ std::map<std::string, int> tile_overrides() {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < 1)
-      fail("FP4CL_MOE_TILES: '{}' is not key=positive integer", item);
+    // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
+    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0;
+    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
+      fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
@@ -361,9 +363,11 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     }
   }
   // The tuning database's values for this layer (host/tuning/moe_tuning.hpp), then FP4CL_MOE_TILES.
-  std::map<std::string, int> overrides = tuning::moe_tuned_overrides(
+  const std::map<std::string, int> tuned = tuning::moe_tuned_overrides(
       device, {problem.scheme, problem.hidden, problem.intermediate, problem.local_experts, problem.top_k});
-  for (const auto& [key, value] : tile_overrides()) overrides[key] = value;
+  const std::map<std::string, int> env_overrides = tile_overrides();
+  std::map<std::string, int> overrides = tuned;
+  for (const auto& [key, value] : env_overrides) overrides[key] = value;
   MoeSelection sel;
   sel.layout = default_layout(device, float_width);
   apply(overrides, "vec", sel.layout.vec);
@@ -376,28 +380,47 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   int split_max_pairs = static_cast<int>(default_split_max_pairs(device, problem));
   apply(overrides, "split_max_pairs", split_max_pairs);
   sel.split_max_pairs = split_max_pairs;
-  const auto tiles_for = [&](MoeStrategy id) {
+  const auto tiles_with = [&](MoeStrategy id, const std::map<std::string, int>& from) {
     MoeTiles t = default_tiles(id, device, sel.layout, problem);
     const std::string prefix = std::string(to_string(id)) + ".";
-    apply(overrides, prefix + "tile_m", t.tile_m);
-    apply(overrides, prefix + "local_i", t.local_i);
-    apply(overrides, prefix + "local_h", t.local_h);
+    apply(from, prefix + "tile_m", t.tile_m);
+    apply(from, prefix + "local_i", t.local_i);
+    apply(from, prefix + "local_h", t.local_h);
     if (id == MoeStrategy::mma) {
-      apply(overrides, prefix + "split_k", t.split_k);
-      apply(overrides, prefix + "few_split_k", t.few_split_k);
-      apply(overrides, prefix + "unroll", t.unroll);
+      apply(from, prefix + "split_k", t.split_k);
+      apply(from, prefix + "few_split_k", t.few_split_k);
+      apply(from, prefix + "unroll", t.unroll);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
     return t;
+  };
+  // The tiles of a strategy and why it cannot run with them ("" when it can). Tiles from the
+  // tuning database that the strategy refuses here (a database edited by hand, or tuned with
+  // another version) give way to the built-in ones (and FP4CL_MOE_TILES), with a warning.
+  const auto tiles_for = [&](MoeStrategy id, std::string& why) {
+    MoeTiles t = tiles_with(id, overrides);
+    why = refusal(id, t, sel.layout, device, problem);
+    if (why.empty() || tuned.empty()) return t;
+    const MoeTiles builtin = tiles_with(id, env_overrides);
+    const bool same = builtin.tile_m == t.tile_m && builtin.local_i == t.local_i && builtin.local_h == t.local_h &&
+                      builtin.split_k == t.split_k && builtin.few_split_k == t.few_split_k &&
+                      builtin.unroll == t.unroll;
+    if (same || !refusal(id, builtin, sel.layout, device, problem).empty()) return t;
+    log::warn("tuning database: the tuned tiles of MoE strategy {} for H = {}, I = {}, E = {}, k = {} ({}) cannot "
+              "run on {}: {}; its built-in tiles used",
+              to_string(id), problem.hidden, problem.intermediate, problem.local_experts, problem.top_k,
+              problem.scheme.name(), device.name, why);
+    why.clear();
+    return builtin;
   };
   if (!name.empty()) {
     bool known = false;
     for (MoeStrategy id : kAll) {
       if (name != to_string(id)) continue;
       known = true;
-      const MoeTiles tiles = tiles_for(id);
-      const std::string why = refusal(id, tiles, sel.layout, device, problem);
+      std::string why;
+      const MoeTiles tiles = tiles_for(id, why);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
       sel.usable.push_back({id, tiles});
       sel.forced = true;
@@ -410,8 +433,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   for (MoeStrategy id : kAll) {
     if (id == MoeStrategy::split && sel.split_max_pairs == 0) continue;  // CPUs: only when forced or asked for
     if (id == MoeStrategy::mma && !mma_native(device)) continue;        // emulated: only when forced
-    const MoeTiles tiles = tiles_for(id);
-    const std::string why = refusal(id, tiles, sel.layout, device, problem);
+    std::string why;
+    const MoeTiles tiles = tiles_for(id, why);
     if (why.empty()) {
       sel.usable.push_back({id, tiles});
       log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",

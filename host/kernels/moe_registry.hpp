@@ -24,8 +24,10 @@
 // or a value the device refuses is an error). For `split`, tile_m is the FC1 rows per lane group,
 // local_i the FC1 work-group size and local_h the FC2 work-group size budget (SplitGeometry); for
 // `mma`, tile_m is the pairs a tile (8, 16, 32 or 64), local_i and local_h the FC1 and FC2
-// work-group sizes (MmaGeometry). Between the two, the tuning database's entries for
-// the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES.
+// work-group sizes (MmaGeometry), and mma.split_k / mma.few_split_k may be 0 (the automatic K
+// split, mma_auto_split_k). Between the two, the tuning database's entries for
+// the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES;
+// tuned tiles a strategy refuses on the device give way to its built-in ones, with a warning.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cl/opencl_calls.hpp"
+#include "kernels/moe_build_options.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -38,6 +39,11 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
     return e.id == MoeStrategy::grouped || e.id == MoeStrategy::mma;
   });
+  // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products (NVFP4).
+  const bool packed = shape.block == 16 && moe_bf16_dot_enabled(ctx) &&
+                      std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
+                        return e.id == MoeStrategy::grouped || e.id == MoeStrategy::decode;
+                      });
   const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
@@ -54,7 +60,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   }
   const std::int64_t P = ws.max_pairs;
   const std::int64_t total = 16 * P + 12 * ws.max_tiles + 24 + 4 * (shape.hidden / 16 + 1) + 4 * P * shape.hidden +
-                             4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0);
+                             4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0) +
+                             (packed ? 2 * P * (shape.hidden + shape.intermediate) : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
     fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
@@ -71,6 +78,10 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
   if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
+  if (packed) {
+    ws.x1q = device_buffer(ctx, "x1q (FC1 inputs as BF16 pairs)", 2 * P * shape.hidden);
+    ws.x2q = device_buffer(ctx, "x2q (FC2 inputs as BF16 pairs)", 2 * P * shape.intermediate);
+  }
   return ws;
 }
 
@@ -144,6 +155,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   BuildOptions fc1 = format, fc2 = format;
   fc1.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_LOCAL", tiles_.local_i);
   fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0).define("MOE_LOCAL", tiles_.local_h);
+  // NVFP4 W4A4: FC2's inputs are quantized values, never tiny (no scan before its BF16 dot products).
+  if (o.scheme.weight == WeightFormat::nvfp4 && !o.scheme.w4a16()) fc2.define("MOE_X2_FP4");
   ProgramCache& programs = ctx.programs();
   sort_ = programs.kernel("moe_dispatch.cl", "moe_sort", dispatch);
   gather_ = programs.kernel("moe_dispatch.cl", "moe_gather", dispatch);
@@ -178,6 +191,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
     fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
+    fc2_routed_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (4·H bytes beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
@@ -265,7 +279,7 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int E = as_int(s.local_experts);
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  // mma routes top-k ids in its sort (routes_topk); router logits were routed by moe_route_logits.
+  // Top-k ids are routed here (routes_topk); router logits were routed by moe_route_logits.
   const bool fused = routes_topk() && c.routing.logits == nullptr;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
@@ -279,8 +293,10 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
 void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                         const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
                                         cl::Event& last) {
+  // grouped and decode's FC1 read the BF16 pairs (x1q) too, where allocated.
+  const bool pack = id_ != MoeStrategy::mma && ws.x1q() != nullptr;
   set_args(gather_, "moe_gather", *c.x, as_int(s.hidden), s.top_k, as_int(c.token_offset), ws.slot_pair,
-           ws.pair_expert, ws.chunk_info, w.fc1_input_scale, ws.x1);
+           ws.pair_expert, ws.chunk_info, w.fc1_input_scale, ws.x1, ws.x1q, cl_int{pack ? 1 : 0});
   moe_launch(queue, gather_, "moe_gather",
              cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
              cl::NullRange, launches, last);
@@ -308,43 +324,47 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // One token: every pair its own tile, routed in FC1 (no moe_sort; W4A4 quantized there too).
   // Few pairs: moe_sort's tiles of 8 and FC2 summing the top-k. Many: the configured tiles and
   // moe_reduce. W4A16 FC1 reads the input rows in place, W4A4 the gathered ones.
-  // Up to kMmaRoutedPairs pairs: FC1 sorts them itself (no moe_sort; W4A4 gathers by pair).
+  // Up to kMmaRoutedPairs pairs: FC1 and FC2 find their tiles themselves, one led by each pair (no
+  // moe_sort; W4A4 gathers by pair).
   const bool per_pair = mma_per_pair_ && c.tokens == 1, few = per_pair || mma_few_pairs(pairs);
   const bool routed = !per_pair && few && pairs <= kMmaRoutedPairs;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
-  const std::int64_t tiles = per_pair ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
+  const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
+  const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
+  cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
+  cl::Kernel& fc2 = per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
+  // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
+  // moe_route_logits.
+  const bool fused = (per_pair || routed) && c.routing.logits == nullptr;
+  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
+  const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
+  // Every kernel's arguments are set before the first launch: NVIDIA's OpenCL starts a command
+  // as it is enqueued, and the host setting the next one's arguments behind a short kernel left
+  // the GPU idle (measured on an H100: 6-13 µs between moe_gather_pairs and moe_mma_fc1).
+  set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
+           w.scale_exp, mma_direct_ || per_pair ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2,
+           ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights, as_int(s.global_experts), w.expert_map,
+           as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status, ws.row_blocks_done,
+           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs));
+  set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
+           ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
+           ws.row_blocks_done);
+  if (!few) set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
   if (routed) {
     if (!mma_direct_) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
   } else if (!per_pair) {
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
-  const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
-  cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
-  cl::Kernel& fc2 = per_pair ? fc2_pair_ : few ? fc2_few_ : fc2_;
-  // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
-  // moe_route_logits.
-  const bool fused = (per_pair || routed) && c.routing.logits == nullptr;
-  const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
-  const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
-  set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
-           w.scale_exp, mma_direct_ || per_pair ? *c.x : ws.x1, ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2,
-           ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights, as_int(s.global_experts), w.expert_map,
-           as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status, ws.row_blocks_done,
-           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs));
   moe_launch(queue, fc1, "moe_mma_fc1",
              cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
                          static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), launches, last);
-  set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
-           ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
-           ws.row_blocks_done);
   moe_launch(queue, fc2, "moe_mma_fc2",
              cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                          static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), launches, last);
   if (few) return;  // FC2 summed the top-k
-  set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
   moe_launch(queue, reduce_, "moe_reduce",
              cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),
              cl::NullRange, launches, last);
@@ -371,7 +391,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
   const std::int64_t v = layout_.vec;
   set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,
-           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2);
+           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.x1q, ws.x2q);
   moe_launch(queue, fc1_, "moe_fc1",
              cl::NDRange(round_up((s.intermediate + v - 1) / v, tiles_.local_i), static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), launches, last);
@@ -380,7 +400,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const cl::NDRange fc2_local(static_cast<std::size_t>(tiles_.local_h), 1);
   if (id_ == MoeStrategy::grouped) {
     set_args(fc2_, "moe_fc2", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
-             ws.slot_pair, ws.y);
+             ws.slot_pair, ws.y, ws.x2q);
     moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, launches,
                last);
     set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
@@ -389,7 +409,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
                launches, last);
   } else {
     set_args(fc2_, "moe_fc2_reduce", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
-             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out);
+             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out, ws.x2q);
     moe_launch(queue, fc2_, "moe_fc2_reduce", cl::NDRange(fc2_items, static_cast<std::size_t>(c.tokens)), fc2_local,
                launches, last);
   }

@@ -31,6 +31,10 @@ struct MoeWorkspace {
   cl::Buffer pair_expert, pair_weight, pair_slot, slot_pair, tiles, chunk_info, status;
   cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
+  // x1 and x2 as BF16 pairs (kernels/common/bf16_dot.cl, moe_bf16_quads16), for the BF16 dot products of
+  // grouped and decode's moe_fc1/moe_fc2 (written by moe_gather and moe_fc1); only where a layer can use
+  // them (NVFP4, BF16 dot products on the device), else null.
+  cl::Buffer x1q, x2q;
 };
 
 // The number of tiles `pairs` pairs can need with tiles of `tile_m` over `experts` experts.
@@ -86,8 +90,9 @@ class MoeStrategyKernels {
                      const MoeProgramOptions& options, const MoeProblem& problem);
   MoeStrategy id() const { return id_; }
   // True when this strategy routes top-k ids itself (no routing kernel before it): split in its
-  // FC1, mma in its sort.
-  bool routes_topk() const { return id_ == MoeStrategy::split || id_ == MoeStrategy::mma; }
+  // FC1, the others in moe_sort (one launch fewer a call: on PoCL each costs a few µs of a ~1 ms
+  // one-token call).
+  bool routes_topk() const { return true; }
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
   // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
   // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
@@ -124,9 +129,9 @@ class MoeStrategyKernels {
   MoeTiles few_tiles_;
   cl::Kernel fc1_few_, fc2_few_;
   cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (few_; W4A4 FC1 wider)
-  // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 sorts them itself (MMA_ROUTED, no
-  // moe_sort; W4A4 after moe_gather_pairs), then fc2_few_.
-  cl::Kernel fc1_routed_, gather_pairs_;
+  // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
+  // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs).
+  cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)

@@ -1,6 +1,7 @@
 #include "tuning/moe_tuning.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -11,10 +12,15 @@ namespace fp4cl::tuning {
 
 namespace {
 
-bool valid_value(const std::string& name, long long v) {
+// Whether `value` is a valid value of parameter `name` in an entry `kernel` won.
+bool valid_value(const std::string& kernel, const std::string& name, long long v) {
+  const bool mma = kernel == "mma";
   if (name == "vec") return v == 1 || v == 2 || v == 4 || v == 8 || v == 16;
-  if (name == "tile_m") return v == 1 || v == 2 || v == 4 || v == 8;
+  if (name == "tile_m")
+    return mma ? v == 8 || v == 16 || v == 32 || v == 64 : v == 1 || v == 2 || v == 4 || v == 8;
   if (name == "group" || name == "local_i" || name == "local_h") return v >= 1 && v <= 4096;
+  if (name == "split_k" || name == "few_split_k") return mma && v >= 0 && v <= 64;  // 0: mma_auto_split_k
+  if (name == "unroll") return mma && (v == 1 || v == 2 || v == 4 || v == 8);
   return false;
 }
 
@@ -30,14 +36,22 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
   const Entry* first_decode = nullptr;
   const Entry* last_grouped = nullptr;
   const Entry* first_split = nullptr;
+  const Entry* first_mma = nullptr;
+  const Entry* last_mma = nullptr;
   std::size_t first_not_split_index = match.entries.size();
-  std::size_t first_grouped_index = match.entries.size();
+  std::size_t first_many_index = match.entries.size();  // the first bucket grouped or mma won
   for (std::size_t i = 0; i < match.entries.size(); ++i) {
     const Entry& e = *match.entries[i];
+    if (e.kernel != "split" && e.kernel != "decode" && e.kernel != "grouped" && e.kernel != "mma") {
+      log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used", e.origin,
+                e.kernel, e.tokens);
+      return {};
+    }
     for (const auto& [name, value] : e.params) {
-      if (!valid_value(name, value)) {
-        log::warn("tuning database ({}): MoE parameter {} = {} for {} tokens is not valid; built-in MoE tiles used",
-                  e.origin, name, value, e.tokens);
+      if (!valid_value(e.kernel, name, value)) {
+        log::warn("tuning database ({}): MoE parameter {} = {} of strategy {} for {} tokens is not valid; built-in "
+                  "MoE tiles used",
+                  e.origin, name, value, e.kernel, e.tokens);
         return {};
       }
     }
@@ -46,21 +60,22 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
       if (!first_split) first_split = &e;
     } else if (e.kernel == "decode") {
       if (!first_decode) first_decode = &e;
-    } else if (e.kernel == "grouped") {
-      last_grouped = &e;
-      first_grouped_index = std::min(first_grouped_index, i);
     } else {
-      log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used", e.origin,
-                e.kernel, e.tokens);
-      return {};
+      if (e.kernel == "grouped") last_grouped = &e;
+      if (e.kernel == "mma") {
+        if (!first_mma) first_mma = &e;
+        last_mma = &e;
+      }
+      first_many_index = std::min(first_many_index, i);
     }
   }
-  // One crossover: decode up to the bucket before the first one `grouped` won.
+  // One crossover: decode up to the bucket before the first one `grouped` or `mma` won (none
+  // when decode won no bucket).
   std::int64_t decode_max_tokens = std::numeric_limits<int>::max() / key.top_k;
-  if (first_grouped_index == 0) decode_max_tokens = 0;
-  else if (first_grouped_index < match.entries.size())
-    decode_max_tokens = last_tokens_of_bucket(match.entries[first_grouped_index - 1]->tokens,
-                                              match.entries[first_grouped_index]->tokens);
+  if (first_many_index == 0 || !first_decode) decode_max_tokens = 0;
+  else if (first_many_index < match.entries.size())
+    decode_max_tokens = last_tokens_of_bucket(match.entries[first_many_index - 1]->tokens,
+                                              match.entries[first_many_index]->tokens);
   // The layout is one per layer: the smallest bucket's.
   const Entry& layout = *match.entries.front();
   for (const char* name : {"vec", "group"}) {
@@ -76,13 +91,18 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
                                                match.entries[first_not_split_index]->tokens);
     out["split_max_pairs"] = static_cast<int>(split_max_tokens * key.top_k);
   }
-  for (const Entry* e : {first_decode, last_grouped, first_split}) {
-    if (!e) continue;
-    for (const char* name : {"tile_m", "local_i", "local_h"}) {
+  const auto take = [&](const Entry* e, std::initializer_list<const char*> names) {
+    if (!e) return;
+    for (const char* name : names) {
       const auto it = e->params.find(name);
       if (it != e->params.end()) out[e->kernel + "." + name] = static_cast<int>(it->second);
     }
-  }
+  };
+  for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});
+  // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
+  // pairs (mma_few_pairs_tiles) from its smallest.
+  take(last_mma, {"tile_m", "local_i", "local_h", "split_k"});
+  take(first_mma, {"few_split_k", "unroll"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
   return out;
 }

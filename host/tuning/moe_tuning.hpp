@@ -6,10 +6,18 @@
 //   split.<tile_m|local_i|local_h>   from the smallest tuned bucket that `split` won
 //   split_max_pairs                  (only when `split` won a bucket) the last token count of the
 //                                    last split bucket before the first bucket another won × k
-//   decode_max_pairs                 where the buckets switch from decode to grouped: the last
-//                                    token count of the last decode bucket × k (the nearest-bucket
-//                                    rule of tuning_lookup.hpp)
-// An entry's params use the keys vec, group, tile_m, local_i, local_h.
+//   mma.<tile_m|local_i|local_h|split_k>  from the largest tuned bucket that `mma` won (the tiles
+//                                    of chunks with many pairs per expert)
+//   mma.<few_split_k|unroll>         from the smallest tuned bucket that `mma` won (chunks with
+//                                    few pairs: mma_few_pairs_tiles)
+//   decode_max_pairs                 where the buckets switch from decode to grouped or mma: the
+//                                    last token count of the last decode bucket × k (the
+//                                    nearest-bucket rule of tuning_lookup.hpp); 0 when decode won
+//                                    no bucket
+// An entry's params use the keys vec, group, tile_m, local_i, local_h, and for `mma` also
+// split_k, few_split_k (0: automatic) and unroll. A value outside a key's range (tile_m of mma
+// 8, 16, 32 or 64, of the others 1, 2, 4 or 8; unroll 1, 2, 4 or 8; split_k 0 to 64), a key the
+// strategy does not have or an unknown strategy sets the layer's entries aside, with a warning.
 #pragma once
 
 #include <cstdint>

@@ -29,6 +29,15 @@
 #ifndef FP4CL_COMMON_BF16_DOT_CL
 #define FP4CL_COMMON_BF16_DOT_CL
 
+// 16 consecutive activations v (fp32 bits of BF16 numbers) as the 8 BF16 pairs that the MoE BF16
+// dot products read for them (moe_fp4_vec.cl: the checkpoint's nibble order pairs elements j and
+// j + 4 of each 8): pair 4q + p = bf16(v[8q + p]) | bf16(v[8q + p + 4]) << 16 (the high halves:
+// exact for BF16 numbers). Plain OpenCL C: the producers (moe_gather, moe_fc1) write them.
+inline uint8 moe_bf16_quads16(uint16 v) {
+  const uint8 lo = (uint8)(v.s0123, v.s89ab), hi = (uint8)(v.s4567, v.scdef);
+  return (lo >> 16) | (hi & 0xFFFF0000u);
+}
+
 #if defined(FP4_DPBF16) && defined(__clang__) && defined(__x86_64__)
 #if __clang_major__ >= 11 && __clang_major__ <= 16
 #define FP4_BF16DOT 1

@@ -67,6 +67,10 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(["tune", "--linear", "64by256"], "--linear takes NxK")
         self.expect_error(["tune", "--op", "conv", "--linear", "64x256"], "--op takes linear and/or moe")
         self.expect_error(["tune"], "nothing to tune")
+        self.expect_error(["tune", "--op", "linear", "--linear", "64x256", "--kernel", "mma"],
+                          "--kernel names MoE strategies: it needs --op moe")
+        self.expect_error(["tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2",
+                           "--kernel", "tensor"], "unknown MoE strategy 'tensor'", "grouped, decode, split, mma")
         self.expect_error(["--device", "no-such-device", "stream", "--mib", "1"], "no-such-device")
 
 
@@ -168,6 +172,30 @@ class Tuning(unittest.TestCase):
             self.assertIn("[tuned bucket 1 (" + path, out)
             _, out, _ = run("devices", env={"FP4CL_TUNING_FILE": path}, check=0)
             self.assertIn(path, out)
+
+    def test_tune_mma_merges_into_a_database_with_linear_entries(self):
+        # The tensor-core strategy forced (emulated on PoCL): one candidate per bucket, one timed call.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tuning.json")
+            run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "1", "--iters",
+                "1", "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+            _, out, err = run("tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk",
+                              "2", "--scheme", "nvfp4-w4a16", "--kernel", "mma", "--tokens", "1", "--iters", "1",
+                              "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+            self.assertIn("tuning mma", err)
+            with open(path) as f:
+                entries = json.load(f)["devices"][0]["entries"]
+            self.assertEqual(sorted(e["op"] for e in entries), ["linear", "moe"])
+            moe = [e for e in entries if e["op"] == "moe"][0]
+            self.assertEqual(moe["kernel"], "mma")
+            self.assertEqual(moe["shape"], {"hidden": 128, "inter": 64, "experts": 4, "topk": 2})
+            self.assertEqual(sorted(moe["params"]), ["few_split_k", "group", "local_h", "local_i", "split_k", "tile_m",
+                                                     "unroll", "vec"])
+            # The MoE benchmark loads it without a warning.
+            _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
+                              "mma", "--tokens", "1", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)
+            self.assertNotIn("not valid", err)
+            self.assertIn("ok:", out)
 
     def test_corrupt_output_file_is_not_overwritten(self):
         with tempfile.TemporaryDirectory() as d:

@@ -320,11 +320,11 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
         return topk ? run_topk(layer, cfg.output, x, ids, weights, T) : run_logits(layer, cfg.output, x, logits, T);
       };
       const std::int64_t calls = calls_of([&] { forward(); });
-      // reset, 2 chunks × (route, sort, gather, fc1, fc2...; split: fc1 routing top-k ids itself, fc2;
-      // router logits: route, fc1, fc2; mma with few pairs: fc1 sorting them itself, the top-k sum
-      // in fc2, under W4A16 no gather), status read
+      // reset, 2 chunks × (sort routing top-k ids itself, gather, fc1, fc2...; split: fc1 routing
+      // top-k ids itself, fc2; router logits: route first; mma with few pairs: fc1 sorting them
+      // itself, the top-k sum in fc2, under W4A16 no gather), status read
       const bool split = c.kernel == std::string("split"), mma = c.kernel == std::string("mma");
-      const int per_chunk = split ? (topk ? 2 : 3) : mma ? (c.scheme.w4a16() ? 2 : 3) + (topk ? 0 : 1) : 5;
+      const int per_chunk = split ? (topk ? 2 : 3) : mma ? (c.scheme.w4a16() ? 2 : 3) + (topk ? 0 : 1) : topk ? 4 : 5;
       ASSERT_GE(calls, 1 + 2 * per_chunk + 1);
       for (std::int64_t n = 1; n <= calls; ++n) {
         Thrown t;

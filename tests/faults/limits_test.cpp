@@ -223,8 +223,8 @@ TEST(MemoryExhausted, LaunchFailuresAreClearErrorsAndTheLayerRecovers) {
     t = thrown_by([&] { run_topk(layer, cfg.output, x, ids, weights, T); });
   }
   EXPECT_TRUE(is_clear_fault_error(t, CL_OUT_OF_RESOURCES));
-  // The first kernel of the strategy the device runs: moe_route_topk (grouped, decode), moe_sort
-  // (mma; its FC1 for one token), moe_split_fc1 (split).
+  // The first kernel of the strategy the device runs: moe_sort (grouped, decode, mma; mma's FC1
+  // for one token), moe_split_fc1 (split).
   EXPECT_NE(t.message.find("enqueueing the MoE kernel moe_"), std::string::npos) << t.message;
   EXPECT_EQ(run_topk(layer, cfg.output, x, ids, weights, T).bf16, clean.bf16);
 }

@@ -1,6 +1,7 @@
 // The tuning database at work: tuned parameters reach the linear kernels' build options (the
-// layer's kernel description shows them) and the MoE strategy selection; explicit options win;
-// a missing shape, a corrupt file or an entry a kernel refuses fall back to the built-in
+// layer's kernel description shows them), the MoE strategy selection and the mma strategy's
+// build options (the program cache's debug line shows them); explicit options win; a missing
+// shape, a corrupt file, an invalid value or an entry a kernel refuses fall back to the built-in
 // defaults, with a log line saying so.
 #include <gtest/gtest.h>
 
@@ -9,10 +10,12 @@
 #include <vector>
 
 #include "fp4cl/context.hpp"
+#include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
 #include "linear/linear_check.hpp"
+#include "moe/moe_test_support.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -226,6 +229,181 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
   const MoeSelection env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");
   EXPECT_EQ(env.usable.front().tiles.tile_m, 4);
   EXPECT_EQ(env.layout.vec, 4);
+}
+
+// The mma strategy's tuned parameters (emulated MMAs off NVIDIA, so forced here): the tiles of
+// chunks with many pairs from the largest bucket mma won, those of chunks with few pairs from the
+// smallest, and they reach the kernels' build options: MMA_NT = tile_m / 8, the K split and row
+// tiles of mma_geometry, MMA_UNROLL.
+class TunedMma : public TunedLayers {
+ protected:
+  static constexpr std::int64_t kH = 128, kI = 64, kE = 4;
+  static constexpr int kK = 2;
+  tuning::Entry entry(std::int64_t tokens, const std::string& kernel, tuning::Params params) const {
+    tuning::Entry e;
+    e.op = "moe";
+    e.scheme = tuning::scheme_key(kScheme);
+    e.shape = {{"hidden", kH}, {"inter", kI}, {"experts", kE}, {"topk", kK}};
+    e.tokens = tokens;
+    e.kernel = kernel;
+    e.params = std::move(params);
+    return e;
+  }
+  void use_entries(const std::vector<tuning::Entry>& entries) {
+    tuning::Database db;
+    const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(test::test_context().info());
+    for (const tuning::Entry& e : entries) db.put(device, e);
+    use_database(db);
+  }
+  MoeSelection select(const std::string& kernel) const {
+    cl_uint width = 1;
+    test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+    return select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, kernel);
+  }
+  const test::ScopedEnv no_tiles_{"FP4CL_MOE_TILES", std::nullopt};
+  const test::ScopedEnv no_kernel_{"FP4CL_MOE_KERNEL", std::nullopt};
+};
+
+// The program-cache debug lines of moe_mma.cl naming `part`.
+std::vector<std::string> mma_programs(const test::LogCapture& log, const std::string& part) {
+  std::vector<std::string> out;
+  for (const std::string& m : log.at(log::Level::debug))
+    if (m.find("program moe_mma.cl") != std::string::npos && m.find(part) != std::string::npos) out.push_back(m);
+  return out;
+}
+
+TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
+  // Bucket 1: few pairs (2 < 32 / 2 · 4); bucket 32: many (64 pairs, tile_m 16: 64 >= 8 · 4).
+  use_entries({entry(1, "mma", {{"tile_m", 32}, {"local_i", 256}, {"local_h", 256}, {"split_k", 1},
+                                {"few_split_k", 2}, {"unroll", 2}}),
+               entry(32, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2},
+                                 {"few_split_k", 8}, {"unroll", 8}})});
+  const MoeSelection sel = select("mma");
+  ASSERT_EQ(sel.usable.size(), 1u);
+  const MoeTiles& t = sel.usable.front().tiles;
+  EXPECT_EQ(t.tile_m, 16);
+  EXPECT_EQ(t.local_i, 64);
+  EXPECT_EQ(t.local_h, 128);
+  EXPECT_EQ(t.split_k, 2);
+  EXPECT_EQ(t.few_split_k, 2);  // the smallest bucket's
+  EXPECT_EQ(t.unroll, 2);
+  EXPECT_EQ(sel.decode_max_pairs, 0);  // decode won no bucket
+  // The kernels: many pairs FC1 K = H = 128 split over 2 warps, 1 row tile (64 / 32 / 2); FC2
+  // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged; few pairs: FC1 K split
+  // 2 (few_split_k), FC2 1; unroll 2 everywhere.
+  test::LogCapture log;
+  const Fp4Experts ex = test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, 70});
+  MoeConfig cfg;
+  cfg.scheme = kScheme;
+  cfg.top_k = kK;
+  cfg.max_tokens = 32;
+  cfg.kernel = "mma";
+  MoeLayer layer = MoeLayer::create(test::test_context(), ex, cfg);
+  const auto many_fc1 = mma_programs(log, "-DMMA_NT=2");
+  ASSERT_FALSE(many_fc1.empty()) << "no moe_mma.cl program with MMA_NT=2 (tile_m 16)";
+  bool fc1 = false, fc2 = false, few_fc1 = false;
+  for (const std::string& m : many_fc1) {
+    EXPECT_NE(m.find("-DMMA_UNROLL=2"), std::string::npos) << m;
+    if (m.find("-DMMA_FC1=") != std::string::npos) {
+      fc1 = true;
+      EXPECT_NE(m.find("-DMMA_KSPLIT=2"), std::string::npos) << m;
+      EXPECT_NE(m.find("-DMMA_RT=1"), std::string::npos) << m;
+    }
+    if (m.find("-DMMA_FC2=") != std::string::npos) {
+      fc2 = true;
+      EXPECT_NE(m.find("-DMMA_KSPLIT=1"), std::string::npos) << m;
+      EXPECT_NE(m.find("-DMMA_RT=2"), std::string::npos) << m;
+      EXPECT_NE(m.find("-DMMA_STAGE=1"), std::string::npos) << m;
+    }
+  }
+  EXPECT_TRUE(fc1 && fc2);
+  for (const std::string& m : mma_programs(log, "-DMMA_NT=1")) {
+    EXPECT_NE(m.find("-DMMA_UNROLL=2"), std::string::npos) << m;
+    if (m.find("-DMMA_FC1=") != std::string::npos && m.find("MMA_PER_PAIR") == std::string::npos) {
+      few_fc1 = true;
+      EXPECT_NE(m.find("-DMMA_KSPLIT=2"), std::string::npos) << m;
+    }
+  }
+  EXPECT_TRUE(few_fc1);
+  EXPECT_EQ(layer.tile_pairs_for(32), 16);
+  EXPECT_EQ(layer.tile_pairs_for(1), 8);
+  // And the tuned kernels compute the layer.
+  for (std::int64_t T : {std::int64_t{3}, std::int64_t{32}}) {
+    const auto x = test::make_activations(T, kH, test::Data::exact, 71);
+    const auto ids = test::make_ids(T, kK, kE, 72);
+    const auto w = test::make_weights(T, kK, 73);
+    const auto ref = reference::moe_reference(ex, test::reference_options(cfg), x,
+                                              reference::routing_from_topk(ids, w, T, kK));
+    EXPECT_TRUE(test::matches_reference(ref, test::run_topk(layer, cfg.output, x, ids, w, T), cfg.output))
+        << "T = " << T;
+  }
+}
+
+TEST_F(TunedMma, DecodeServesUpToTheFirstBucketMmaWon) {
+  // Buckets 1 (decode) and 8 (mma) meet at 2 tokens; an automatic selection off NVIDIA does
+  // not build mma, but the crossover is decode's.
+  use_entries({entry(1, "decode", {{"tile_m", 1}, {"local_i", 4}, {"local_h", 2}}),
+               entry(8, "mma", {{"tile_m", 32}, {"local_i", 128}, {"local_h", 256}, {"split_k", 0},
+                                {"few_split_k", 4}, {"unroll", 1}})});
+  EXPECT_EQ(select("").decode_max_pairs, 2 * kK);
+  const MoeSelection forced = select("mma");
+  EXPECT_EQ(forced.usable.front().tiles.local_i, 128);
+  EXPECT_EQ(forced.usable.front().tiles.split_k, 0);  // automatic
+  EXPECT_EQ(forced.usable.front().tiles.few_split_k, 4);
+  EXPECT_EQ(forced.usable.front().tiles.unroll, 1);
+}
+
+TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
+  const MoeTiles builtin = select("mma").usable.front().tiles;
+  const tuning::Params good = {{"tile_m", 16}, {"local_i", 64}, {"local_h", 64}, {"split_k", 1},
+                               {"few_split_k", 0}, {"unroll", 2}};
+  struct Case {
+    const char* key;
+    long long value;
+    const char* kernel;
+    const char* warning;
+  };
+  const Case cases[] = {
+      {"tile_m", 4, "mma", "MoE parameter tile_m = 4 of strategy mma"},
+      {"unroll", 3, "mma", "MoE parameter unroll = 3 of strategy mma"},
+      {"split_k", -1, "mma", "MoE parameter split_k = -1 of strategy mma"},
+      {"few_split_k", 65, "mma", "MoE parameter few_split_k = 65 of strategy mma"},
+      {"local_h", 0, "mma", "MoE parameter local_h = 0 of strategy mma"},
+      {"split_k", 2, "grouped", "MoE parameter split_k = 2 of strategy grouped"},  // not a grouped key
+      {"wavefront", 1, "mma", "MoE parameter wavefront = 1 of strategy mma"},
+  };
+  for (const Case& c : cases) {
+    tuning::Params p = good;
+    p[c.key] = c.value;
+    if (std::string(c.kernel) == "grouped") p = {{"tile_m", 2}, {"local_i", 2}, {"local_h", 2}, {c.key, c.value}};
+    test::LogCapture log;
+    use_entries({entry(32, c.kernel, p)});
+    const MoeSelection sel = select("mma");
+    const MoeTiles& t = sel.usable.front().tiles;
+    EXPECT_EQ(t.tile_m, builtin.tile_m) << c.key;
+    EXPECT_EQ(t.unroll, builtin.unroll) << c.key;
+    EXPECT_EQ(t.local_i, builtin.local_i) << c.key;
+    bool warned = false;
+    for (const std::string& m : log.warnings()) warned |= m.find(c.warning) != std::string::npos;
+    EXPECT_TRUE(warned) << c.warning;
+  }
+  // Valid values the strategy refuses for this layer (work-groups of 64 with split_k 4: not a
+  // multiple of 32 · 4): the built-in tiles, with a warning naming the reason; the other
+  // strategies' tuned values are kept.
+  tuning::Params refused = good;
+  refused["split_k"] = 4;
+  test::LogCapture log;
+  use_entries({entry(32, "mma", refused)});
+  const MoeTiles t = select("mma").usable.front().tiles;
+  EXPECT_EQ(t.tile_m, builtin.tile_m);
+  EXPECT_EQ(t.split_k, builtin.split_k);
+  ASSERT_FALSE(log.warnings().empty());
+  expect_contains(log.warnings().back(), "tuned tiles of MoE strategy mma");
+  expect_contains(log.warnings().back(), "must be multiples of 32 · split_k = 128");
+  expect_contains(log.warnings().back(), "built-in tiles used");
+  // FP4CL_MOE_TILES naming a refused value is still an error (the user asked for it).
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::string("mma.split_k=4,mma.local_i=64,mma.local_h=64"));
+  EXPECT_THROW(select("mma"), Error);
 }
 
 }  // namespace

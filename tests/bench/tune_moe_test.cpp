@@ -1,0 +1,310 @@
+// The MoE tuner's search for the mma strategy (bench/tune_moe.cpp, tune_moe_candidates.hpp):
+// which parameters it searches at buckets of few and of many pairs, which strategies it tunes on
+// a device, that candidates the layer refuses are named and skipped without counting against the
+// budget, and a tuning run whose entries, written and read back as a database, reach the layer
+// (emulated MMAs on PoCL: tiny shapes, one timed call per candidate, at most two candidates per
+// bucket).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/error.hpp"
+#include "fp4cl/moe.hpp"
+#include "kernels/moe_registry.hpp"
+#include "support/log_capture.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+#include "tune_moe_candidates.hpp"
+#include "tune_targets.hpp"
+#include "tuning/moe_tuning.hpp"
+#include "tuning/tuning_store.hpp"
+#include "synthetic_data.hpp"
+#include "tuning_search.hpp"
+
+namespace fp4cl::bench {
+namespace {
+
+const QuantScheme kW4A16{WeightFormat::nvfp4, Activations::bf16};
+
+std::map<std::string, std::vector<long long>> as_map(const std::vector<ParamAxis>& axes) {
+  std::map<std::string, std::vector<long long>> m;
+  for (const ParamAxis& a : axes) m[a.name] = a.values;
+  return m;
+}
+
+TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
+  using Axes = std::map<std::string, std::vector<long long>>;
+  for (DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
+    for (bool with_layout : {true, false}) {  // mma has its own weight layout: never vec or group
+      EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind)),
+                (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}}));
+      EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),
+                (Axes{{"tile_m", {8, 16, 32, 64}},
+                      {"local_i", {64, 128, 256}},
+                      {"local_h", {64, 128, 256}},
+                      {"split_k", {0, 1, 2, 4}}}));
+    }
+  }
+  // The other strategies keep their axes: decode has no tile_m, the layout at the first bucket.
+  const auto decode = as_map(moe_axes("decode", true, true, DeviceKind::cpu));
+  EXPECT_EQ(decode.count("tile_m"), 0u);
+  EXPECT_EQ(decode.count("vec"), 1u);
+  const auto grouped = as_map(moe_axes("grouped", false, false, DeviceKind::gpu));
+  EXPECT_EQ(grouped.at("tile_m"), (std::vector<long long>{2, 4, 8}));
+  EXPECT_EQ(grouped.count("vec"), 0u);
+}
+
+TEST(TuneMoeAxes, FewPairsBucketsAreThoseBelowHalfATilePerExpert) {
+  // qwen3-30b-a3b (E = 128, k = 8), built-in tile_m 32: below 16 pairs per expert = 256 tokens.
+  for (std::int64_t t : {1, 8, 64, 128}) EXPECT_TRUE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
+  for (std::int64_t t : {256, 512}) EXPECT_FALSE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
+  // mixtral-8x7b (E = 8, k = 2): below 64 tokens.
+  EXPECT_TRUE(mma_few_pairs_bucket(32, 2, 8, 32));
+  EXPECT_FALSE(mma_few_pairs_bucket(64, 2, 8, 32));
+  // tile_m moves the line: 64 pairs over 4 experts are many for tiles of 16, few for 64.
+  EXPECT_FALSE(mma_few_pairs_bucket(32, 2, 4, 16));
+  EXPECT_TRUE(mma_few_pairs_bucket(32, 2, 4, 64));
+}
+
+DeviceInfo fake_h100() {
+  DeviceInfo d;
+  d.name = "fake H100";
+  d.kind = DeviceKind::gpu;
+  d.max_work_group_size = 1024;
+  d.local_mem_bytes = 48 * 1024;
+  d.nv_compute_capability = 90;
+  return d;
+}
+
+TEST(TuneMoeStrategies, TheOnesAutomaticSelectionCanChooseUnlessNamed) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const MoeProblem qwen{kW4A16, 2048, 768, 128, 8};
+  // NVIDIA with tensor cores: mma replaces grouped; split and decode may still win small buckets.
+  EXPECT_EQ(moe_tune_strategies(fake_h100(), 1, qwen, {}), (std::vector<std::string>{"decode", "split", "mma"}));
+  // A shape mma refuses (H not a multiple of 64): grouped instead.
+  const MoeProblem odd{kW4A16, 96, 64, 8, 2};
+  EXPECT_EQ(moe_tune_strategies(fake_h100(), 1, odd, {}), (std::vector<std::string>{"grouped", "decode", "split"}));
+  DeviceInfo other_gpu = fake_h100();
+  other_gpu.nv_compute_capability = 0;
+  EXPECT_EQ(moe_tune_strategies(other_gpu, 1, qwen, {}), (std::vector<std::string>{"grouped", "decode", "split"}));
+  DeviceInfo cpu = other_gpu;
+  cpu.kind = DeviceKind::cpu;
+  EXPECT_EQ(moe_tune_strategies(cpu, 16, qwen, {}), (std::vector<std::string>{"grouped", "decode"}));
+  // Named: exactly those (mma forced even where it is emulated), duplicates once.
+  EXPECT_EQ(moe_tune_strategies(cpu, 16, qwen, {"mma", "decode", "mma"}), (std::vector<std::string>{"mma", "decode"}));
+  try {
+    moe_tune_strategies(cpu, 16, qwen, {"tensor"});
+    ADD_FAILURE() << "an unknown strategy was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown MoE strategy 'tensor'; valid: grouped, decode, split, mma"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TuneMoeCandidates, RefusedMmaCandidatesAreNamedWithoutABuild) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const MoeProblem tiny{kW4A16, 128, 64, 4, 2};
+  const DeviceInfo d = fake_h100();
+  tuning::Params p = moe_default_params(d, 1, tiny, "mma");
+  EXPECT_EQ(p, (tuning::Params{{"vec", 1}, {"group", 64}, {"tile_m", 32}, {"local_i", 256}, {"local_h", 256},
+                               {"split_k", 1}, {"few_split_k", 0}, {"unroll", 4}}));
+  EXPECT_EQ(moe_tiles_env("mma", {{"vec", 1}, {"few_split_k", 0}, {"tile_m", 16}}), "mma.few_split_k=0,mma.tile_m=16,vec=1");
+  EXPECT_EQ(moe_candidate_refusal(d, 1, tiny, "mma", p), "");
+  // Every many-pairs candidate of the search: those the layer refuses say why; the rest build.
+  int refused_split = 0, refused_local = 0, accepted = 0;
+  for (long long tile_m : {8, 16, 32, 64})
+    for (long long li : {64, 128, 256})
+      for (long long lh : {64, 128, 256})
+        for (long long sk : {0, 1, 2, 4}) {
+          tuning::Params c = p;
+          c["tile_m"] = tile_m;
+          c["local_i"] = li;
+          c["local_h"] = lh;
+          c["split_k"] = sk;
+          const std::string why = moe_candidate_refusal(d, 1, tiny, "mma", c);
+          if (why.empty()) {
+            ++accepted;
+            continue;
+          }
+          const std::string what = fmt::format("tile_m={} local_i={} local_h={} split_k={}: {}", tile_m, li, lh, sk, why);
+          if (sk == 4 && (li == 64 || lh == 64)) {
+            ++refused_split;  // the K split over 4 warps needs work-groups of 128
+            EXPECT_NE(why.find("must be multiples of 32 · split_k = 128"), std::string::npos) << what;
+          } else {
+            // Tiles of 64 pairs, 4 row tiles of FC1 with K split over 2 warps: their partial sums
+            // (2 · 4 · 2 matrices · 8 MMAs · 128 floats) overflow 48 KiB.
+            ++refused_local;
+            EXPECT_TRUE(tile_m == 64 && li == 256 && sk == 2) << what;
+            EXPECT_NE(why.find("FC1 needs 65568 bytes of local memory, the device has 49152"), std::string::npos)
+                << what;
+          }
+        }
+  EXPECT_EQ(refused_split, 4 * 5);  // local_i or local_h 64: 5 of the 9 pairs, at every tile_m
+  EXPECT_EQ(refused_local, 3);
+  EXPECT_EQ(accepted, 4 * 3 * 3 * 4 - 23);
+  tuning::Params bad = p;
+  bad["unroll"] = 3;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("unroll = 3 must be 1, 2, 4 or 8"), std::string::npos);
+  bad = p;
+  bad["tile_m"] = 24;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("tile_m = 24 must be 8, 16, 32 or 64"),
+            std::string::npos);
+  // FP4CL_MOE_TILES takes 0 for the K splits (automatic; p's few_split_k above), nothing below.
+  bad = p;
+  bad["split_k"] = -1;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("'mma.split_k=-1' is not key=non-negative integer"),
+            std::string::npos);
+  bad = p;
+  bad["unroll"] = 0;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("'mma.unroll=0' is not key=positive integer"),
+            std::string::npos);
+  // The layer's FP4CL_MOE_TILES is the caller's again afterwards.
+  EXPECT_EQ(std::getenv("FP4CL_MOE_TILES"), nullptr);
+}
+
+TEST(TuneSearch, RefusedCandidatesAreSkippedAndNotCountedAgainstTheBudget) {
+  // a = 2 and 3 refused; time = 10 - b (the larger b the faster); budget of 3 measured.
+  int evaluated = 0;
+  const Evaluate evaluate = [&](const tuning::Params& p) {
+    Trial t;
+    if (p.at("a") != 1) {
+      t.refused = true;
+      t.note = "refused: a must be 1";
+      return t;
+    }
+    ++evaluated;
+    t.ok = true;
+    t.us = 10.0 - static_cast<double>(p.at("b"));
+    return t;
+  };
+  const std::vector<ParamAxis> axes = {{"a", {1, 2, 3}}, {"b", {1, 2, 3, 4, 5}}};
+  const SearchResult r = coordinate_descent({{"a", 1}, {"b", 1}}, axes, evaluate, 2, 3);
+  // Measured: b = 1 (start), 2, 3; then the budget stops the search; the winner and the start
+  // are timed again to confirm.
+  EXPECT_EQ(r.best.params, (tuning::Params{{"a", 1}, {"b", 3}}));
+  EXPECT_EQ(evaluated, 3 + 2);
+  int refused = 0;
+  for (const Trial& t : r.trials) refused += t.refused ? 1 : 0;
+  EXPECT_EQ(refused, 2);
+  // No budget: every value of b.
+  evaluated = 0;
+  const SearchResult all = coordinate_descent({{"a", 1}, {"b", 1}}, axes, evaluate, 2, 0);
+  EXPECT_EQ(all.best.params, (tuning::Params{{"a", 1}, {"b", 5}}));
+}
+
+// A tuning run of the mma strategy on the test device (emulated off NVIDIA), its entries written
+// as a database and read back: the layer forced to mma builds its kernels with them.
+TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv kernel("FP4CL_MOE_KERNEL", std::nullopt);
+  std::optional<test::ScopedEnv> file;
+  file.emplace("FP4CL_TUNING_FILE", std::string("none"));
+  tuning::reload_tuning_store();
+  Context ctx = Context::create();
+  const MoeTuneShape shape{128, 64, 4, 2};
+  TuneSettings settings;
+  settings.buckets = {32, 1};  // 1: few pairs (2 < 16 · 4), 32: many (64)
+  settings.iters = 1;
+  settings.warmup = 0;
+  settings.max_passes = 1;
+  settings.max_candidates = 2;
+  settings.moe_kernels = {"mma"};
+  std::vector<std::string> lines;
+  settings.log = [&](const std::string& line) { lines.push_back(line); };
+  const std::vector<tuning::Entry> entries = tune_moe(ctx, kW4A16, shape, settings);
+  ASSERT_EQ(entries.size(), 2u);
+  const tuning::Entry& few = entries[0];
+  const tuning::Entry& many = entries[1];
+  EXPECT_EQ(few.tokens, 1);
+  EXPECT_EQ(many.tokens, 32);
+  for (const tuning::Entry& e : entries) {
+    EXPECT_EQ(e.kernel, "mma");
+    EXPECT_EQ(e.op, "moe");
+    EXPECT_EQ(e.scheme, "nvfp4-w4a16");
+    for (const char* key : {"vec", "group", "tile_m", "local_i", "local_h", "split_k", "few_split_k", "unroll"})
+      EXPECT_EQ(e.params.count(key), 1u) << key;
+    EXPECT_GT(e.measured.us, 0.0);
+  }
+  // The few-pairs bucket searched few_split_k (with a budget of 2: the start's 0 and 1) and kept
+  // the built-in tiles of many pairs; the many-pairs bucket held its few_split_k and unroll and
+  // searched tile_m (the start's 32 and 8).
+  EXPECT_LE(few.params.at("few_split_k"), 1);
+  EXPECT_EQ(few.params.at("unroll"), 4);
+  EXPECT_EQ(few.params.at("tile_m"), 32);
+  EXPECT_EQ(few.params.at("local_i"), 256);
+  EXPECT_EQ(many.params.at("few_split_k"), few.params.at("few_split_k"));
+  EXPECT_EQ(many.params.at("unroll"), few.params.at("unroll"));
+  EXPECT_TRUE(many.params.at("tile_m") == 8 || many.params.at("tile_m") == 32) << many.params.at("tile_m");
+  EXPECT_EQ(many.params.at("local_i"), 256);
+  bool searched_few = false, searched_many = false;
+  for (const std::string& l : lines) {
+    searched_few |= l.find("T=1: mma") != std::string::npos;
+    searched_many |= l.find("T=32: mma") != std::string::npos;
+  }
+  EXPECT_TRUE(searched_few && searched_many);
+
+  // Written and read back.
+  test::TempDir dir;
+  const std::string path = dir.str() + "/tuning.json";
+  tuning::Database db;
+  for (const tuning::Entry& e : entries) db.put(tuning::DeviceIdentity::of(ctx.info()), e);
+  std::ofstream(path, std::ios::binary) << tuning::to_json_text(db);
+  file.reset();
+  file.emplace("FP4CL_TUNING_FILE", path);
+  tuning::reload_tuning_store();
+  const std::map<std::string, int> o = tuning::moe_tuned_overrides(ctx.info(), {kW4A16, 128, 64, 4, 2});
+  EXPECT_EQ(o.at("mma.tile_m"), many.params.at("tile_m"));
+  EXPECT_EQ(o.at("mma.local_i"), many.params.at("local_i"));
+  EXPECT_EQ(o.at("mma.local_h"), many.params.at("local_h"));
+  EXPECT_EQ(o.at("mma.split_k"), many.params.at("split_k"));
+  EXPECT_EQ(o.at("mma.few_split_k"), few.params.at("few_split_k"));
+  EXPECT_EQ(o.at("mma.unroll"), few.params.at("unroll"));
+  EXPECT_EQ(o.at("decode_max_pairs"), 0);
+
+  // The layer forced to mma builds its kernels with them (the program cache's debug lines).
+  const MoeTiles tiles_many{static_cast<int>(many.params.at("tile_m")), static_cast<int>(many.params.at("local_i")),
+                            static_cast<int>(many.params.at("local_h")), static_cast<int>(many.params.at("split_k")),
+                            static_cast<int>(few.params.at("few_split_k")), static_cast<int>(few.params.at("unroll"))};
+  const MoeProblem problem{kW4A16, 128, 64, 4, 2};
+  const MmaGeometry g_many = mma_geometry(tiles_many, problem);
+  const MmaGeometry g_few = mma_geometry(mma_few_pairs_tiles(tiles_many, problem), problem);
+  test::LogCapture log;
+  MoeConfig cfg;
+  cfg.scheme = kW4A16;
+  cfg.top_k = 2;
+  cfg.max_tokens = 32;
+  cfg.kernel = "mma";
+  MoeLayer layer = MoeLayer::create(ctx, make_experts(kW4A16.weight, 128, 64, 4, 1), cfg);
+  EXPECT_EQ(layer.tile_pairs_for(32), mma_few_pairs_bucket(32, 2, 4, tiles_many.tile_m) ? 8 : tiles_many.tile_m);
+  const auto expect_program = [&](const std::string& gemm, const MmaGeometry& g, const MmaGemm& m, bool few_pairs) {
+    const std::string want = fmt::format("-DMMA_KSPLIT={} -DMMA_KSTAGE={} -DMMA_NT={} -DMMA_RT={} -DMMA_STAGE={}",
+                                         m.ks, m.kstage, g.nt, m.rt, m.stage ? 1 : 0);
+    bool found = false;
+    for (const std::string& line : log.at(log::Level::debug)) {
+      if (line.find("program moe_mma.cl") == std::string::npos || line.find("-D" + gemm + "=") == std::string::npos ||
+          line.find("MMA_PER_PAIR") != std::string::npos)
+        continue;
+      if (gemm == "MMA_FC2" && line.find(few_pairs ? "-DMMA_SUM=1" : "-DMMA_SUM=0") == std::string::npos) continue;
+      found |= line.find(want) != std::string::npos &&
+               line.find(fmt::format("-DMMA_UNROLL={}", g.unroll)) != std::string::npos;
+    }
+    EXPECT_TRUE(found) << gemm << (few_pairs ? " (few pairs)" : "") << ": no program with " << want;
+  };
+  expect_program("MMA_FC1", g_many, g_many.fc1, false);
+  expect_program("MMA_FC2", g_many, g_many.fc2, false);
+  expect_program("MMA_FC1", g_few, g_few.fc1, true);
+  expect_program("MMA_FC2", g_few, g_few.fc2, true);
+  file.reset();
+  tuning::reload_tuning_store();
+}
+
+}  // namespace
+}  // namespace fp4cl::bench
