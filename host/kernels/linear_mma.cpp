@@ -203,21 +203,22 @@ class LinearMmaKernel final : public LinearKernel {
     while (v + 1 < variants_.size() && 8 * variants_[v] < call.m) ++v;
     if (quantize_here) v = variants_.size();
     const long long tile_tokens = quantize_here ? 8 : 8 * variants_[v];
+    const bool prepass = w4a4_ && !quantize_here;
+    // The kernel's arguments are set before the pre-pass is enqueued: NVIDIA's OpenCL starts a
+    // command as it is enqueued, and setting them behind it would leave the GPU idle.
+    cl::Kernel& run = kernels_[v];
+    check_cl(run.setArg(2, prepass ? *call.workspace : *call.x), "setting the activations of linear_mma");
+    check_cl(run.setArg(3, *call.y), "setting the output of linear_mma");
+    check_cl(run.setArg(4, *call.bias), "setting the bias of linear_mma");
+    check_cl(run.setArg(7, static_cast<cl_int>(call.m)), "setting the token count of linear_mma");
     const std::vector<cl::Event>* wait = call.wait;
-    const cl::Buffer* x = call.x;
     std::vector<cl::Event> pass;
-    if (w4a4_ && !quantize_here) {
+    if (prepass) {
       pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
       // Recorded at once: when the next command fails, the layer still knows what it enqueued.
       if (call.events) call.events->push_back(pass.front());
       wait = &pass;
-      x = call.workspace;
     }
-    cl::Kernel& run = kernels_[v];
-    check_cl(run.setArg(2, *x), "setting the activations of linear_mma");
-    check_cl(run.setArg(3, *call.y), "setting the output of linear_mma");
-    check_cl(run.setArg(4, *call.bias), "setting the bias of linear_mma");
-    check_cl(run.setArg(7, static_cast<cl_int>(call.m)), "setting the token count of linear_mma");
     const auto local = static_cast<std::size_t>(32 * rt_ * ks_);
     const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_ * mt_));
     const auto token_tiles = static_cast<std::size_t>((call.m + tile_tokens - 1) / tile_tokens);
