@@ -25,7 +25,7 @@ namespace {
 // The values tried per parameter, by strategy and device class. Parameters that do not act at a
 // token count are left out there (GEMV_TOKENS below 3 tokens: those calls use the one- and
 // two-token kernels).
-std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, std::int64_t tokens) {
+std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, std::int64_t tokens, bool w4a4) {
   const bool cpu = kind == DeviceKind::cpu;
   if (kernel == "gemv_rows") {
     std::vector<ParamAxis> axes = {{"GEMV_DECODE_LUT", {0, 1}}, {"FP4CL_VEC", {8, 16}}};
@@ -40,6 +40,14 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
                                    {"SPLIT_LOCAL", cpu ? std::vector<long long>{32, 64} : std::vector<long long>{64, 128, 256}},
                                    {"SPLIT_RPG", {1, 2, 4}}};
     if (tokens >= 2) axes.push_back({"SPLIT_TOKENS", {2, 4, 8}});
+    return axes;
+  }
+  if (kernel == "mma") {
+    // MMA_KSPLIT values that do not divide K / 64 are refused (and skipped); 0 is the shape's own.
+    std::vector<ParamAxis> axes = {{"MMA_KSPLIT", {0, 1, 2, 4, 8, 16}}, {"MMA_UNROLL", {1, 2, 4, 8}}};
+    if (tokens > 8) axes.push_back({"MMA_NT", {1, 2, 4, 8}});
+    if (tokens >= 64) axes.push_back({"MMA_RT", {1, 2, 4}});
+    if (w4a4 && tokens <= 8) axes.push_back({"MMA_QUANT_TOKENS", {0, tokens}});
     return axes;
   }
   if (kernel == "gemm_tiled") {
@@ -88,7 +96,10 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     double best_us = 0.0, default_us = 0.0;
     int tried = 0;
     for (const std::string& kernel : linear_kernels().names()) {
-      if (decode_only && !linear_kernels().instantiate(kernel)->designed_for(LinearRegime::decode, kind)) continue;
+      const std::unique_ptr<LinearKernel> candidate = linear_kernels().instantiate(kernel);
+      // Not chosen automatically on this device (mma's emulated MMA): a tuned entry may not name it.
+      if (!candidate->selectable(ctx.info())) continue;
+      if (decode_only && !candidate->designed_for(LinearRegime::decode, kind)) continue;
       const Evaluate evaluate = [&](const tuning::Params& params) {
         Trial t;
         std::vector<Linear> layers;
@@ -121,9 +132,9 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
         t.us = timing.median_us;
         return t;
       };
-      const SearchResult r =
-          coordinate_descent(tuning::linear_default_params(kind, kernel), linear_axes(kernel, kind, tokens), evaluate,
-                             settings.max_passes, settings.max_candidates);
+      const SearchResult r = coordinate_descent(tuning::linear_default_params(kind, kernel),
+                                                linear_axes(kernel, kind, tokens, !scheme.w4a16()), evaluate,
+                                                settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok && (best_us == 0.0 || r.best.us < best_us)) {

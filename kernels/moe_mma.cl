@@ -91,32 +91,6 @@
 #define MMA_LOCAL (32 * MMA_WARPS)
 #define MMA_ROWS (16 * MMA_RT)
 #define MMA_TOKENS (8 * MMA_NT)
-#ifdef MOE_NVFP4
-typedef uint2 mma_scales_t;  // 4 blocks of 16 of row g (x) and of row g + 8 (y)
-#else
-typedef uint mma_scales_t;   // 2 blocks of 32 of row g (bytes 0, 1) and of row g + 8 (bytes 2, 3)
-#endif
-
-// The BF16 scale pair of k16 tile j (0..3) of a chunk for row g (upper 0) or g + 8 (upper 1).
-inline uint mma_scale_of(mma_scales_t sb, int j, int upper, int scale_exp) {
-#ifdef MOE_NVFP4
-  return fp4_mma_scale(((upper ? sb.y : sb.x) >> (8 * j)) & 0xFFu, scale_exp);
-#else
-  return fp4_mma_scale((sb >> (8 * (2 * upper + j / 2))) & 0xFFu, scale_exp);
-#endif
-}
-
-// The scaled A fragment of k16 tile j of a lane's chunk.
-inline void mma_fragment(uint word, mma_scales_t sb, int j, int scale_exp, uint* a) {
-  const uint lo = mma_scale_of(sb, j, 0, scale_exp), hi = mma_scale_of(sb, j, 1, scale_exp);
-  a[0] = fp4_mma_scaled(fp4_mma_pair(word, 0), lo);
-  a[1] = fp4_mma_scaled(fp4_mma_pair(word, 1), hi);
-  a[2] = fp4_mma_scaled(fp4_mma_pair(word, 2), lo);
-  a[3] = fp4_mma_scaled(fp4_mma_pair(word, 3), hi);
-}
-
-inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
-
 #define MMA_XSTRIDE (32 * MMA_KSTAGE + 4)
 #define MMA_XWORDS (MMA_KSPLIT * MMA_TOKENS * MMA_XSTRIDE)
 // One local buffer holds the staged activations during the K loop and the K slices' partial
@@ -368,9 +342,6 @@ MMA_UNROLLED
   }
 #endif
 }
-
-// Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.
-inline int mma_c_index(int rr, int col) { return (4 * (rr % 8) + col / 2) * 4 + 2 * (rr / 8) + col % 2; }
 
 // The warps' sums to local memory (after a barrier: the staged activations share it).
 inline void mma_store_partials(__local float* part, const mma_place_t* pl, float acc[MMA_MATS][MMA_NT][4]) {

@@ -69,9 +69,9 @@ if part linear; then
   done
 
   if [ "${FP4CL_GPU_SWEEP:-1}" = 1 ]; then
-    log "fp4cl linear, every decode strategy forced (4096x4096: where gemv_split stops winning)"
+    log "fp4cl linear, every strategy forced (4096x4096: mma against gemv_split / gemm_tiled)"
     "$bench" linear -n 4096 -k 4096 --tokens 1,4,8,16,32,64 --scheme nvfp4-w4a16,nvfp4-w4a4 \
-      --kernel gemv_split,gemv_rows,gemm_tiled --iters 30 --warmup 2 --csv >"$out/linear-all.csv" || log "linear --kernel sweep failed"
+      --kernel mma,gemv_split,gemv_rows,gemm_tiled --iters 30 --warmup 2 --csv >"$out/linear-all.csv" || log "linear --kernel sweep failed"
   fi
 fi
 

@@ -60,6 +60,12 @@ class LinearKernel {
   // Whether the strategy was designed for the regime on devices of this kind (automatic selection
   // only; a forced strategy serves every call).
   virtual Verdict designed_for(LinearRegime regime, DeviceKind device) const = 0;
+  // Whether automatic selection may take the strategy on this device (a forced strategy runs
+  // wherever is_supported says): `mma` only where its MMA is native, not emulated.
+  virtual Verdict selectable(const DeviceInfo& device) const {
+    (void)device;
+    return Verdict::yes();
+  }
 
   // Once, at load: builds the kernels and takes (or makes and uploads) the weight layout it reads.
   virtual void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,

@@ -25,6 +25,7 @@ long long linear_tuning_value(const LinearConfig& config, const std::string& str
 const LinearKernelRegistry& linear_kernels() {
   static const LinearKernelRegistry registry = [] {
     LinearKernelRegistry r("linear", "FP4CL_LINEAR_KERNEL");
+    r.add("mma", make_linear_mma_kernel);         // tensor cores (NVIDIA, sm_80+), decode and prefill
     r.add("gemm_tiled", make_gemm_tiled_kernel);  // prefill (refuses decode by design)
     r.add("gemv_words", make_gemv_words_kernel);  // decode on CPUs: 16 rows per work-item, permute decode
     r.add("gemv_int", make_gemv_int_kernel);      // W4A4 decode on CPUs: integer block sums

@@ -63,5 +63,6 @@ std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cp
 std::unique_ptr<LinearKernel> make_gemv_words_kernel();  // linear_gemv_words.cpp
 std::unique_ptr<LinearKernel> make_gemv_int_kernel();    // linear_gemv_int.cpp
 std::unique_ptr<LinearKernel> make_gemv_split_kernel();  // linear_gemv_split.cpp
+std::unique_ptr<LinearKernel> make_linear_mma_kernel();  // linear_mma.cpp
 
 }  // namespace fp4cl

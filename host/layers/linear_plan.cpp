@@ -85,8 +85,12 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
   const std::int64_t decode_max =
       options.decode_max_tokens > 0 ? options.decode_max_tokens : tuning::linear_default_decode_max_tokens(kind);
   const LinearConfig caller = with_params(base, options.tuning);
-  auto designed_for = [kind](LinearRegime regime) {
-    return [regime, kind](const LinearKernel& k) { return k.designed_for(regime, kind); };
+  const DeviceInfo& device = ctx.info();
+  auto designed_for = [kind, &device](LinearRegime regime) {
+    return [regime, kind, &device](const LinearKernel& k) {
+      if (Verdict v = k.selectable(device); !v) return v;
+      return k.designed_for(regime, kind);
+    };
   };
   const std::string decode =
       registry.select(ctx, caller, description + " (decode)", designed_for(LinearRegime::decode)).name;

@@ -1,5 +1,9 @@
 #include "prepare/fp4_mma_layout.hpp"
 
+#include <algorithm>
+
+#include "prepare/fp4_row_layout.hpp"    // fp4_scale_offsets
+#include "prepare/fp4_split_layout.hpp"  // mxfp4_decode_scale_exp
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -50,6 +54,41 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
             *scale++ = scales[static_cast<std::size_t>((16 * rt + g + 8 * upper) * blocks + per_chunk * c + j)];
     }
   }
+  return out;
+}
+
+Fp4MmaWeight make_fp4_mma_weight(const Fp4Weight& w) {
+  if (w.n % 16 != 0 || w.k % 64 != 0)
+    fail("FP4 weight [{}, {}]: the MMA layout needs N (out_features) to be a multiple of 16 and K (in_features) a "
+         "multiple of 64",
+         w.n, w.k);
+  const std::int64_t block = block_size(w.format), blocks = w.k / block;
+  Fp4MmaWeight out;
+  out.n = w.n;
+  out.k = w.k;
+  if (w.format == WeightFormat::nvfp4) {
+    out.scale_exp = 119;
+    out.layout = mma_layout(w.packed, w.scales, w.n, w.k, block);
+    return out;
+  }
+  const Fp4ScaleOffsets offsets = fp4_scale_offsets(w);  // checks the nonzero blocks' range
+  const auto hi = static_cast<unsigned>(offsets.scale_shift + 127);
+  std::vector<std::uint8_t> scales = w.scales;
+  unsigned lo = hi;
+  for (std::int64_t r = 0; r < w.n; ++r) {
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* codes = &w.packed[static_cast<std::size_t>((r * w.k + b * block) / 2)];
+      const bool zero = std::all_of(codes, codes + block / 2, [](std::uint8_t c) { return (c & 0x77) == 0; });
+      std::uint8_t& sb = scales[static_cast<std::size_t>(r * blocks + b)];
+      if (zero) sb = static_cast<std::uint8_t>(hi);
+      lo = std::min<unsigned>(lo, sb);
+    }
+  }
+  out.scale_exp = mxfp4_decode_scale_exp(lo, hi, -126);
+  if (static_cast<int>(lo) + out.scale_exp < 1)
+    fail("MXFP4 weight [{}, {}]: block scales from 2^{} to 2^{} are too wide for the MMA kernels' BF16 decode", w.n,
+         w.k, static_cast<int>(lo) - 127, static_cast<int>(hi) - 127);
+  out.layout = mma_layout(w.packed, scales, w.n, w.k, block);
   return out;
 }
 

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "fp4cl/weights.hpp"
+
 namespace fp4cl {
 
 struct MmaLayout {
@@ -39,5 +41,19 @@ struct MmaPosition {
   int nibble = 0;
 };
 MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K);
+
+// A linear layer's weight [N, K] in the MMA layout (kernels/linear_mma.cl), with the exponent its
+// block scales are decoded with: a block scale s becomes the BF16 number s × 2^scale_exp and an
+// E2M1 code e2m1 × 2^-126 (common/fp4_mma.cl), so the products carry 2^(scale_exp - 126), which
+// the kernel's epilogue undoes. NVFP4: scale_exp 119 (E4M3 values in [2^-9, 448] stay normal);
+// MXFP4: mxfp4_decode_scale_exp over the blocks that hold a nonzero code (all-zero blocks take
+// the largest exponent, as in the split layout), so that every decoded scale is a normal BF16
+// number. Fails, naming the weight, when N % 16 != 0, K % 64 != 0 or the MXFP4 scales are too wide.
+struct Fp4MmaWeight {
+  std::int64_t n = 0, k = 0;
+  int scale_exp = 0;
+  MmaLayout layout;
+};
+Fp4MmaWeight make_fp4_mma_weight(const Fp4Weight& weight);
 
 }  // namespace fp4cl

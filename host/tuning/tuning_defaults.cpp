@@ -52,6 +52,18 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     if (cpu(kind)) return {{"GEMM_TILE_M", 128}, {"GEMM_TILE_N", 16}, {"GEMM_TILE_K", 256}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
     return {{"GEMM_TILE_M", 64}, {"GEMM_TILE_N", 64}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
   }
+  if (kernel == "mma") {
+    // Tensor cores (kernels/linear_mma.cl): token tiles of up to 32 tokens, one row tile per
+    // work-group, K split from the shape (mma_auto_split_k), 4 chunks of weights loaded ahead (the
+    // MoE mma strategy's measured best, bench/gpu/results-h100.md). CPUs run the emulation (tests
+    // only): no unrolling, which buys nothing there. W4A4 calls of one token quantize it inside
+    // the kernel (one launch fewer), larger ones in the pre-pass.
+    return {{"MMA_NT", 4},
+            {"MMA_RT", 1},
+            {"MMA_KSPLIT", 0},
+            {"MMA_UNROLL", cpu(kind) ? 1 : 4},
+            {"MMA_QUANT_TOKENS", 1}};
+  }
   fail("no built-in tuning for linear kernel '{}'", kernel);
 }
 

@@ -1,6 +1,6 @@
-// Tensor-core building blocks of the MMA kernels (moe_mma.cl): FP4 weights in the MMA layout
-// (host/prepare/fp4_mma_layout.hpp) decoded straight into the A fragments of an m16n8k16 BF16
-// MMA with fp32 accumulation (PTX `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`).
+// Tensor-core building blocks of the MMA kernels (moe_mma.cl, linear_mma.cl): FP4 weights in the
+// MMA layout (host/prepare/fp4_mma_layout.hpp) decoded straight into the A fragments of an
+// m16n8k16 BF16 MMA with fp32 accumulation (PTX `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`).
 //
 // Fragments (PTX ISA, per lane = 4g + t of a 32-lane warp; each register two BF16, the lower
 // index in the low half): A a_i = row g + 8·(i & 1), k 2t, 2t+1 (+8 when i >= 2); B b_0 = k 2t,
@@ -93,5 +93,37 @@ inline void fp4_mma_emulated(float* c, const uint* a, uint b0, uint b1, __local 
 #define FP4_MMA(c, a, b0, b1, scratch, lane) fp4_mma_emulated(c, a, b0, b1, scratch, lane)
 #define FP4_MMA_SCRATCH_WORDS (32 * 6)
 #endif
+
+// Fragments of the MMA layout (host/prepare/fp4_mma_layout.hpp), shared by the MMA kernels
+// (moe_mma.cl, linear_mma.cl): a lane's block scales of one chunk of 64 elements of k:
+#ifdef FP4_MMA_NVFP4
+typedef uint2 mma_scales_t;  // 4 blocks of 16 of row g (x) and of row g + 8 (y)
+#else
+typedef uint mma_scales_t;   // 2 blocks of 32 of row g (bytes 0, 1) and of row g + 8 (bytes 2, 3)
+#endif
+
+// The BF16 scale pair of k16 tile j (0..3) of a chunk for row g (upper 0) or g + 8 (upper 1).
+inline uint mma_scale_of(mma_scales_t sb, int j, int upper, int scale_exp) {
+#ifdef FP4_MMA_NVFP4
+  return fp4_mma_scale(((upper ? sb.y : sb.x) >> (8 * j)) & 0xFFu, scale_exp);
+#else
+  return fp4_mma_scale((sb >> (8 * (2 * upper + j / 2))) & 0xFFu, scale_exp);
+#endif
+}
+
+// The scaled A fragment of k16 tile j of a lane's chunk.
+inline void mma_fragment(uint word, mma_scales_t sb, int j, int scale_exp, uint* a) {
+  const uint lo = mma_scale_of(sb, j, 0, scale_exp), hi = mma_scale_of(sb, j, 1, scale_exp);
+  a[0] = fp4_mma_scaled(fp4_mma_pair(word, 0), lo);
+  a[1] = fp4_mma_scaled(fp4_mma_pair(word, 1), hi);
+  a[2] = fp4_mma_scaled(fp4_mma_pair(word, 2), lo);
+  a[3] = fp4_mma_scaled(fp4_mma_pair(word, 3), hi);
+}
+
+// Word j (k16 tile j) of a lane's uint4 of codes.
+inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
+
+// Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.
+inline int mma_c_index(int rr, int col) { return (4 * (rr % 8) + col / 2) * 4 + 2 * (rr / 8) + col % 2; }
 
 #endif  // FP4CL_COMMON_FP4_MMA_CL

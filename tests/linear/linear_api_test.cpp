@@ -46,7 +46,8 @@ cl::Buffer device_buffer(std::size_t bytes, const void* data = nullptr) {
 TEST(LinearApi, BiasIsAddedToEveryRow) {
   for (const std::string& kernel : linear_kernels().names()) {
     for (const QuantScheme& scheme : {kNvW4A16, kMxW4A4}) {
-      if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
+      // gemv_int: W4A4 only; mma: n % 16 == 0 only (its bias: linear_mma_test)
+      if (!test::kernel_serves(kernel, scheme, 70, 320)) continue;
       const Fp4Weight w = test::random_weight(scheme.weight, 70, 320, 5);
       const std::vector<std::uint16_t> x = test::random_activations(9, 320, 6);
       LinearOptions o = options_for(kernel, OutputType::fp32, 9);
@@ -63,7 +64,8 @@ TEST(LinearApi, BiasIsAddedToEveryRow) {
 TEST(LinearApi, RunsAreBitIdentical) {
   for (const std::string& kernel : linear_kernels().names()) {
     for (const QuantScheme& scheme : {kNvW4A4, kMxW4A16}) {
-      if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
+      // gemv_int: W4A4 only; mma: n % 16 == 0 only (its repeats: linear_mma_test)
+      if (!test::kernel_serves(kernel, scheme, 300, 1024)) continue;
       const Fp4Weight w = test::random_weight(scheme.weight, 300, 1024, 11);
       const std::vector<std::uint16_t> x = test::random_activations(77, 1024, 12);
       Linear layer = Linear::create(context(), w, scheme, options_for(kernel, OutputType::fp32, 77));
@@ -192,7 +194,7 @@ TEST(LinearApi, EnvironmentForcesAKernel) {
     const std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, {}); });
     EXPECT_NE(e.find("unknown linear kernel 'turbo'"), std::string::npos) << e;
     EXPECT_NE(e.find("FP4CL_LINEAR_KERNEL"), std::string::npos) << e;
-    EXPECT_NE(e.find("valid names: gemm_tiled, gemv_words, gemv_int, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
+    EXPECT_NE(e.find("valid names: mma, gemm_tiled, gemv_words, gemv_int, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
   }
 }
 

@@ -18,13 +18,15 @@ inline Context& context() {
   return ctx;
 }
 
-// Whether linear strategy `kernel` accepts layers of `scheme` at all (gemv_int serves W4A4 only);
-// asked with a shape every strategy serves.
-inline bool kernel_serves(const std::string& kernel, const QuantScheme& scheme) {
+// Whether linear strategy `kernel` accepts layers of `scheme` at all (gemv_int serves W4A4 only),
+// asked with a shape every strategy serves; or layers of `scheme` and shape n x k (mma serves
+// n % 16 == 0 and k % 64 == 0 only).
+inline bool kernel_serves(const std::string& kernel, const QuantScheme& scheme, std::int64_t n = 64,
+                          std::int64_t k = 256) {
   LinearConfig config;
   config.scheme = scheme;
-  config.n = 64;
-  config.k = 256;
+  config.n = n;
+  config.k = k;
   return static_cast<bool>(linear_kernels().instantiate(kernel)->can_implement(config));
 }
 

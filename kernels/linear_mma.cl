@@ -1,0 +1,175 @@
+// FP4 linear on tensor cores (the `mma` strategy): y[m, n] = x[m, :] · W[n, :] as m16n8k16 BF16
+// MMAs with fp32 accumulation (common/fp4_mma.cl) over W in the MMA layout
+// (host/prepare/fp4_mma_layout.hpp: the linear weight is one "expert" of N rows), the design of
+// moe_mma.cl's unstaged K loop for one matrix.
+//
+// Geometry. Weight rows are the MMA's M dimension (a warp owns a row tile of 16 rows), tokens
+// its N dimension (MMA_NT MMAs of 8 tokens per k16 step: a token tile of 8·MMA_NT tokens; more
+// tokens, more token tiles in grid dimension 1). A work-group of MMA_RT · MMA_KSPLIT warps owns
+// MMA_RT row tiles and one token tile: warp (rt, ks) multiplies row tile rt over the ks-th of
+// MMA_KSPLIT equal slices of K (MMA_KSPLIT divides K / 64; the host checks). Per chunk of 64
+// elements of K a lane loads one uint4 of codes (the A fragments of four k16 tiles) and its block
+// scales, MMA_UNROLL chunks ahead of their MMAs (a warp: 512 contiguous bytes of codes a chunk).
+// Activations are read as B fragments straight from global memory: BF16 rows [M, K], a BF16 pair
+// being a fragment register as it is: the caller's input (W4A16), or under W4A4 the rows of
+// linear_activations.cl's linear_quantize_fp4_bf16 (e2m1 × block scale, exact in BF16: the
+// values FP4.md §3 / §4 define). With MMA_X_QUANT (W4A4 calls of at most MMA_X_QUANT tokens,
+// decode) the kernel quantizes the caller's BF16 rows itself instead, into local memory as fp32
+// e2m1 × block scale with the same recipe (moe_quant.cl; the pre-pass's values, one launch
+// fewer): every work-group quantizes all of the call's tokens, MMA_K elements each. Tokens past M
+// repeat the last one (computed, not stored).
+//
+// Exactness: the MMA multiplies exact values (common/fp4_mma.cl) and accumulates in fp32.
+// Reduction (deterministic): the K slices' partial sums meet in local memory and one work-item per
+// (row, token) adds them in slice order. A token's result depends neither on the other tokens of
+// the call nor on MMA_NT (the MMA's columns are independent); MMA_KSPLIT comes from the shape.
+// Epilogue: fp4_store_output (common/fp4_dot.cl): y = sum × epilogue (+ bias[n]), fp32 or BF16
+// (RNE); the host folds alpha (the global scales) and 2^-(scale_exp - 126) (the decode's powers
+// of two) into `epilogue`.
+//
+// Build options:
+//   FP4CL_FORMAT_MXFP4   1 MXFP4, 0 NVFP4
+//   FP4_MMA_PTX          1: inline PTX mma.sync (NVIDIA, compute capability >= 8.0); 0: the
+//                        portable emulation (every work-item of a work-group makes the same MMA
+//                        calls: it does, as every warp runs the same number of chunks)
+//   MMA_NT               MMAs of 8 tokens per k16 step (a token tile of 8·MMA_NT tokens)
+//   MMA_RT               row tiles of 16 rows per work-group
+//   MMA_KSPLIT           warps splitting K per row tile (divides K / 64)
+//   MMA_UNROLL           chunks loaded before their MMAs
+//   MMA_X_QUANT, MMA_K   W4A4 in the kernel: up to MMA_X_QUANT tokens of MMA_K (= K) elements
+//                        quantized into local memory (MMA_NT 1; needs exact fp32 division for
+//                        NVFP4: host/cl/exact_division.hpp)
+// Launch: global (N / 16 / MMA_RT · 32 · MMA_RT · MMA_KSPLIT, ceil(M / (8 · MMA_NT))),
+//         local (32 · MMA_RT · MMA_KSPLIT, 1).
+#if !FP4CL_FORMAT_MXFP4
+#define FP4_MMA_NVFP4
+#define MOE_NVFP4  // moe_quant.cl's NVFP4 recipe
+#endif
+#include "common/fp4_dot.cl"
+#include "common/fp4_mma.cl"
+#ifndef MMA_X_QUANT
+#define MMA_X_QUANT 0
+#endif
+#if MMA_X_QUANT
+#include "moe_quant.cl"
+#endif
+
+#ifndef MMA_UNROLL
+#define MMA_UNROLL 1
+#endif
+// Loops containing MMAs unrolled on tensor cores, kept as loops where the MMA is emulated (each
+// emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
+#if FP4_MMA_PTX
+#define MMA_UNROLLED _Pragma("unroll")
+#else
+#define MMA_UNROLLED _Pragma("unroll 1")
+#endif
+#define MMA_WARPS (MMA_RT * MMA_KSPLIT)
+#define MMA_LOCAL (32 * MMA_WARPS)
+#define MMA_ROWS (16 * MMA_RT)
+#define MMA_TOKENS (8 * MMA_NT)
+
+// A token's activations: x_pair(row, p) = its elements 2p (low half) and 2p + 1 as a B fragment
+// register. BF16 rows in global memory, or (MMA_X_QUANT) the quantized fp32 rows in local memory.
+#if MMA_X_QUANT
+typedef __local const float* x_row_t;
+inline uint x_pair(x_row_t row, int p) {
+  const float2 v = vload2(p, row);
+  return fp4_mma_pack(v.x, v.y);
+}
+#else
+typedef __global const uint* x_row_t;
+inline uint x_pair(x_row_t row, int p) { return row[p]; }
+#endif
+
+// The MMAs of chunk c (of the whole K) of the warp's row tile with every MMA of 8 tokens: codes
+// wv, scales sv; xr[nt]: the row of the lane's token of MMA nt; pairs from p0 = 32 · (the K
+// slice's first chunk) + t.
+inline void linear_mma_chunk(uint4 wv, mma_scales_t sv, int scale_exp, const x_row_t* xr, int p0, int c,
+                             float acc[MMA_NT][4], __local uint* sc, int lane) {
+MMA_UNROLLED
+  for (int j = 0; j < 4; ++j) {
+    uint a[4];
+    mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
+MMA_UNROLLED
+    for (int nt = 0; nt < MMA_NT; ++nt) {
+      const uint b0 = x_pair(xr[nt], p0 + 32 * c + 8 * j), b1 = x_pair(xr[nt], p0 + 32 * c + 8 * j + 4);
+      FP4_MMA(acc[nt], a, b0, b1, sc, lane);
+    }
+  }
+}
+
+//   w [N/16, K/64, 32] uint4, ws its block scales (MMA layout); x [M, K] BF16 (the caller's input
+//   or the W4A4 pre-pass's rows); y [M, N] fp32 or BF16 (out_bf16); bias [N] fp32 (has_bias);
+//   gs: the NVFP4 activations' quant-direction global scale (MMA_X_QUANT only)
+__kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
+    __global const uint4* restrict w, __global const mma_scales_t* restrict ws, __global const uint* restrict x,
+    __global uchar* restrict y, __global const float* restrict bias, int n, int k, int m, int scale_exp,
+    float epilogue, int has_bias, int out_bf16, float gs) {
+  __local float part[MMA_KSPLIT * MMA_RT * MMA_NT * 128];
+  __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
+  const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
+  const int rt_local = warp % MMA_RT, ks = warp / MMA_RT, g = lane / 4, t = lane % 4;
+  const int row0 = get_group_id(0) * MMA_ROWS, tok0 = get_group_id(1) * MMA_TOKENS;
+  const int chunks = k / 64, per_warp = chunks / MMA_KSPLIT, c0 = ks * per_warp;
+  // The warp's first chunk in the MMA layout: (row tile · chunks + K slice start).
+  const long first = (long)(row0 / 16 + rt_local) * chunks + c0;
+  __global const uint4* wp = w + first * 32 + lane;
+  __global const mma_scales_t* sp = ws + first * 8 + g;
+#if MMA_X_QUANT
+  // The call's tokens (m ≤ MMA_X_QUANT), quantized per block (the pre-pass's values).
+  __local float xq[MMA_X_QUANT * MMA_K];
+  for (int b = lid; b < m * (MMA_K / MOE_QUANT_BLOCK); b += MMA_LOCAL) {
+    const int token = b / (MMA_K / MOE_QUANT_BLOCK), e0 = (b % (MMA_K / MOE_QUANT_BLOCK)) * MOE_QUANT_BLOCK;
+    const __global ushort* src = (const __global ushort*)x + (long)token * MMA_K + e0;
+    float v[MOE_QUANT_BLOCK];
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
+    moe_quantize_block_local(v, gs, xq + token * MMA_K + e0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  (void)gs;
+#endif
+  x_row_t xr[MMA_NT];
+  float acc[MMA_NT][4];
+  const int p0 = 32 * c0 + t;
+#pragma unroll
+  for (int nt = 0; nt < MMA_NT; ++nt) {
+#if MMA_X_QUANT
+    xr[nt] = xq + min(tok0 + 8 * nt + g, m - 1) * MMA_K;
+#else
+    xr[nt] = x + (long)min(tok0 + 8 * nt + g, m - 1) * (k / 2);
+#endif
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
+  }
+  __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
+  uint4 wv[MMA_UNROLL];
+  mma_scales_t sv[MMA_UNROLL];
+  int c = 0;
+  for (; c + MMA_UNROLL <= per_warp; c += MMA_UNROLL) {
+#pragma unroll
+    for (int u = 0; u < MMA_UNROLL; ++u) {
+      wv[u] = wp[(c + u) * 32];
+      sv[u] = sp[(c + u) * 8];
+    }
+MMA_UNROLLED
+    for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, p0, c + u, acc, sc, lane);
+  }
+  for (; c < per_warp; ++c) linear_mma_chunk(wp[c * 32], sp[c * 8], scale_exp, xr, p0, c, acc, sc, lane);
+
+  // The K slices' partial sums, added in slice order by one work-item per (row, token).
+#pragma unroll
+  for (int nt = 0; nt < MMA_NT; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) part[((ks * MMA_RT + rt_local) * MMA_NT + nt) * 128 + lane * 4 + r] = acc[nt][r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
+    const int mt = i / MMA_ROWS, r = i % MMA_ROWS, token = tok0 + mt;
+    if (token >= m) break;  // i grows with the token: every later one is past M too
+    const int at = ((r / 16) * MMA_NT + mt / 8) * 128 + mma_c_index(r % 16, mt % 8);
+    float h = 0.0f;
+    for (int s = 0; s < MMA_KSPLIT; ++s) h += part[s * (MMA_RT * MMA_NT * 128) + at];
+    fp4_store_output(y, (ulong)token * n + row0 + r, h, epilogue, bias, has_bias, (uint)(row0 + r), out_bf16);
+  }
+}

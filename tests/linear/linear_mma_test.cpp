@@ -1,0 +1,272 @@
+// The tensor-core linear kernel (strategy "mma", kernels/linear_mma.cl), forced on the test
+// device (on PoCL its MMA is emulated: FP4_MMA_PTX=0): against the scalar reference for every
+// scheme at M = 1, 3, 8, 9, 17, 64 (token tiles of 8, 16 and 32, several tiles), with bias and
+// both output types; its tuning variants (K split over warps, several row tiles a work-group, the
+// unrolled K loop with a remainder); W4A4 quantized in the kernel or by the pre-pass; MXFP4 scales
+// that move the decode's exponent; bit-identical repeats and batch invariance; refusals of shapes
+// off the MMA layout's tiles and of bad parameters; its selection (only where the MMA is native).
+// Shapes stay small: the emulation runs each MMA as two barriers over the work-group.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "fp4cl/context.hpp"
+#include "fp4cl/error.hpp"
+#include "fp4cl/linear.hpp"
+#include "kernels/linear_kernel.hpp"
+#include "linear/linear_check.hpp"
+#include "linear/linear_test_support.hpp"
+#include "prepare/fp4_mma_layout.hpp"
+
+namespace fp4cl {
+namespace {
+
+std::vector<float> random_bias(std::int64_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> b(static_cast<std::size_t>(n));
+  for (float& v : b) v = d(rng);
+  return b;
+}
+
+// Runs the forced mma kernel and checks every output against the reference; returns the outputs'
+// bits (BF16 values, or fp32 bit patterns).
+std::vector<std::uint32_t> run_checked(const QuantScheme& scheme, const Fp4Weight& w,
+                                       const std::vector<std::uint16_t>& x, std::int64_t m,
+                                       const std::vector<float>& bias, OutputType output,
+                                       const std::map<std::string, long long>& tuning, const std::string& what) {
+  LinearOptions options;
+  options.kernel = "mma";
+  options.output = output;
+  options.max_tokens = m;
+  options.bias = bias;
+  options.tuning = tuning;
+  Linear layer = Linear::create(test::context(), w, scheme, options);
+  EXPECT_EQ(layer.kernel_name(m), "mma");
+  std::vector<double> y;
+  std::vector<std::uint32_t> bits;
+  if (output == OutputType::bf16) {
+    std::vector<std::uint16_t> out;
+    layer.run(x, m, out);
+    y = test::as_doubles(out);
+    bits.assign(out.begin(), out.end());
+  } else {
+    std::vector<float> out;
+    layer.run(x, m, out);
+    y = test::as_doubles(out);
+    for (float v : out) {
+      std::uint32_t b = 0;
+      std::memcpy(&b, &v, 4);
+      bits.push_back(b);
+    }
+  }
+  const test::CheckStats stats =
+      test::check_against_reference(scheme, w, x, m, bias, y, output == OutputType::bf16, what);
+  EXPECT_EQ(stats.checked, static_cast<std::size_t>(m * w.n)) << what;
+  if (output == OutputType::fp32) {
+    EXPECT_LE(stats.worst_relative, 1e-5) << what;
+  }
+  return bits;
+}
+
+std::string label(const QuantScheme& s) { return std::string(s.name()); }
+
+const std::vector<QuantScheme>& all_schemes() {
+  static const std::vector<QuantScheme> schemes = {{WeightFormat::nvfp4, Activations::bf16},
+                                                   {WeightFormat::nvfp4, Activations::fp4_dynamic},
+                                                   {WeightFormat::mxfp4, Activations::bf16},
+                                                   {WeightFormat::mxfp4, Activations::fp4_dynamic}};
+  return schemes;
+}
+
+// Every scheme (NVFP4 W4A4 with its global scales: the weight's and the activations' quant and
+// dequant directions, test::random_weight), M from one token to several token tiles, bias, both
+// output types.
+TEST(LinearMma, MatchesReferenceEverySchemeAndTokenCount) {
+  for (const QuantScheme& scheme : all_schemes()) {
+    const std::int64_t n = 64, k = 192;
+    const Fp4Weight w = test::random_weight(scheme.weight, n, k, 11);
+    const std::vector<float> bias = random_bias(n, 12);
+    for (std::int64_t m : {1, 3, 8, 9, 17, 64}) {
+      const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(13 + m));
+      const OutputType out = m % 2 ? OutputType::bf16 : OutputType::fp32;
+      run_checked(scheme, w, x, m, m == 9 ? std::vector<float>{} : bias, out, {},
+                  label(scheme) + " m=" + std::to_string(m) + " " + to_string(out));
+    }
+  }
+}
+
+// Tuning variants, one scheme each (every program build costs seconds on PoCL): K split over 4
+// warps with the unrolled loop and its remainder (3 chunks a warp, 2 ahead); 2 row tiles a
+// work-group with K split over 2 warps and token tiles of 16; the K split from the shape (9 chunks:
+// an odd count) with tiles of 8 tokens; 4 row tiles, 5 chunks over 5 warps.
+TEST(LinearMma, TuningVariantsMatchReference) {
+  struct Variant {
+    std::int64_t n, k, m;
+    std::map<std::string, long long> tuning;
+  };
+  const std::vector<Variant> variants = {
+      {32, 768, 5, {{"MMA_KSPLIT", 4}, {"MMA_UNROLL", 2}}},
+      {96, 256, 21, {{"MMA_RT", 2}, {"MMA_KSPLIT", 2}, {"MMA_NT", 2}}},
+      {48, 576, 3, {{"MMA_NT", 1}}},
+      {128, 320, 10, {{"MMA_RT", 4}, {"MMA_KSPLIT", 5}, {"MMA_UNROLL", 3}}},
+  };
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
+    const QuantScheme& scheme = all_schemes()[i];
+    const Fp4Weight w = test::random_weight(scheme.weight, v.n, v.k, static_cast<std::uint32_t>(v.n + v.k));
+    const std::vector<std::uint16_t> x = test::random_activations(v.m, v.k, static_cast<std::uint32_t>(v.m * 3 + v.k));
+    run_checked(scheme, w, x, v.m, random_bias(v.n, 5), OutputType::fp32, v.tuning,
+                label(scheme) + " n=" + std::to_string(v.n) + " k=" + std::to_string(v.k));
+  }
+}
+
+// MXFP4 scales reaching far above 2^1 move the decode's exponent (scale_exp < 126: the epilogue
+// multiplies by 2^(126 - scale_exp)); all-zero blocks with extreme scale bytes do not count.
+TEST(LinearMma, Mxfp4ScaleExponentFollowsTheScales) {
+  for (const Activations a : {Activations::bf16, Activations::fp4_dynamic}) {
+    const QuantScheme scheme{WeightFormat::mxfp4, a};
+    const std::int64_t n = 32, k = 256;
+    Fp4Weight w = test::random_weight(scheme.weight, n, k, 61);
+    std::mt19937 rng(62);
+    std::uniform_int_distribution<int> e(100, 160);
+    for (auto& s : w.scales) s = static_cast<std::uint8_t>(e(rng));
+    w.scales[3] = 167;
+    for (std::int64_t r = 1; r < n; r += 5) {
+      const std::int64_t b = r % (k / 32);
+      std::fill_n(w.packed.begin() + r * k / 2 + b * 16, 16, std::uint8_t{0x88});  // -0 codes
+      w.scales[static_cast<std::size_t>(r * (k / 32) + b)] = r % 2 ? 254 : 0;
+    }
+    const Fp4MmaWeight mma = make_fp4_mma_weight(w);
+    EXPECT_EQ(mma.scale_exp, 254 - 167);
+    const std::vector<std::uint16_t> x = test::random_activations(4, k, 63);
+    run_checked(scheme, w, x, 4, {}, OutputType::fp32, {}, label(scheme) + " wide scales");
+  }
+  // Scales up to 2^1: the decode is the identity (scale_exp 126).
+  Fp4Weight small = test::random_weight(WeightFormat::mxfp4, 16, 64, 64);
+  for (auto& s : small.scales) s = static_cast<std::uint8_t>(std::min<int>(s, 128));
+  EXPECT_EQ(make_fp4_mma_weight(small).scale_exp, 126);
+}
+
+// The same call twice gives the same bits; a token's outputs do not depend on the other tokens of
+// its call nor on the token tile (one token alone in a tile of 8, or the third of 17 in a tile of
+// 32, or of 20 in tiles of 8).
+TEST(LinearMma, DeterministicAndBatchInvariant) {
+  for (const QuantScheme& scheme : all_schemes()) {
+    const std::int64_t n = 48, k = 384, m = 17;
+    const Fp4Weight w = test::random_weight(scheme.weight, n, k, 21);
+    const std::vector<std::uint16_t> x = test::random_activations(m, k, 22);
+    const std::vector<float> bias = random_bias(n, 23);
+    const auto first = run_checked(scheme, w, x, m, bias, OutputType::fp32, {}, label(scheme) + " first");
+    const auto again = run_checked(scheme, w, x, m, bias, OutputType::fp32, {}, label(scheme) + " again");
+    EXPECT_EQ(first, again) << label(scheme);
+    const auto eights = run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_NT", 1}}, label(scheme) + " 8s");
+    EXPECT_EQ(first, eights) << label(scheme);
+    const std::vector<std::uint16_t> third(x.begin() + 2 * k, x.begin() + 3 * k);
+    const auto alone = run_checked(scheme, w, third, 1, bias, OutputType::fp32, {}, label(scheme) + " alone");
+    EXPECT_EQ(alone, std::vector<std::uint32_t>(first.begin() + 2 * n, first.begin() + 3 * n)) << label(scheme);
+  }
+}
+
+// W4A4 activations quantized inside the kernel (calls of up to MMA_QUANT_TOKENS tokens; by default
+// one) or by the pre-pass: the same values, the same bits.
+TEST(LinearMma, W4A4QuantizedInTheKernelOrByThePrePassAlike) {
+  for (const WeightFormat f : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const QuantScheme scheme{f, Activations::fp4_dynamic};
+    const std::int64_t n = 32, k = 320;
+    const Fp4Weight w = test::random_weight(f, n, k, 71);
+    const std::vector<float> bias = random_bias(n, 72);
+    for (std::int64_t m : {1, 3, 8}) {
+      const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(73 + m));
+      const std::string what = label(scheme) + " m=" + std::to_string(m);
+      const auto here =
+          run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_QUANT_TOKENS", 8}}, what + " in the kernel");
+      const auto pass =
+          run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_QUANT_TOKENS", 0}}, what + " by the pre-pass");
+      EXPECT_EQ(here, pass) << what;
+    }
+  }
+}
+
+// Shapes off the MMA layout's tiles are refused with the reason (forced: an error naming the
+// kernel and the layer); so are bad tuning parameters.
+TEST(LinearMma, BadShapesAndParametersAreRefusedByName) {
+  const QuantScheme scheme{WeightFormat::nvfp4, Activations::bf16};
+  const std::vector<std::tuple<std::int64_t, std::int64_t, std::map<std::string, long long>, std::string>> cases = {
+      {40, 256, {}, "n = 40 is not a multiple of 16"},
+      {64, 96, {}, "k = 96 is not a multiple of 64"},
+      {64, 1040, {}, "k = 1040 is not a multiple of 64"},
+      {64, 256, {{"MMA_NT", 3}}, "MMA_NT = 3 is not 1, 2, 4 or 8"},
+      {64, 256, {{"MMA_RT", 0}}, "MMA_RT = 0 is outside 1..8"},
+      {64, 256, {{"MMA_KSPLIT", 3}}, "MMA_KSPLIT = 3 does not divide the k / 64 = 4 chunks"},
+      {64, 256, {{"MMA_KSPLIT", -1}}, "MMA_KSPLIT = -1 is outside 0..32"},
+      {64, 256, {{"MMA_UNROLL", 9}}, "MMA_UNROLL = 9 is outside 1..8"},
+      {64, 256, {{"MMA_QUANT_TOKENS", 9}}, "MMA_QUANT_TOKENS = 9 is outside 0..8"},
+  };
+  for (const auto& [n, k, tuning, message] : cases) {
+    const Fp4Weight w = test::random_weight(scheme.weight, n, k, 51);
+    LinearOptions options;
+    options.kernel = "mma";
+    options.max_tokens = 4;
+    options.tuning = tuning;
+    try {
+      Linear::create(test::context(), w, scheme, options);
+      ADD_FAILURE() << "accepted n = " << n << ", k = " << k;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'mma'"), std::string::npos) << e.what();
+    }
+  }
+  // The layout itself refuses them too, naming the weight's shape.
+  for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{40, 256}, {64, 96}}) {
+    const Fp4Weight w = test::random_weight(WeightFormat::mxfp4, n, k, 52);
+    try {
+      make_fp4_mma_weight(w);
+      ADD_FAILURE() << "laid out [" << n << ", " << k << "]";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("[{}, {}]", n, k)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("multiple of 16"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Automatic selection: only where the MMA is native (NVIDIA, compute capability 8.0 or more); the
+// emulation (the CPU test device) only when forced.
+TEST(LinearMma, SelectedOnlyWhereTheMmaIsNative) {
+  const auto k = linear_kernels().instantiate("mma");
+  DeviceInfo hopper;
+  hopper.kind = DeviceKind::gpu;
+  hopper.nv_compute_capability = 90;
+  EXPECT_TRUE(k->selectable(hopper));
+  DeviceInfo turing = hopper;
+  turing.nv_compute_capability = 75;
+  const Verdict no = k->selectable(turing);
+  EXPECT_FALSE(no);
+  EXPECT_NE(no.reason().find("only when forced"), std::string::npos) << no.reason();
+  EXPECT_TRUE(k->designed_for(LinearRegime::decode, DeviceKind::gpu));
+  EXPECT_TRUE(k->designed_for(LinearRegime::prefill, DeviceKind::gpu));
+  EXPECT_FALSE(k->designed_for(LinearRegime::decode, DeviceKind::cpu));
+  Context& ctx = test::context();
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 256, 41);
+  LinearOptions options;
+  options.max_tokens = 64;
+  Linear layer = Linear::create(ctx, w, {WeightFormat::nvfp4, Activations::bf16}, options);
+  if (ctx.info().nv_compute_capability >= 80) {
+    EXPECT_EQ(layer.kernel_name(1), "mma");
+    EXPECT_EQ(layer.kernel_name(64), "mma");
+  } else {
+    EXPECT_NE(layer.kernel_name(1), "mma");
+    EXPECT_NE(layer.kernel_name(64), "mma");
+  }
+}
+
+}  // namespace
+}  // namespace fp4cl
