@@ -75,6 +75,11 @@ std::vector<std::string> resolve_kernels(const std::vector<std::string>& request
   return out;
 }
 
+bool expanded_from_all(const std::vector<std::string>& requested, const std::string& kernel) {
+  return std::find(requested.begin(), requested.end(), "all") != requested.end() &&
+         std::find(requested.begin(), requested.end(), kernel) == requested.end();
+}
+
 double rotation_bytes(const Context& ctx, const RunOptions& o) {
   if (o.rotate_mib > 0) return o.rotate_mib * 1048576.0;
   return 2.0 * static_cast<double>(last_level_cache_bytes(ctx));

@@ -49,6 +49,9 @@ std::vector<QuantScheme> parse_schemes(const std::vector<std::string>& names);
 // throws fp4cl::Error for an unknown name, listing the valid ones.
 std::vector<std::string> resolve_kernels(const std::vector<std::string>& requested, const std::vector<std::string>& valid,
                                          const char* what);
+// Whether `kernel` is in the run only through "all" among `requested` (not named itself): such a
+// kernel that cannot serve a case is skipped with a note instead of failing the run.
+bool expanded_from_all(const std::vector<std::string>& requested, const std::string& kernel);
 
 // Bytes the weights of a timed row should span before a copy is reused (--rotate-mib, else twice
 // the device's last-level cache).

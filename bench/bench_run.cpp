@@ -27,6 +27,11 @@ void BenchRun::add(Row row) {
   progress_->update("measuring", done_, total_);
 }
 
+void BenchRun::skip() {
+  ++done_;
+  progress_->update("measuring", done_, total_);
+}
+
 void BenchRun::finish() {
   const DevicePeaks after = measure_peaks(ctx_, options_.stream_mib);
   if (after.stream.gbps > report_.peaks.stream.gbps) report_.peaks.stream = after.stream;

@@ -24,6 +24,8 @@ class BenchRun {
   ~BenchRun();
 
   void add(Row row);
+  // A planned row that will not be measured (a kernel of `--kernel all` that cannot serve it).
+  void skip();
   // Measures the peaks again, prints the report and writes --plot.
   void finish();
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,7 +126,16 @@ void run_linear(LinearArgs a) {
         options.output = a.output == "bf16" ? OutputType::bf16 : OutputType::fp32;
         std::vector<Fp4Weight> weights{make_linear_weight(scheme.weight, shape.n, shape.k, 1)};
         std::vector<Linear> layers;
-        layers.push_back(Linear::create(ctx, weights[0], scheme, options));
+        try {
+          layers.push_back(Linear::create(ctx, weights[0], scheme, options));
+        } catch (const Error& e) {
+          // `--kernel all` means every kernel that can serve the case; one named is an error.
+          if (!expanded_from_all(a.run.kernels, kernel)) throw;
+          std::fprintf(stderr, "fp4cl-bench: skipped kernel %s for %s %s: %s\n", kernel.c_str(), shape.label.c_str(),
+                       tuning::scheme_key(scheme).c_str(), e.what());
+          for (std::size_t i = 0; i < a.run.tokens.size(); ++i) run.skip();
+          continue;
+        }
         const std::size_t copies =
             copies_for_rotation(rotation, static_cast<double>(layers[0].weight_bytes()), 64);
         for (std::size_t c = 1; c < copies; ++c)

@@ -46,7 +46,10 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
     // MMA_KSPLIT values that do not divide K / 64 are refused (and skipped); 0 is the shape's own.
     std::vector<ParamAxis> axes = {{"MMA_KSPLIT", {0, 1, 2, 4, 8, 16}}, {"MMA_UNROLL", {1, 2, 4, 8}}};
     if (tokens > 8) axes.push_back({"MMA_NT", {1, 2, 4, 8}});
-    if (tokens >= 64) axes.push_back({"MMA_RT", {1, 2, 4}});
+    if (tokens >= 64) {
+      axes.push_back({"MMA_MT", {1, 2, 4}});
+      axes.push_back({"MMA_RT", {1, 2, 4}});
+    }
     if (w4a4 && tokens <= 8) axes.push_back({"MMA_QUANT_TOKENS", {0, tokens}});
     return axes;
   }

@@ -6,8 +6,9 @@
 // Geometry. Weight rows are the MMA's M dimension (a warp owns a row tile of 16 rows), tokens
 // its N dimension (MMA_NT MMAs of 8 tokens per k16 step: a token tile of 8·MMA_NT tokens; more
 // tokens, more token tiles in grid dimension 1). A work-group of MMA_RT · MMA_KSPLIT warps owns
-// MMA_RT row tiles and one token tile: warp (rt, ks) multiplies row tile rt over the ks-th of
-// MMA_KSPLIT equal slices of K (MMA_KSPLIT divides K / 64; the host checks). Per chunk of 64
+// MMA_RT · MMA_MT row tiles and one token tile: warp (rt, ks) multiplies the MMA_MT row tiles
+// rt · MMA_MT .. rt · MMA_MT + MMA_MT - 1 (each B fragment serves them all: prefill) over the ks-th
+// of MMA_KSPLIT equal slices of K (MMA_KSPLIT divides K / 64; the host checks). Per chunk of 64
 // elements of K a lane loads one uint4 of codes (the A fragments of four k16 tiles) and its block
 // scales, MMA_UNROLL chunks ahead of their MMAs (a warp: 512 contiguous bytes of codes a chunk).
 // Activations are read as B fragments straight from global memory: BF16 rows [M, K], a BF16 pair
@@ -33,13 +34,14 @@
 //                        portable emulation (every work-item of a work-group makes the same MMA
 //                        calls: it does, as every warp runs the same number of chunks)
 //   MMA_NT               MMAs of 8 tokens per k16 step (a token tile of 8·MMA_NT tokens)
-//   MMA_RT               row tiles of 16 rows per work-group
+//   MMA_RT               warps along the rows per work-group
+//   MMA_MT               row tiles of 16 rows per warp (default 1)
 //   MMA_KSPLIT           warps splitting K per row tile (divides K / 64)
 //   MMA_UNROLL           chunks loaded before their MMAs
 //   MMA_X_QUANT, MMA_K   W4A4 in the kernel: up to MMA_X_QUANT tokens of MMA_K (= K) elements
 //                        quantized into local memory (MMA_NT 1; needs exact fp32 division for
 //                        NVFP4: host/cl/exact_division.hpp)
-// Launch: global (N / 16 / MMA_RT · 32 · MMA_RT · MMA_KSPLIT, ceil(M / (8 · MMA_NT))),
+// Launch: global (N / (16 · MMA_RT · MMA_MT) · 32 · MMA_RT · MMA_KSPLIT, ceil(M / (8 · MMA_NT))),
 //         local (32 · MMA_RT · MMA_KSPLIT, 1).
 #if !FP4CL_FORMAT_MXFP4
 #define FP4_MMA_NVFP4
@@ -57,16 +59,24 @@
 #ifndef MMA_UNROLL
 #define MMA_UNROLL 1
 #endif
+#ifndef MMA_MT
+#define MMA_MT 1
+#endif
 // Loops containing MMAs unrolled on tensor cores, kept as loops where the MMA is emulated (each
 // emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
+// On tensor cores the chunk's MMAs are also forced inline (a call would put the accumulators and
+// the loaded words in memory: clang's PTX keeps them in registers only so).
 #if FP4_MMA_PTX
 #define MMA_UNROLLED _Pragma("unroll")
+#define MMA_CHUNK_INLINE static __attribute__((always_inline)) inline
 #else
 #define MMA_UNROLLED _Pragma("unroll 1")
+#define MMA_CHUNK_INLINE inline
 #endif
 #define MMA_WARPS (MMA_RT * MMA_KSPLIT)
 #define MMA_LOCAL (32 * MMA_WARPS)
-#define MMA_ROWS (16 * MMA_RT)
+#define MMA_TILES (MMA_RT * MMA_MT)  // row tiles of 16 a work-group
+#define MMA_ROWS (16 * MMA_TILES)
 #define MMA_TOKENS (8 * MMA_NT)
 
 // A token's activations: x_pair(row, p) = its elements 2p (low half) and 2p + 1 as a B fragment
@@ -82,19 +92,21 @@ typedef __global const uint* x_row_t;
 inline uint x_pair(x_row_t row, int p) { return row[p]; }
 #endif
 
-// The MMAs of chunk c (of the whole K) of the warp's row tile with every MMA of 8 tokens: codes
-// wv, scales sv; xr[nt]: the row of the lane's token of MMA nt; pairs from p0 = 32 · (the K
-// slice's first chunk) + t.
-inline void linear_mma_chunk(uint4 wv, mma_scales_t sv, int scale_exp, const x_row_t* xr, int p0, int c,
-                             float acc[MMA_NT][4], __local uint* sc, int lane) {
+// The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes
+// wv[q], scales sv[q] of row tile q; xr[nt]: the row of the lane's token of MMA nt; pairs from
+// p0 = 32 · (the K slice's first chunk) + t.
+MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const x_row_t* xr,
+                                        int p0, int c, float acc[MMA_MT][MMA_NT][4], __local uint* sc, int lane) {
 MMA_UNROLLED
   for (int j = 0; j < 4; ++j) {
-    uint a[4];
-    mma_fragment(mma_word(wv, j), sv, j, scale_exp, a);
+    uint a[MMA_MT][4];
+MMA_UNROLLED
+    for (int q = 0; q < MMA_MT; ++q) mma_fragment(mma_word(wv[q], j), sv[q], j, scale_exp, a[q]);
 MMA_UNROLLED
     for (int nt = 0; nt < MMA_NT; ++nt) {
       const uint b0 = x_pair(xr[nt], p0 + 32 * c + 8 * j), b1 = x_pair(xr[nt], p0 + 32 * c + 8 * j + 4);
-      FP4_MMA(acc[nt], a, b0, b1, sc, lane);
+MMA_UNROLLED
+      for (int q = 0; q < MMA_MT; ++q) FP4_MMA(acc[q][nt], a[q], b0, b1, sc, lane);
     }
   }
 }
@@ -106,14 +118,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
     __global const uint4* restrict w, __global const mma_scales_t* restrict ws, __global const uint* restrict x,
     __global uchar* restrict y, __global const float* restrict bias, int n, int k, int m, int scale_exp,
     float epilogue, int has_bias, int out_bf16, float gs) {
-  __local float part[MMA_KSPLIT * MMA_RT * MMA_NT * 128];
+  __local float part[MMA_KSPLIT * MMA_TILES * MMA_NT * 128];
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
   const int rt_local = warp % MMA_RT, ks = warp / MMA_RT, g = lane / 4, t = lane % 4;
   const int row0 = get_group_id(0) * MMA_ROWS, tok0 = get_group_id(1) * MMA_TOKENS;
   const int chunks = k / 64, per_warp = chunks / MMA_KSPLIT, c0 = ks * per_warp;
-  // The warp's first chunk in the MMA layout: (row tile · chunks + K slice start).
-  const long first = (long)(row0 / 16 + rt_local) * chunks + c0;
+  // The warp's first chunk of its first row tile in the MMA layout: (row tile · chunks + K slice
+  // start); row tile q is q · chunks further.
+  const long first = (long)(row0 / 16 + rt_local * MMA_MT) * chunks + c0;
   __global const uint4* wp = w + first * 32 + lane;
   __global const mma_scales_t* sp = ws + first * 8 + g;
 #if MMA_X_QUANT
@@ -131,7 +144,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
   (void)gs;
 #endif
   x_row_t xr[MMA_NT];
-  float acc[MMA_NT][4];
+  float acc[MMA_MT][MMA_NT][4];
   const int p0 = 32 * c0 + t;
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
@@ -141,35 +154,52 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
     xr[nt] = x + (long)min(tok0 + 8 * nt + g, m - 1) * (k / 2);
 #endif
 #pragma unroll
-    for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
+    for (int q = 0; q < MMA_MT; ++q)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[q][nt][r] = 0.0f;
   }
   __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
-  uint4 wv[MMA_UNROLL];
-  mma_scales_t sv[MMA_UNROLL];
+  uint4 wv[MMA_UNROLL][MMA_MT];
+  mma_scales_t sv[MMA_UNROLL][MMA_MT];
   int c = 0;
   for (; c + MMA_UNROLL <= per_warp; c += MMA_UNROLL) {
 #pragma unroll
-    for (int u = 0; u < MMA_UNROLL; ++u) {
-      wv[u] = wp[(c + u) * 32];
-      sv[u] = sp[(c + u) * 8];
-    }
+    for (int u = 0; u < MMA_UNROLL; ++u)
+#pragma unroll
+      for (int q = 0; q < MMA_MT; ++q) {
+        wv[u][q] = wp[((long)q * chunks + c + u) * 32];
+        sv[u][q] = sp[((long)q * chunks + c + u) * 8];
+      }
 MMA_UNROLLED
     for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, p0, c + u, acc, sc, lane);
   }
-  for (; c < per_warp; ++c) linear_mma_chunk(wp[c * 32], sp[c * 8], scale_exp, xr, p0, c, acc, sc, lane);
+  for (; c < per_warp; ++c) {
+#pragma unroll
+    for (int q = 0; q < MMA_MT; ++q) {
+      wv[0][q] = wp[((long)q * chunks + c) * 32];
+      sv[0][q] = sp[((long)q * chunks + c) * 8];
+    }
+    linear_mma_chunk(wv[0], sv[0], scale_exp, xr, p0, c, acc, sc, lane);
+  }
 
-  // The K slices' partial sums, added in slice order by one work-item per (row, token).
+  // The K slices' partial sums, added in slice order by one work-item per (row, token). A C
+  // fragment is stored register-major (register · 32 + lane): the stores hit 32 banks, and the
+  // reads of neighbouring rows (lanes 4 apart) 8.
 #pragma unroll
-  for (int nt = 0; nt < MMA_NT; ++nt)
+  for (int q = 0; q < MMA_MT; ++q)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) part[((ks * MMA_RT + rt_local) * MMA_NT + nt) * 128 + lane * 4 + r] = acc[nt][r];
+    for (int nt = 0; nt < MMA_NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        part[((ks * MMA_TILES + rt_local * MMA_MT + q) * MMA_NT + nt) * 128 + r * 32 + lane] = acc[q][nt][r];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
     const int mt = i / MMA_ROWS, r = i % MMA_ROWS, token = tok0 + mt;
     if (token >= m) break;  // i grows with the token: every later one is past M too
-    const int at = ((r / 16) * MMA_NT + mt / 8) * 128 + mma_c_index(r % 16, mt % 8);
+    const int ci = mma_c_index(r % 16, mt % 8);  // lane · 4 + register
+    const int at = ((r / 16) * MMA_NT + mt / 8) * 128 + (ci % 4) * 32 + ci / 4;
     float h = 0.0f;
-    for (int s = 0; s < MMA_KSPLIT; ++s) h += part[s * (MMA_RT * MMA_NT * 128) + at];
+    for (int s = 0; s < MMA_KSPLIT; ++s) h += part[s * (MMA_TILES * MMA_NT * 128) + at];
     fp4_store_output(y, (ulong)token * n + row0 + r, h, epilogue, bias, has_bias, (uint)(row0 + r), out_bf16);
   }
 }

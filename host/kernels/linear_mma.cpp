@@ -10,9 +10,11 @@
 // forced: the tests run it on PoCL.
 //
 // Tuning: MMA_NT (the largest token tile built, 8·MMA_NT tokens; tiles of 8, 16, ... up to it
-// are built and a call takes the smallest that holds its tokens), MMA_RT (row tiles of 16 per
-// work-group, the largest divisor of N / 16 up to it), MMA_KSPLIT (warps splitting K; 0: from
-// the shape alone, mma_auto_split_k: enough warps to fill the device at one token), MMA_UNROLL
+// are built and a call takes the smallest that holds its tokens), MMA_MT (row tiles of 16 per
+// warp, sharing each B fragment: prefill; the largest divisor of N / 16 up to it), MMA_RT (warps
+// along the rows per work-group, the largest divisor of N / 16 / MMA_MT up to it), MMA_KSPLIT (warps splitting K; 0: from
+// the shape alone, mma_auto_split_k: enough warps to fill the device at one token, fewer where
+// the work-group would not fit the device's local memory or work-group size), MMA_UNROLL
 // (chunks of weights loaded ahead), MMA_QUANT_TOKENS (W4A4: the most tokens quantized inside the
 // kernel, fewer where K · 4 bytes a token do not fit in local memory; 0: always the pre-pass).
 #include <fmt/format.h>
@@ -74,6 +76,8 @@ class LinearMmaKernel final : public LinearKernel {
     if (nt != 1 && nt != 2 && nt != 4 && nt != 8)
       return Verdict::no(fmt::format("MMA_NT = {} is not 1, 2, 4 or 8", nt));
     if (rt < 1 || rt > 8) return Verdict::no(fmt::format("MMA_RT = {} is outside 1..8", rt));
+    if (const long long mt = value(config, "MMA_MT"); mt < 1 || mt > 4)
+      return Verdict::no(fmt::format("MMA_MT = {} is outside 1..4", mt));
     if (ks < 0 || ks > 32) return Verdict::no(fmt::format("MMA_KSPLIT = {} is outside 0..32 (0: from the shape)", ks));
     if (ks > 0 && (config.k / 64) % ks != 0)
       return Verdict::no(
@@ -115,28 +119,35 @@ class LinearMmaKernel final : public LinearKernel {
       return d;
     });
     nt_ = value(config, "MMA_NT");
-    rt_ = largest_divisor_within(config.n / 16, value(config, "MMA_RT"));
-    ks_ = value(config, "MMA_KSPLIT");
-    if (ks_ == 0) ks_ = mma_auto_split_k(config.k, config.n, 1);
+    mt_ = largest_divisor_within(config.n / 16, value(config, "MMA_MT"));
+    rt_ = largest_divisor_within(config.n / 16 / mt_, value(config, "MMA_RT"));
     unroll_ = value(config, "MMA_UNROLL");
     const bool native = mma_native(ctx.info());
-    const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
     // The partial sums and the emulation's scratch, for tiles of nt MMAs of 8 tokens.
     const auto local_for = [&](long long nt) {
-      return static_cast<std::uint64_t>(ks_ * rt_ * nt * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
+      return static_cast<std::uint64_t>(ks_ * rt_ * mt_ * nt * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
     };
+    ks_ = value(config, "MMA_KSPLIT");
+    if (ks_ == 0) {  // from the shape, then fewer warps while the work-group does not fit the device
+      ks_ = mma_auto_split_k(config.k, config.n, 1);
+      while (ks_ > 1 && (local_for(nt_) > ctx.info().local_mem_bytes ||
+                         static_cast<std::size_t>(32 * rt_ * ks_) > ctx.info().max_work_group_size))
+        ks_ = largest_divisor_within(config.k / 64, ks_ - 1);
+    }
+    const std::size_t local_items = static_cast<std::size_t>(32 * rt_ * ks_);
     const std::uint64_t local_bytes = local_for(nt_);
     if (local_items > ctx.info().max_work_group_size)
-      fail("linear kernel 'mma': MMA_RT = {} row tiles × MMA_KSPLIT = {} warps are {} work-items; {} allows {}", rt_,
+      fail("linear kernel 'mma': MMA_RT = {} × MMA_KSPLIT = {} warps are {} work-items; {} allows {}", rt_,
            ks_, local_items, ctx.info().name, ctx.info().max_work_group_size);
     if (local_bytes > ctx.info().local_mem_bytes)
-      fail("linear kernel 'mma': MMA_KSPLIT = {}, MMA_RT = {} and MMA_NT = {} need {} bytes of local memory for the "
-           "partial sums; {} has {}",
-           ks_, rt_, nt_, local_bytes, ctx.info().name, ctx.info().local_mem_bytes);
+      fail("linear kernel 'mma': MMA_KSPLIT = {}, MMA_RT = {}, MMA_MT = {} and MMA_NT = {} need {} bytes of local "
+           "memory for the partial sums; {} has {}",
+           ks_, rt_, mt_, nt_, local_bytes, ctx.info().name, ctx.info().local_mem_bytes);
 
     BuildOptions options = linear_format_options(config.scheme.weight);
     options.define("FP4_MMA_PTX", native ? 1 : 0)
         .define("MMA_RT", rt_)
+        .define("MMA_MT", mt_)
         .define("MMA_KSPLIT", ks_)
         .define("MMA_UNROLL", unroll_);
     kernels_.clear();
@@ -192,23 +203,24 @@ class LinearMmaKernel final : public LinearKernel {
     while (v + 1 < variants_.size() && 8 * variants_[v] < call.m) ++v;
     if (quantize_here) v = variants_.size();
     const long long tile_tokens = quantize_here ? 8 : 8 * variants_[v];
+    const bool prepass = w4a4_ && !quantize_here;
+    // The kernel's arguments are set before the pre-pass is enqueued: NVIDIA's OpenCL starts a
+    // command as it is enqueued, and setting them behind it would leave the GPU idle.
+    cl::Kernel& run = kernels_[v];
+    check_cl(run.setArg(2, prepass ? *call.workspace : *call.x), "setting the activations of linear_mma");
+    check_cl(run.setArg(3, *call.y), "setting the output of linear_mma");
+    check_cl(run.setArg(4, *call.bias), "setting the bias of linear_mma");
+    check_cl(run.setArg(7, static_cast<cl_int>(call.m)), "setting the token count of linear_mma");
     const std::vector<cl::Event>* wait = call.wait;
-    const cl::Buffer* x = call.x;
     std::vector<cl::Event> pass;
-    if (w4a4_ && !quantize_here) {
+    if (prepass) {
       pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
       // Recorded at once: when the next command fails, the layer still knows what it enqueued.
       if (call.events) call.events->push_back(pass.front());
       wait = &pass;
-      x = call.workspace;
     }
-    cl::Kernel& run = kernels_[v];
-    check_cl(run.setArg(2, *x), "setting the activations of linear_mma");
-    check_cl(run.setArg(3, *call.y), "setting the output of linear_mma");
-    check_cl(run.setArg(4, *call.bias), "setting the bias of linear_mma");
-    check_cl(run.setArg(7, static_cast<cl_int>(call.m)), "setting the token count of linear_mma");
     const auto local = static_cast<std::size_t>(32 * rt_ * ks_);
-    const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_));
+    const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_ * mt_));
     const auto token_tiles = static_cast<std::size_t>((call.m + tile_tokens - 1) / tile_tokens);
     cl::Event event;
     check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(groups * local, token_tiles), cl::NDRange(local, 1),
@@ -221,12 +233,12 @@ class LinearMmaKernel final : public LinearKernel {
   std::uint64_t weight_bytes() const override { return weights_ ? weights_->bytes : 0; }
 
   std::vector<std::string> tuning_parameters() const override {
-    return {"MMA_NT", "MMA_RT", "MMA_KSPLIT", "MMA_UNROLL", "MMA_QUANT_TOKENS"};
+    return {"MMA_NT", "MMA_MT", "MMA_RT", "MMA_KSPLIT", "MMA_UNROLL", "MMA_QUANT_TOKENS"};
   }
 
   std::string describe() const override {
-    return fmt::format("mma(MMA_NT={}, MMA_RT={}, MMA_KSPLIT={}, MMA_UNROLL={}, MMA_QUANT_TOKENS={})", nt_, rt_, ks_,
-                       unroll_, quant_tokens_);
+    return fmt::format("mma(MMA_NT={}, MMA_MT={}, MMA_RT={}, MMA_KSPLIT={}, MMA_UNROLL={}, MMA_QUANT_TOKENS={})", nt_,
+                       mt_, rt_, ks_, unroll_, quant_tokens_);
   }
 
  private:
@@ -246,7 +258,7 @@ class LinearMmaKernel final : public LinearKernel {
   std::vector<cl::Kernel> kernels_;
   std::vector<long long> variants_;
   bool w4a4_ = false, prepass_ = false;
-  long long nt_ = 0, rt_ = 0, ks_ = 0, unroll_ = 0, quant_tokens_ = 0;
+  long long nt_ = 0, mt_ = 0, rt_ = 0, ks_ = 0, unroll_ = 0, quant_tokens_ = 0;
   float epilogue_ = 1.0f;
 };
 

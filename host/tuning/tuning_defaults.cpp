@@ -59,6 +59,7 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     // only): no unrolling, which buys nothing there. W4A4 calls of one token quantize it inside
     // the kernel (one launch fewer), larger ones in the pre-pass.
     return {{"MMA_NT", 4},
+            {"MMA_MT", 1},
             {"MMA_RT", 1},
             {"MMA_KSPLIT", 0},
             {"MMA_UNROLL", cpu(kind) ? 1 : 4},

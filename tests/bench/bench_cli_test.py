@@ -82,6 +82,16 @@ class Outputs(unittest.TestCase):
         self.assertEqual(out.count("$ fp4cl-bench linear -n 64 -k 256"), 4, out)
         self.assertIn("ok: ", out)
 
+    def test_all_kernels_skips_those_that_cannot_serve_the_scheme(self):
+        # gemv_int multiplies integers: W4A4 only. Under "all" it is skipped with a note; named, it fails.
+        _, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all", check=0)
+        self.assertIn("skipped kernel gemv_int for 64x256 nvfp4-w4a16", err)
+        self.assertIn("gemv_rows", out)
+        self.assertNotRegex(out, r"\bgemv_int\b")
+        code, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all,gemv_int")
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("W4A4", err)
+
     def test_csv(self):
         _, out, _ = run(*TINY_LINEAR, "--tokens", "1,3", "--scheme", "nvfp4-w4a16,mxfp4-w4a4", "--csv", check=0)
         rows = list(csv.DictReader(io.StringIO(out)))

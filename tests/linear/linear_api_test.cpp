@@ -10,6 +10,7 @@
 
 #include "fp4cl/linear.hpp"
 #include "kernels/linear_kernel.hpp"
+#include "kernels/moe_registry.hpp"  // mma_native
 #include "linear/linear_check.hpp"
 #include "linear/linear_test_support.hpp"
 
@@ -107,10 +108,11 @@ TEST(LinearApi, DeviceBuffersWaitForTheWaitList) {
   cl::Event done = layer.enqueue(xb, yb, 5, {gate});
   // Nothing can run before the gate opens.
   EXPECT_NE(done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>(), CL_COMPLETE);
-  // Activation pass and matmul; gemv_words (the CPU default) and gemv_split (the GPU default)
-  // read W4A16's BF16 input themselves.
+  // Activation pass and matmul; gemv_words (the CPU default), gemv_split (the GPU default) and mma
+  // (the default with tensor cores) read W4A16's BF16 input themselves.
   const std::string kernel = layer.kernel_name(5);
-  EXPECT_EQ(layer.last_events().size(), kernel == "gemv_words" || kernel == "gemv_split" ? 1u : 2u);
+  EXPECT_EQ(layer.last_events().size(), kernel == "gemv_words" || kernel == "gemv_split" || kernel == "mma" ? 1u : 2u)
+      << kernel;
   EXPECT_EQ(layer.last_events().back()(), done());
   ASSERT_EQ(gate.setStatus(CL_COMPLETE), CL_SUCCESS);
   ASSERT_EQ(done.wait(), CL_SUCCESS);
@@ -160,21 +162,26 @@ TEST(LinearApi, MetadataForBenchmarks) {
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", std::nullopt);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
-  // The decode GEMVs by device class: on CPUs the words kernel, on GPUs the split kernel, on
-  // other devices the rows kernel.
+  // The decode GEMVs by device class: on CPUs the words kernel, on GPUs the split kernel (with
+  // tensor cores the mma kernel, for prefill too), on other devices the rows kernel.
   const DeviceKind kind = context().info().kind;
-  const std::string gemv = kind == DeviceKind::cpu ? "gemv_words" : kind == DeviceKind::gpu ? "gemv_split" : "gemv_rows";
+  const bool tensor_cores = mma_native(context().info());
+  const std::string gemv = tensor_cores             ? "mma"
+                           : kind == DeviceKind::cpu ? "gemv_words"
+                           : kind == DeviceKind::gpu ? "gemv_split"
+                                                     : "gemv_rows";
+  const std::string gemm = tensor_cores ? "mma" : "gemm_tiled";
   const std::string gemv_w4a4 = gemv, gemv_w4a16 = gemv;
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
-  EXPECT_EQ(layer.kernel_name(512), "gemm_tiled");
+  EXPECT_EQ(layer.kernel_name(512), gemm);
   Linear w4a16 = Linear::create(context(), w, kNvW4A16, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(w4a16.kernel_name(1), gemv_w4a16);
   LinearOptions o = options_for("", OutputType::bf16, 512);
   o.decode_max_tokens = 100;
   Linear custom = Linear::create(context(), w, kNvW4A4, o);
   EXPECT_EQ(custom.kernel_name(100), gemv_w4a4);
-  EXPECT_EQ(custom.kernel_name(101), "gemm_tiled");
+  EXPECT_EQ(custom.kernel_name(101), gemm);
   Linear small = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 4));
   EXPECT_EQ(small.kernel_name(4), gemv_w4a4);
 }

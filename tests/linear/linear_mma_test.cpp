@@ -107,7 +107,9 @@ TEST(LinearMma, MatchesReferenceEverySchemeAndTokenCount) {
 // Tuning variants, one scheme each (every program build costs seconds on PoCL): K split over 4
 // warps with the unrolled loop and its remainder (3 chunks a warp, 2 ahead); 2 row tiles a
 // work-group with K split over 2 warps and token tiles of 16; the K split from the shape (9 chunks:
-// an odd count) with tiles of 8 tokens; 4 row tiles, 5 chunks over 5 warps.
+// an odd count) with tiles of 8 tokens; 4 row tiles, 5 chunks over 5 warps; 2 row tiles a warp
+// (one B fragment for both) with 3 warps along the rows; MMA_MT 4 where 4 does not divide the
+// row tiles.
 TEST(LinearMma, TuningVariantsMatchReference) {
   struct Variant {
     std::int64_t n, k, m;
@@ -118,10 +120,12 @@ TEST(LinearMma, TuningVariantsMatchReference) {
       {96, 256, 21, {{"MMA_RT", 2}, {"MMA_KSPLIT", 2}, {"MMA_NT", 2}}},
       {48, 576, 3, {{"MMA_NT", 1}}},
       {128, 320, 10, {{"MMA_RT", 4}, {"MMA_KSPLIT", 5}, {"MMA_UNROLL", 3}}},
+      {96, 384, 19, {{"MMA_MT", 2}, {"MMA_RT", 3}, {"MMA_KSPLIT", 2}, {"MMA_UNROLL", 2}}},
+      {80, 192, 2, {{"MMA_MT", 4}}},  // 5 row tiles: MMA_MT 1 (the largest divisor)
   };
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    const QuantScheme& scheme = all_schemes()[i];
+    const QuantScheme& scheme = all_schemes()[i % all_schemes().size()];
     const Fp4Weight w = test::random_weight(scheme.weight, v.n, v.k, static_cast<std::uint32_t>(v.n + v.k));
     const std::vector<std::uint16_t> x = test::random_activations(v.m, v.k, static_cast<std::uint32_t>(v.m * 3 + v.k));
     run_checked(scheme, w, x, v.m, random_bias(v.n, 5), OutputType::fp32, v.tuning,
@@ -158,7 +162,7 @@ TEST(LinearMma, Mxfp4ScaleExponentFollowsTheScales) {
 
 // The same call twice gives the same bits; a token's outputs do not depend on the other tokens of
 // its call nor on the token tile (one token alone in a tile of 8, or the third of 17 in a tile of
-// 32, or of 20 in tiles of 8).
+// 32, or in tiles of 8 or 16) nor on the row tiles a warp multiplies.
 TEST(LinearMma, DeterministicAndBatchInvariant) {
   for (const QuantScheme& scheme : all_schemes()) {
     const std::int64_t n = 48, k = 384, m = 17;
@@ -170,6 +174,9 @@ TEST(LinearMma, DeterministicAndBatchInvariant) {
     EXPECT_EQ(first, again) << label(scheme);
     const auto eights = run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_NT", 1}}, label(scheme) + " 8s");
     EXPECT_EQ(first, eights) << label(scheme);
+    const auto pairs = run_checked(scheme, w, x, m, bias, OutputType::fp32, {{"MMA_MT", 3}, {"MMA_NT", 2}},
+                                   label(scheme) + " 3 row tiles a warp");
+    EXPECT_EQ(first, pairs) << label(scheme);
     const std::vector<std::uint16_t> third(x.begin() + 2 * k, x.begin() + 3 * k);
     const auto alone = run_checked(scheme, w, third, 1, bias, OutputType::fp32, {}, label(scheme) + " alone");
     EXPECT_EQ(alone, std::vector<std::uint32_t>(first.begin() + 2 * n, first.begin() + 3 * n)) << label(scheme);
@@ -206,6 +213,7 @@ TEST(LinearMma, BadShapesAndParametersAreRefusedByName) {
       {64, 1040, {}, "k = 1040 is not a multiple of 64"},
       {64, 256, {{"MMA_NT", 3}}, "MMA_NT = 3 is not 1, 2, 4 or 8"},
       {64, 256, {{"MMA_RT", 0}}, "MMA_RT = 0 is outside 1..8"},
+      {64, 256, {{"MMA_MT", 5}}, "MMA_MT = 5 is outside 1..4"},
       {64, 256, {{"MMA_KSPLIT", 3}}, "MMA_KSPLIT = 3 does not divide the k / 64 = 4 chunks"},
       {64, 256, {{"MMA_KSPLIT", -1}}, "MMA_KSPLIT = -1 is outside 0..32"},
       {64, 256, {{"MMA_UNROLL", 9}}, "MMA_UNROLL = 9 is outside 1..8"},
