@@ -114,14 +114,14 @@ __kernel void moe_sort(__global int* pair_expert, int num_pairs, int num_local, 
 // fc1_input_scale[e]; read only there).
 inline void moe_gather_block(__global const ushort* src, __global const float* fc1_input_scale, int e,
                              __global float* dst) {
-#if MOE_W4A4
+#if MOE_W4A4 && defined(MOE_NVFP4)
+  // The block as one float16 (moe_quantize16: the values of moe_quantize_block).
+  vstore16(moe_quantize16(as_float16(convert_uint16(vload16(0, src)) << 16), fc1_input_scale[e]), 0, dst);
+#elif MOE_W4A4
+  (void)fc1_input_scale, (void)e;
   float v[MOE_QUANT_BLOCK];
   for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
-#ifdef MOE_NVFP4
-  moe_quantize_block(v, fc1_input_scale[e], dst);
-#else
-  moe_quantize_block(v, 1.0f, dst);
-#endif
+  moe_quantize_block(v, 1.0f, dst);  // MXFP4: no global scale
 #else
   (void)fc1_input_scale, (void)e;
   for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);

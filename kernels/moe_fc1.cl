@@ -190,17 +190,20 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
   for (int job = lid; job < MOE_TILE_M * blocks; job += MOE_LOCAL) {
     const int m = job / blocks, rb = r0 + (job % blocks) * MOE_BLOCK;
     if (m < count && rb < inter) {
-      float v[MOE_BLOCK];
-      for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];
-#if MOE_BF16DOT
-      // NVFP4 (block 16): the quantized block in registers, stored as fp32 and as BF16 pairs.
-      float q[MOE_BLOCK];
-      moe_quantize_block_private(v, gs, q);
-      const float16 qv = vload16(0, q);
+#ifdef MOE_NVFP4
+      // The block (16 values) as one float16 (moe_quantize16: the values of moe_quantize_block),
+      // stored as fp32 and, for the BF16 dot products, as BF16 pairs.
+      const float16 qv = moe_quantize16(vload16(0, a_local + m * rows + (job % blocks) * MOE_BLOCK), gs);
       vstore16(qv, 0, x2 + (long)(start + m) * inter + rb);
+#if MOE_BF16DOT
       vstore8(moe_bf16_quads16(as_uint16(qv)), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2);
 #else
       (void)x2q;
+#endif
+#else
+      (void)x2q;
+      float v[MOE_BLOCK];
+      for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];
       moe_quantize_block(v, gs, x2 + (long)(start + m) * inter + rb);
 #endif
     }
