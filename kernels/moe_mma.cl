@@ -363,7 +363,6 @@ inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
 }
 
 #ifdef MMA_FC1
-
 #if MMA_X_LOCAL
 typedef __global const ushort mma_xarg_t;  // the caller's BF16 x, quantized here
 #else
