@@ -23,69 +23,23 @@
 #include "fp4cl/linear.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "linear/linear_check.hpp"
+#include "linear/forced_kernel_run.hpp"
 #include "linear/linear_test_support.hpp"
 #include "prepare/fp4_mma_layout.hpp"
 
 namespace fp4cl {
 namespace {
 
-std::vector<float> random_bias(std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-  std::vector<float> b(static_cast<std::size_t>(n));
-  for (float& v : b) v = d(rng);
-  return b;
-}
-
-// Runs the forced mma kernel and checks every output against the reference; returns the outputs'
-// bits (BF16 values, or fp32 bit patterns).
-std::vector<std::uint32_t> run_checked(const QuantScheme& scheme, const Fp4Weight& w,
-                                       const std::vector<std::uint16_t>& x, std::int64_t m,
-                                       const std::vector<float>& bias, OutputType output,
+// The forced mma kernel, every output checked against the reference (forced_kernel_run.hpp).
+std::vector<std::uint32_t> run_checked(const QuantScheme& scheme, const Fp4Weight& w, const std::vector<std::uint16_t>& x,
+                                       std::int64_t m, const std::vector<float>& bias, OutputType output,
                                        const std::map<std::string, long long>& tuning, const std::string& what) {
-  LinearOptions options;
-  options.kernel = "mma";
-  options.output = output;
-  options.max_tokens = m;
-  options.bias = bias;
-  options.tuning = tuning;
-  Linear layer = Linear::create(test::context(), w, scheme, options);
-  EXPECT_EQ(layer.kernel_name(m), "mma");
-  std::vector<double> y;
-  std::vector<std::uint32_t> bits;
-  if (output == OutputType::bf16) {
-    std::vector<std::uint16_t> out;
-    layer.run(x, m, out);
-    y = test::as_doubles(out);
-    bits.assign(out.begin(), out.end());
-  } else {
-    std::vector<float> out;
-    layer.run(x, m, out);
-    y = test::as_doubles(out);
-    for (float v : out) {
-      std::uint32_t b = 0;
-      std::memcpy(&b, &v, 4);
-      bits.push_back(b);
-    }
-  }
-  const test::CheckStats stats =
-      test::check_against_reference(scheme, w, x, m, bias, y, output == OutputType::bf16, what);
-  EXPECT_EQ(stats.checked, static_cast<std::size_t>(m * w.n)) << what;
-  if (output == OutputType::fp32) {
-    EXPECT_LE(stats.worst_relative, 1e-5) << what;
-  }
-  return bits;
+  return test::run_forced_checked("mma", scheme, w, x, m, bias, output, tuning, what);
 }
 
 std::string label(const QuantScheme& s) { return std::string(s.name()); }
 
-const std::vector<QuantScheme>& all_schemes() {
-  static const std::vector<QuantScheme> schemes = {{WeightFormat::nvfp4, Activations::bf16},
-                                                   {WeightFormat::nvfp4, Activations::fp4_dynamic},
-                                                   {WeightFormat::mxfp4, Activations::bf16},
-                                                   {WeightFormat::mxfp4, Activations::fp4_dynamic}};
-  return schemes;
-}
+const std::vector<QuantScheme>& all_schemes() { return test::all_linear_schemes(); }
 
 // Every scheme (NVFP4 W4A4 with its global scales: the weight's and the activations' quant and
 // dequant directions, test::random_weight), M from one token to several token tiles, bias, both
@@ -94,7 +48,7 @@ TEST(LinearMma, MatchesReferenceEverySchemeAndTokenCount) {
   for (const QuantScheme& scheme : all_schemes()) {
     const std::int64_t n = 64, k = 192;
     const Fp4Weight w = test::random_weight(scheme.weight, n, k, 11);
-    const std::vector<float> bias = random_bias(n, 12);
+    const std::vector<float> bias = test::random_bias(n, 12);
     for (std::int64_t m : {1, 3, 8, 9, 17, 64}) {
       const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(13 + m));
       const OutputType out = m % 2 ? OutputType::bf16 : OutputType::fp32;
@@ -128,7 +82,7 @@ TEST(LinearMma, TuningVariantsMatchReference) {
     const QuantScheme& scheme = all_schemes()[i % all_schemes().size()];
     const Fp4Weight w = test::random_weight(scheme.weight, v.n, v.k, static_cast<std::uint32_t>(v.n + v.k));
     const std::vector<std::uint16_t> x = test::random_activations(v.m, v.k, static_cast<std::uint32_t>(v.m * 3 + v.k));
-    run_checked(scheme, w, x, v.m, random_bias(v.n, 5), OutputType::fp32, v.tuning,
+    run_checked(scheme, w, x, v.m, test::random_bias(v.n, 5), OutputType::fp32, v.tuning,
                 label(scheme) + " n=" + std::to_string(v.n) + " k=" + std::to_string(v.k));
   }
 }
@@ -168,7 +122,7 @@ TEST(LinearMma, DeterministicAndBatchInvariant) {
     const std::int64_t n = 48, k = 384, m = 17;
     const Fp4Weight w = test::random_weight(scheme.weight, n, k, 21);
     const std::vector<std::uint16_t> x = test::random_activations(m, k, 22);
-    const std::vector<float> bias = random_bias(n, 23);
+    const std::vector<float> bias = test::random_bias(n, 23);
     const auto first = run_checked(scheme, w, x, m, bias, OutputType::fp32, {}, label(scheme) + " first");
     const auto again = run_checked(scheme, w, x, m, bias, OutputType::fp32, {}, label(scheme) + " again");
     EXPECT_EQ(first, again) << label(scheme);
@@ -190,7 +144,7 @@ TEST(LinearMma, W4A4QuantizedInTheKernelOrByThePrePassAlike) {
     const QuantScheme scheme{f, Activations::fp4_dynamic};
     const std::int64_t n = 32, k = 320;
     const Fp4Weight w = test::random_weight(f, n, k, 71);
-    const std::vector<float> bias = random_bias(n, 72);
+    const std::vector<float> bias = test::random_bias(n, 72);
     for (std::int64_t m : {1, 3, 8}) {
       const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(73 + m));
       const std::string what = label(scheme) + " m=" + std::to_string(m);
