@@ -27,7 +27,7 @@
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
-#include "kernels/moe_registry.hpp"  // mma_native, mma_auto_split_k
+#include "kernels/moe_registry.hpp"  // mma_native, mma_auto_split_k, largest_divisor_within
 #include "prepare/fp4_mma_layout.hpp"
 #include "support/check.hpp"
 
@@ -41,13 +41,6 @@ struct DeviceFp4MmaWeight {
   cl::Buffer words, scales;
   std::uint64_t bytes = 0;
 };
-
-// The largest divisor of n that is at most limit (at least 1).
-long long largest_divisor_within(long long n, long long limit) {
-  for (long long d = std::max(1LL, limit); d > 1; --d)
-    if (n % d == 0) return d;
-  return 1;
-}
 
 bool has_fp32_denormals(const Context& ctx) {
   cl_device_fp_config config = 0;

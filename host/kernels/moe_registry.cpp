@@ -246,14 +246,11 @@ SplitGeometry split_geometry(const MoeTiles& t, const MoeProblem& p) {
   return g;
 }
 
-namespace {
-// The largest divisor of n that is at most limit (at least 1).
-int largest_divisor_within(std::int64_t n, int limit) {
-  for (int d = std::max(1, limit); d > 1; --d)
+std::int64_t largest_divisor_within(std::int64_t n, std::int64_t limit) {
+  for (std::int64_t d = std::max<std::int64_t>(1, limit); d > 1; --d)
     if (n % d == 0) return d;
   return 1;
 }
-}  // namespace
 
 MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks2) {
   MmaGeometry g;
@@ -265,7 +262,7 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
   const auto gemm = [&](std::int64_t k, std::int64_t rows, int local, int block_rows, int force) {
     MmaGemm m;
     const int split_k = t.split_k > 0 ? t.split_k : mma_auto_split_k(k, rows, p.top_k);
-    m.ks = force > 0 ? force : largest_divisor_within(std::max<std::int64_t>(1, k / 64), split_k);
+    m.ks = force > 0 ? force : static_cast<int>(largest_divisor_within(std::max<std::int64_t>(1, k / 64), split_k));
     // The most row tiles up to local / 32 / split_k that divide the rows and keep whole blocks
     // (local_i / local_h count the K-splitting warps; with the automatic split, row tiles only).
     const int want = std::max(1, local / (32 * (t.split_k > 0 ? t.split_k : 1)));

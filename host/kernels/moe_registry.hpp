@@ -102,6 +102,9 @@ struct MmaGeometry {
   int unroll = 1;  // MMA_UNROLL (MoeTiles::unroll)
   MmaGemm fc1, fc2;
 };
+// The largest divisor of n that is at most limit (at least 1): the K splits and row tiles of the
+// mma kernels (MoE and linear).
+std::int64_t largest_divisor_within(std::int64_t n, std::int64_t limit);
 // ks1, ks2 > 0 force FC1's and FC2's K split (batch invariance: the same sums for every chunk).
 MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem, int ks1 = 0, int ks2 = 0);
 // The K split of one GEMM (K, its output rows) for chunks of few pairs (mma.few_split_k = 0).
