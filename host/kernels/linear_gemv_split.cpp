@@ -14,6 +14,7 @@
 
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "kernels/device_codes_and_scales.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "kernels/moe_build_options.hpp"
@@ -25,11 +26,9 @@ namespace fp4cl {
 
 namespace {
 
-struct DeviceFp4SplitWeight {
+struct DeviceFp4SplitWeight : DeviceCodesAndScales {
   std::int64_t n = 0, k = 0, kpad = 0;
   int lanes = 1, scale_exp = 0, e2m1_exp = -126;
-  cl::Buffer words, scales;
-  std::uint64_t bytes = 0;
 };
 
 bool power_of_two(long long v) { return v > 0 && (v & (v - 1)) == 0; }
@@ -88,12 +87,8 @@ class GemvSplitKernel final : public LinearKernel {
           d.lanes = s.lanes;
           d.scale_exp = s.scale_exp;
           d.e2m1_exp = s.e2m1_exp;
-          const std::string what = fmt::format("FP4 weight [{}, {}]", s.n, s.k);
-          d.words = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, s.layout.words.size() * 4,
-                                    s.layout.words.data(), what + " codes (split layout)");
-          d.scales = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, s.layout.scales.size(),
-                                     s.layout.scales.data(), what + " block scales (split layout)");
-          d.bytes = s.layout.words.size() * 4 + s.layout.scales.size();
+          static_cast<DeviceCodesAndScales&>(d) =
+              upload_codes_and_scales(ctx, s.layout, fmt::format("FP4 weight [{}, {}]", s.n, s.k), "split layout");
           return d;
         });
     local_ = value(config, "SPLIT_LOCAL");

@@ -24,6 +24,7 @@
 #include "cl/exact_division.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "kernels/device_codes_and_scales.hpp"
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
@@ -35,11 +36,9 @@ namespace fp4cl {
 
 namespace {
 
-struct DeviceFp4MmaWeight {
+struct DeviceFp4MmaWeight : DeviceCodesAndScales {
   std::int64_t n = 0, k = 0;
   int scale_exp = 0;
-  cl::Buffer words, scales;
-  std::uint64_t bytes = 0;
 };
 
 bool has_fp32_denormals(const Context& ctx) {
@@ -103,12 +102,8 @@ class LinearMmaKernel final : public LinearKernel {
       d.n = m.n;
       d.k = m.k;
       d.scale_exp = m.scale_exp;
-      const std::string what = fmt::format("FP4 weight [{}, {}]", m.n, m.k);
-      d.words = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m.layout.words.size() * 4,
-                                m.layout.words.data(), what + " codes (MMA layout)");
-      d.scales = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m.layout.scales.size(),
-                                 m.layout.scales.data(), what + " block scales (MMA layout)");
-      d.bytes = m.layout.words.size() * 4 + m.layout.scales.size();
+      static_cast<DeviceCodesAndScales&>(d) =
+          upload_codes_and_scales(ctx, m.layout, fmt::format("FP4 weight [{}, {}]", m.n, m.k), "MMA layout");
       return d;
     });
     nt_ = value(config, "MMA_NT");
