@@ -1,7 +1,7 @@
 // One measuring run of a subcommand: the device peaks measured before the rows and again after
-// them (the report quotes the larger of each, so that a fraction of peak is never flattered by a
-// momentarily loaded machine), a progress bar on stderr while rows are measured, and the report
-// printed at the end.
+// them, the streaming read also after each row (the report quotes the highest of each, so that a
+// fraction of peak is never flattered by a momentarily loaded machine), a progress bar on stderr
+// while rows are measured, and the report printed at the end.
 #pragma once
 
 #include <cstddef>

@@ -1,24 +1,42 @@
 // The device's yardsticks, measured in the same run as the benchmarks they judge (the machine may
 // be shared, and its figures vary run to run):
-//   - streaming read: each work-item sums its own contiguous span with float16 loads (CPUs: a
-//     sweep of work-item counts and local sizes 1 and 2), or
-//     neighbouring work-items read neighbouring float4s in a grid loop (GPUs); the best median of
-//     a few work-item counts over a buffer far larger than the last-level cache;
+//   - streaming read: each work-item sums its own contiguous span with float16 loads (CPUs: 1, 4
+//     and 16 work-items per compute unit), or neighbouring work-items read neighbouring float4s in
+//     a grid loop (GPUs), over a buffer far larger than the last-level cache, allocated as fp4cl
+//     allocates its layers' buffers (on CPU devices: huge pages, cl/huge_page_memory.hpp); the
+//     configurations take turns, one launch each per round, and the best median wins. A run
+//     measures it again after each row and keeps the highest (bench_run.hpp);
 //   - fp32 FMA peak: 8 independent float16 FMA chains per work-item (DEVICES.md; they fit
 //     AVX-512's 32 vector registers) and 4 (AVX2's 16 registers hold 4 float16 = 8 ymm chains, 8
 //     would spill): the best median over both and a few work-item counts.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "fp4cl/context.hpp"
 
 namespace fp4cl::bench {
 
-struct StreamResult {
-  double gbps = 0.0;  // best median over the work-item counts tried
-  std::size_t items = 0, local = 1, bytes = 0;  // the best configuration's work-items and local size
+struct StreamConfig {
+  std::size_t items = 0, local = 1;  // work-items, local size
 };
+
+// The configurations the probe tries on this device (`items` > 0: that many work-items alone).
+std::vector<StreamConfig> stream_configs(const Context& ctx, std::size_t bytes_wanted, std::size_t items = 0);
+
+struct StreamResult {
+  double gbps = 0.0;  // best median over the configurations tried
+  std::size_t items = 0, local = 1, bytes = 0;  // the best configuration's work-items and local size
+  std::vector<double> config_gbps;              // each configuration's median, in stream_configs' order
+  std::size_t huge_page_bytes = 0;              // of the buffer's bytes, those on huge pages (0: none, or unknown)
+  int probes = 1;                               // measurements this figure is the highest of
+  // "41.2 GB/s (16 work-items in groups of 1, 512 MiB, 100 % on huge pages; the highest of 5 probes)"
+  std::string describe() const;
+};
+
+// The higher of two stream measurements, counting the probes behind it.
+StreamResult highest(const StreamResult& a, const StreamResult& b);
 
 struct FmaResult {
   double gflops = 0.0;  // best median over the work-item counts and chain counts tried

@@ -93,6 +93,9 @@ std::string format_json(const Report& report) {
   j["peaks"] = {{"stream_gbps", report.peaks.stream.gbps},
                 {"stream_work_items", report.peaks.stream.items},
                 {"stream_local_size", report.peaks.stream.local},
+                {"stream_bytes", report.peaks.stream.bytes},
+                {"stream_huge_page_bytes", report.peaks.stream.huge_page_bytes},
+                {"stream_probes", report.peaks.stream.probes},
                 {"fma_gflops", report.peaks.fma.gflops},
                 {"fma_work_items", report.peaks.fma.items}};
   j["rows"] = nlohmann::json::array();

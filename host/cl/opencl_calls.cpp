@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cl/huge_page_memory.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
@@ -26,8 +27,10 @@ cl::Buffer allocate_buffer(const Context& ctx, cl_mem_flags flags, std::size_t b
     fail("{} needs {} bytes; {} allocates at most {} bytes per buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)", what, bytes,
          ctx.info().name, limit);
   cl::Buffer buffer;
+  // Large buffers of CPU devices on huge pages (cl/huge_page_memory.hpp), others as OpenCL allocates.
+  const bool huge = bytes >= kHugePageBytes && (flags & CL_MEM_USE_HOST_PTR) == 0 && use_huge_page_buffers(ctx);
   const cl_int status = opencl::create_buffer(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1),
-                                              const_cast<void*>(host), buffer);
+                                              const_cast<void*>(host), buffer, huge);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY)
     throw Error(fmt::format("{}: allocating {} bytes on {}: {} ({}): the device's memory ({} bytes in all) is "
                             "exhausted",
@@ -39,10 +42,14 @@ cl::Buffer allocate_buffer(const Context& ctx, cl_mem_flags flags, std::size_t b
 
 namespace opencl {
 
-cl_int create_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, void* host, cl::Buffer& out) {
+cl_int create_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, void* host, cl::Buffer& out,
+                     bool huge_pages) {
   if (const int injected = on_call(fault_injection::allocate)) return injected;
   cl_int err = CL_SUCCESS;
-  cl::Buffer buffer(context, flags, bytes, host, &err);
+  cl::Buffer buffer;
+  if (huge_pages) err = create_huge_page_buffer(context, flags, bytes, host, buffer);
+  // Where the memory could not be mapped, as OpenCL allocates.
+  if (!huge_pages || err == CL_MEM_OBJECT_ALLOCATION_FAILURE) buffer = cl::Buffer(context, flags, bytes, host, &err);
   if (err != CL_SUCCESS) return err;
   if (fault_injection::detail::counting_buffers() &&
       ::clSetMemObjectDestructorCallback(buffer(), buffer_released, nullptr) == CL_SUCCESS)

@@ -27,7 +27,9 @@ cl::Buffer allocate_buffer(const Context& ctx, cl_mem_flags flags, std::size_t b
 namespace opencl {
 
 // Each returns the OpenCL status (CL_SUCCESS = 0), like the bindings' member functions.
-cl_int create_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, void* host, cl::Buffer& out);
+// `huge_pages`: on memory from cl/huge_page_memory.hpp (CPU devices), else as OpenCL allocates.
+cl_int create_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, void* host, cl::Buffer& out,
+                     bool huge_pages = false);
 cl_int build_program(const cl::Program& program, const cl::Device& device, const std::string& options);
 cl_int enqueue_kernel(const cl::CommandQueue& queue, const cl::Kernel& kernel, const cl::NDRange& global,
                       const cl::NDRange& local, const std::vector<cl::Event>* wait, cl::Event* event);

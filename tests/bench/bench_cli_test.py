@@ -72,6 +72,9 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(["tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2",
                            "--kernel", "tensor"], "unknown MoE strategy 'tensor'", "grouped, decode, split, mma")
         self.expect_error(["--device", "no-such-device", "stream", "--mib", "1"], "no-such-device")
+        self.expect_error(["stream", "--probes", "0"], "--probes")
+        self.expect_error(["stream", "--iters", "0"], "--iters")
+        self.expect_error(["stream", "--mib", "0.5"], "--mib")
 
 
 class Outputs(unittest.TestCase):
@@ -114,6 +117,9 @@ class Outputs(unittest.TestCase):
         self.assertGreater(report["peaks"]["stream_gbps"], 0)
         rows = report["rows"]
         self.assertEqual(len(rows), 8)  # 4 strategies x 2 token counts (mma emulated off NVIDIA)
+        # The stream read measured three times before the rows, after each and at the end; the
+        # highest kept.
+        self.assertEqual(report["peaks"]["stream_probes"], 3 + len(rows) + 1)
         self.assertEqual({r["kernel"] for r in rows}, {"decode", "grouped", "split", "mma"})
         for r in rows:
             self.assertTrue(r["check"].startswith("ok"), r)
@@ -141,6 +147,40 @@ class Outputs(unittest.TestCase):
             self.assertEqual(len(root.findall("s:circle", ns)), 3)  # one point per row
             titles = " ".join(t.text for t in root.iter("{http://www.w3.org/2000/svg}title"))
             self.assertIn("roofline", titles)
+
+    def test_stream_reports_the_best_configuration_of_the_best_probe(self):
+        _, out, _ = run("stream", "--mib", "16", "--iters", "2", "--probes", "3", check=0)
+        probes = [l for l in out.splitlines() if l.startswith("probe ")]
+        self.assertEqual(len(probes), 3, out)
+        best = 0.0
+        for line in probes:
+            # "probe 1: 41.2 GB/s (... ) (medians of 2, GB/s: 2 x 1: 40.10, 8 x 1: 41.23, 32 x 1: 40.97)"
+            gbps = float(line.split(": ", 1)[1].split(" GB/s")[0])
+            configs = line.rsplit("GB/s: ", 1)[1].rstrip(")").split(", ")
+            self.assertEqual(len(configs), 3, line)  # 1, 4 and 16 work-items per compute unit
+            medians = [float(c.rsplit(": ", 1)[1]) for c in configs]
+            self.assertAlmostEqual(gbps, max(medians), delta=0.051, msg=line)
+            best = max(best, gbps)
+        summary = [l for l in out.splitlines() if l.startswith("stream read:")][0]
+        self.assertAlmostEqual(float(summary.split(": ", 1)[1].split(" GB/s")[0]), best, delta=0.051)
+        self.assertIn("the highest of 3 probes", summary)
+        # One configuration alone where --items names it.
+        _, out, _ = run("stream", "--mib", "16", "--iters", "1", "--items", "4", check=0)
+        self.assertIn("4 work-items", [l for l in out.splitlines() if l.startswith("stream read:")][0])
+
+    def test_stream_buffer_on_huge_pages_unless_switched_off(self):
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+                thp = "[never]" not in f.read()
+        except OSError:
+            thp = False
+        _, out, _ = run("devices", check=0)
+        if not thp or "CPU" not in out:
+            self.skipTest("no transparent huge pages, or not a CPU device")
+        _, out, _ = run("stream", "--mib", "16", "--iters", "1", check=0)
+        self.assertIn("on huge pages", out)
+        _, out, _ = run("stream", "--mib", "16", "--iters", "1", env={"FP4CL_HUGE_PAGES": "0"}, check=0)
+        self.assertNotIn("on huge pages", out)
 
     def test_stream_and_devices(self):
         _, out, _ = run("stream", "--mib", "8", "--iters", "1", "--fma", check=0)

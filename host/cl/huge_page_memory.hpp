@@ -1,0 +1,42 @@
+// Host memory on transparent huge pages, for the buffers of OpenCL CPU devices.
+//
+// A CPU device's buffers are host memory. PoCL allocates them with the C library (4 KiB pages: the
+// kernel's `madvise` THP mode, Debian's default, gives huge pages only to memory that asks for
+// them), and on the CI machine (a KVM guest) streaming reads from 4 KiB pages measured 31-43 GB/s
+// where the same reads from 2 MiB pages measured 37-61 GB/s in adjacent runs (bench/README.md).
+// So on CPU devices fp4cl allocates large buffers itself, 2 MiB-aligned and advised MADV_HUGEPAGE,
+// and hands them to OpenCL with CL_MEM_USE_HOST_PTR (zero-copy on CPU devices); the memory is
+// unmapped when OpenCL releases the buffer. FP4CL_HUGE_PAGES=0 turns this off.
+#pragma once
+
+#include <cstddef>
+
+#include "fp4cl/context.hpp"
+
+namespace fp4cl {
+
+// Buffers at least this large are placed on huge pages (one huge page; smaller ones would waste
+// most of it).
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+// Whether fp4cl places large buffers on huge pages on this device: a CPU device, Linux, and
+// FP4CL_HUGE_PAGES not "0".
+bool use_huge_page_buffers(const Context& ctx);
+
+// `bytes` of zeroed host memory (rounded up to whole huge pages) whose start is 2 MiB-aligned,
+// advised MADV_HUGEPAGE; nullptr where the OS refuses (the caller then allocates as usual).
+void* map_huge_page_memory(std::size_t bytes);
+void unmap_huge_page_memory(void* p, std::size_t bytes);
+
+// How many bytes of [p, p + bytes) the kernel backs with huge pages now (/proc/self/smaps'
+// AnonHugePages of the mappings it overlaps); 0 where that is unknown.
+std::size_t huge_page_backed_bytes(const void* p, std::size_t bytes);
+
+// A buffer of `flags` (CL_MEM_COPY_HOST_PTR copies `host` in) on huge-page memory from
+// map_huge_page_memory, created with CL_MEM_USE_HOST_PTR; the memory is unmapped when OpenCL
+// destroys the buffer. Returns the OpenCL status; CL_MEM_OBJECT_ALLOCATION_FAILURE where the
+// memory could not be mapped.
+cl_int create_huge_page_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, const void* host,
+                               cl::Buffer& out);
+
+}  // namespace fp4cl
