@@ -53,12 +53,27 @@
 //                       into `xl` (not with WORDS_BF16DOT);
 //                       0: split fp32 rows, `xl` unused
 //   WORDS_X_FROM_PASS   defined: x is the W4A4 pre-pass's BF16 rows (linear_quantize_fp4_bf16)
+//   WORDS_PREFETCH      chunks ahead to prefetch in the BF16 loop (0: none; below)
 //   FP4_DPBF16          BF16 dot products (see above); WORDS_REQUIRE_BF16DOT: an error if this
 //                       compiler cannot build them (FP4CL_LINEAR_BF16_DOT=1)
 // Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
 // tokens × K floats (WORDS_BF16_X) or one.
 #include "common/bf16_dot.cl"
 #include "common/fp4_dot.cl"
+
+// Software prefetch in the BF16 loop (WORDS_PREFETCH chunks ahead; 0 or undefined: none): both
+// 64-byte lines of a chunk's words and, every 4 chunks, the line of their block scales (NVFP4;
+// MXFP4's scales, half as many, are then fetched further ahead). One PoCL thread streamed ~16
+// GB/s of weights without it where a plain read reaches ~30 (README, PoCL section). A prefetch
+// past the buffer's end is harmless (it never faults).
+#if defined(WORDS_PREFETCH) && WORDS_PREFETCH > 0
+#define WORDS_PREFETCH_AT(wp, sp, c)                                                         \
+  __builtin_prefetch((const __global char*)((wp) + 32u * ((c) + WORDS_PREFETCH)), 0, 3);      \
+  __builtin_prefetch((const __global char*)((wp) + 32u * ((c) + WORDS_PREFETCH) + 16u), 0, 3); \
+  if (((c) & 3u) == 0u) __builtin_prefetch((const __global char*)((sp) + 16u * ((c) + WORDS_PREFETCH)), 0, 3);
+#else
+#define WORDS_PREFETCH_AT(wp, sp, c)
+#endif
 
 #ifndef WORDS_TOKENS
 #error "WORDS_TOKENS (tokens per work-item) must be defined"
@@ -140,6 +155,7 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
     float16 acc[N];                                                                                   \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) acc[t] = (float16)(0.0f);                         \
     for (uint c = 0; c < k / 16u; ++c) {                                                              \
+      WORDS_PREFETCH_AT(wp, sp, c)                                                                    \
       const uint16 w0 = vload16(2u * c, wp), w1 = vload16(2u * c + 1u, wp);                           \
       fp4_v16sf a[N], b[N];                                                                           \
       _Pragma("unroll") for (int t = 0; t < (N); ++t) a[t] = b[t] = zero;                             \

@@ -38,6 +38,8 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
         "fp4_words16", [&] { return upload_fp4_layout(ctx, make_fp4_words_layout(weight)); });
   }
 
+  std::vector<std::string> own_tuning_parameters() const override { return {"WORDS_PREFETCH"}; }
+
   bool reads_bf16_input(const Context& ctx, const LinearConfig& config) const override {
     return config.scheme.w4a16() && rows_fit_local(ctx, config);
   }
@@ -56,8 +58,12 @@ class GemvWordsKernel final : public LaneGroupsGemvKernel {
     return x_bytes <= ctx.info().local_mem_bytes / 4;
   }
 
-  void add_options(const Context& ctx, BuildOptions& options) const override {
+  void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const override {
     options.define("WORDS_BF16_X", bf16_rows() ? 1 : 0);
+    // Software prefetch of the weights WORDS_PREFETCH chunks ahead (0: none) in the BF16 loop.
+    const long long prefetch = linear_tuning_value(config, "gemv_words", "WORDS_PREFETCH");
+    if (prefetch < 0 || prefetch > 4096) fail("WORDS_PREFETCH = {} is outside 0..4096", prefetch);
+    options.define("WORDS_PREFETCH", prefetch);
     // AVX-512 BF16 dot products where the CPU has them (kernels/common/bf16_dot.cl), on BF16 rows;
     // required (an error at build time if the OpenCL compiler cannot build them) with
     // FP4CL_LINEAR_BF16_DOT=1.

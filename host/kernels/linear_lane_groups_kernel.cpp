@@ -47,7 +47,11 @@ bool LaneGroupsGemvKernel::reads_bf16_input(const Context& ctx, const LinearConf
   return false;
 }
 
-void LaneGroupsGemvKernel::add_options(const Context& ctx, BuildOptions& options) const { (void)ctx, (void)options; }
+void LaneGroupsGemvKernel::add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const {
+  (void)ctx, (void)config, (void)options;
+}
+
+std::vector<std::string> LaneGroupsGemvKernel::own_tuning_parameters() const { return {}; }
 
 void LaneGroupsGemvKernel::set_own_arguments(const LinearConfig& config) { (void)config; }
 
@@ -67,7 +71,7 @@ void LaneGroupsGemvKernel::prepare(const Context& ctx, const LinearConfig& confi
     activations_.prepare(ctx, config.scheme, config.k, kpad, weight.input_global_scale, config.max_tokens, form_);
   BuildOptions options = linear_format_options(config.scheme.weight);
   options.define(prefix_ + "_TOKENS", tokens_);
-  add_options(ctx, options);
+  add_options(ctx, config, options);
   const std::string file = "linear_" + strategy_ + ".cl";
   kernels_ = {ctx.programs().kernel(file, "linear_" + strategy_ + "_single", options),
               ctx.programs().kernel(file, "linear_" + strategy_ + "_pair", options),
@@ -128,7 +132,9 @@ void LaneGroupsGemvKernel::apply(const Context& ctx, const LinearCall& call) {
 std::uint64_t LaneGroupsGemvKernel::weight_bytes() const { return weights_ ? weights_->bytes : 0; }
 
 std::vector<std::string> LaneGroupsGemvKernel::tuning_parameters() const {
-  return {prefix_ + "_TOKENS", prefix_ + "_LOCAL"};
+  std::vector<std::string> names = {prefix_ + "_TOKENS", prefix_ + "_LOCAL"};
+  for (std::string& n : own_tuning_parameters()) names.push_back(std::move(n));
+  return names;
 }
 
 std::string LaneGroupsGemvKernel::describe() const {

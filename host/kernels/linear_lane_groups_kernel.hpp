@@ -52,7 +52,9 @@ class LaneGroupsGemvKernel : public LinearKernel {
   // whether it reads the layer's BF16 input directly (no pre-pass), decided at prepare();
   virtual bool reads_bf16_input(const Context& ctx, const LinearConfig& config) const;
   // its own build options, and its own arguments (13 on), set once at prepare() and per call.
-  virtual void add_options(const Context& ctx, BuildOptions& options) const;
+  virtual void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const;
+  // its tuning parameters besides P_TOKENS and P_LOCAL (default: none).
+  virtual std::vector<std::string> own_tuning_parameters() const;
   virtual void set_own_arguments(const LinearConfig& config);
   virtual void set_call_arguments(cl::Kernel& run, std::int64_t tokens_per_item);
 

@@ -234,6 +234,8 @@ TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
              {"gemv_lanes", {{"LANES_TOKENS", 3}, {"LANES_LOCAL", 7}}},
              {"gemv_words", {{"WORDS_TOKENS", 3}, {"WORDS_LOCAL", 7}}},
              {"gemv_words", {{"WORDS_TOKENS", 5}, {"WORDS_LOCAL", 2}}},
+             {"gemv_words", {{"WORDS_TOKENS", 2}, {"WORDS_LOCAL", 3}, {"WORDS_PREFETCH", 0}}},
+             {"gemv_words", {{"WORDS_TOKENS", 4}, {"WORDS_LOCAL", 1}, {"WORDS_PREFETCH", 5}}},
              {"gemv_int", {{"INT_TOKENS", 5}, {"INT_LOCAL", 3}}}}) {
       if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
       LinearOptions o = options_for(kernel, OutputType::fp32, 37);

@@ -170,5 +170,30 @@ TEST(LinearBf16Dot, TinyActivationsFallBack) {
   }
 }
 
+// The weights' software prefetch (WORDS_PREFETCH, chunks ahead; 0: none) moves no bits: the same
+// outputs with 0, 1, 32 (the CPU default) and 4096 (every prefetch past the buffer's end), for
+// both schemes and the three kernels; a value outside 0..4096 is refused by name.
+TEST(LinearBf16Dot, PrefetchChangesNoBits) {
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, kMxW4A16}) {
+    const std::int64_t n = 40, k = 1056, max_m = 7;
+    const Fp4Weight w = test::random_weight(scheme.weight, n, k, 91);
+    const std::vector<std::uint16_t> x = test::random_activations(max_m, k, 92);
+    std::vector<std::vector<float>> first;
+    for (const long long prefetch : {0LL, 1LL, 32LL, 4096LL}) {
+      LinearOptions o = words_options(max_m);
+      o.tuning["WORDS_PREFETCH"] = prefetch;
+      Linear layer = Linear::create(context(), w, scheme, o);
+      std::vector<std::vector<float>> out;
+      for (const std::int64_t m : {std::int64_t{1}, std::int64_t{2}, max_m}) out.push_back(run(layer, x, m, k));
+      if (first.empty()) first = out;
+      EXPECT_EQ(out, first) << label(scheme, "", 0) << " WORDS_PREFETCH=" << prefetch;
+    }
+  }
+  LinearOptions o = words_options(4);
+  o.tuning["WORDS_PREFETCH"] = -1;
+  test::expect_error([&] { Linear::create(context(), test::random_weight(WeightFormat::nvfp4, 32, 64, 1), kNvW4A16, o); },
+                     {"WORDS_PREFETCH = -1 is outside 0..4096"});
+}
+
 }  // namespace
 }  // namespace fp4cl
