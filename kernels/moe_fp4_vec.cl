@@ -180,6 +180,23 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #if MOE_BF16DOT
 #define MOE_BF16_MAX_PAIRS 4
 
+// Software prefetch in the BF16 loops, MOE_PREFETCH blocks of 16 elements ahead (0: none): both
+// words of the block and, every other block, the line of its fp16 scales (MOE_GROUP 16, the CPU
+// layout). As gemv_words' WORDS_PREFETCH (linear_gemv_words.cl): one PoCL thread streamed its
+// weights at about half of what a plain read of one thread reaches. Never faults.
+#ifndef MOE_PREFETCH
+#define MOE_PREFETCH 32
+#endif
+#if MOE_PREFETCH > 0
+#define MOE_PREFETCH_AT(w, s, b)                                                                        \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH)) * MOE_GROUP), 0, 3);     \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH) + 1) * MOE_GROUP), 0, 3); \
+  if (((b) & 1) == 0)                                                                                   \
+    __builtin_prefetch((const __global char*)((s) + ((16 * ((b) + MOE_PREFETCH)) / MOE_BLOCK) * MOE_GROUP), 0, 3);
+#else
+#define MOE_PREFETCH_AT(w, s, b)
+#endif
+
 // Element pairs (j, j + 4) of each word (common/bf16_dot.cl's fp4_bf16_quad_pair on the checkpoint's
 // nibble order): the vpermw index of pair p is the word shifted right by 4p (one vpsrld, none for
 // p = 0) where pairs (2p, 2p + 1) took one vpmultishiftqb per pair. Measured in a standalone loop
@@ -248,6 +265,7 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
     float16 acc[N];                                                                                          \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float16)(0.0f);                                \
     for (int b = 0; b < kk / 16; ++b) {                                                                      \
+      MOE_PREFETCH_AT(w, s, b)                                                                               \
       const int g = 2 * b;                                                                                   \
       const uint16 w0 = vload16(0, w + (long)g * MOE_GROUP), w1 = vload16(0, w + (long)(g + 1) * MOE_GROUP);   \
       fp4_v16sf a[N], c[N];                                                                                  \
@@ -272,6 +290,8 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
     float16 acc1[N], acc2[N];                                                                                  \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float16)(0.0f);                       \
     for (int b = 0; b < kk / 16; ++b) {                                                                        \
+      MOE_PREFETCH_AT(w1, s1, b)                                                                               \
+      MOE_PREFETCH_AT(w2, s2, b)                                                                               \
       const int g = 2 * b;                                                                                     \
       const long sb = (long)((16 * b) / MOE_BLOCK) * MOE_GROUP;                                                \
       const uint16 u0 = vload16(0, w1 + (long)g * MOE_GROUP), u1 = vload16(0, w1 + (long)(g + 1) * MOE_GROUP);   \
