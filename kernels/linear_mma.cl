@@ -79,35 +79,50 @@
 #define MMA_ROWS (16 * MMA_TILES)
 #define MMA_TOKENS (8 * MMA_NT)
 
-// A token's activations: x_pair(row, p) = its elements 2p (low half) and 2p + 1 as a B fragment
-// register. BF16 rows in global memory, or (MMA_X_QUANT) the quantized fp32 rows in local memory.
+// A token's activations: x_pairs8(row, p0, b) = its BF16 pairs p0 .. p0 + 7 (elements 2p in the
+// low half, 2p + 1 in the high; p0 a multiple of 8: 16-byte loads), the lane's B fragments of a
+// chunk (b[2j], b[2j + 1] feed MMA j: the MMA layout's k map). BF16 rows in global memory, or
+// (MMA_X_QUANT) the quantized fp32 rows in local memory.
 #if MMA_X_QUANT
 typedef __local const float* x_row_t;
-inline uint x_pair(x_row_t row, int p) {
-  const float2 v = vload2(p, row);
-  return fp4_mma_pack(v.x, v.y);
+inline void x_pairs8(x_row_t row, int p0, uint* b) {
+  const __local float4* v = (const __local float4*)(row + 2 * p0);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 f = v[q];
+    b[2 * q] = fp4_mma_pack(f.x, f.y);
+    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
+  }
 }
 #else
 typedef __global const uint* x_row_t;
-inline uint x_pair(x_row_t row, int p) { return row[p]; }
+inline void x_pairs8(x_row_t row, int p0, uint* b) {
+  const __global uint4* v = (const __global uint4*)(row + p0);
+  const uint4 u0 = v[0], u1 = v[1];
+  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
+}
 #endif
 
 // The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes
-// wv[q], scales sv[q] of row tile q; xr[nt]: the row of the lane's token of MMA nt; pairs from
-// p0 = 32 · (the K slice's first chunk) + t.
+// wv[q], scales sv[q] of row tile q (the lane's are one block's); xr[nt]: the row of the lane's
+// token of MMA nt; its pairs from p0 = 32 · (the K slice's first chunk) + 8t.
 MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const x_row_t* xr,
                                         int p0, int c, float acc[MMA_MT][MMA_NT][4], __local uint* sc, int lane) {
+  uint b[MMA_NT][8];
+#pragma unroll
+  for (int nt = 0; nt < MMA_NT; ++nt) x_pairs8(xr[nt], p0 + 32 * c, b[nt]);
+  uint lo[MMA_MT], hi[MMA_MT];
+#pragma unroll
+  for (int q = 0; q < MMA_MT; ++q) mma_lane_scales(sv[q], lane % 4, scale_exp, &lo[q], &hi[q]);
 MMA_UNROLLED
   for (int j = 0; j < 4; ++j) {
     uint a[MMA_MT][4];
 MMA_UNROLLED
-    for (int q = 0; q < MMA_MT; ++q) mma_fragment(mma_word(wv[q], j), sv[q], j, scale_exp, a[q]);
+    for (int q = 0; q < MMA_MT; ++q) mma_fragment(mma_word(wv[q], j), lo[q], hi[q], a[q]);
 MMA_UNROLLED
-    for (int nt = 0; nt < MMA_NT; ++nt) {
-      const uint b0 = x_pair(xr[nt], p0 + 32 * c + 8 * j), b1 = x_pair(xr[nt], p0 + 32 * c + 8 * j + 4);
+    for (int nt = 0; nt < MMA_NT; ++nt)
 MMA_UNROLLED
-      for (int q = 0; q < MMA_MT; ++q) FP4_MMA(acc[q][nt], a[q], b0, b1, sc, lane);
-    }
+      for (int q = 0; q < MMA_MT; ++q) FP4_MMA(acc[q][nt], a[q], b[nt][2 * j], b[nt][2 * j + 1], sc, lane);
   }
 }
 
@@ -131,7 +146,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
   __global const mma_scales_t* sp = ws + first * 8 + g;
 #if MMA_X_QUANT
   // The call's tokens (m ≤ MMA_X_QUANT), quantized per block (the pre-pass's values).
-  __local float xq[MMA_X_QUANT * MMA_K];
+  __local float xq[MMA_X_QUANT * MMA_K] __attribute__((aligned(16)));
   for (int b = lid; b < m * (MMA_K / MOE_QUANT_BLOCK); b += MMA_LOCAL) {
     const int token = b / (MMA_K / MOE_QUANT_BLOCK), e0 = (b % (MMA_K / MOE_QUANT_BLOCK)) * MOE_QUANT_BLOCK;
     const __global ushort* src = (const __global ushort*)x + (long)token * MMA_K + e0;
@@ -145,7 +160,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
 #endif
   x_row_t xr[MMA_NT];
   float acc[MMA_MT][MMA_NT][4];
-  const int p0 = 32 * c0 + t;
+  const int p0 = 32 * c0 + 8 * t;
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
 #if MMA_X_QUANT

@@ -104,7 +104,8 @@
 
 // The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
 // the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
-// A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1.
+// A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1; mma_x_pairs8(row,
+// p0, b): pairs p0 .. p0 + 7 (p0 a multiple of 8: 16-byte loads) into b[0..7].
 // The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
 // tile (MMA_ROUTED) lists its pairs in local memory, its slots 0 .. count - 1.
 #if MMA_ROUTED
@@ -126,6 +127,11 @@ inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair
   return (mma_row_t)(x + ((long)token_offset + mma_pair_of(slot_pair, slot) / top_k) * k_len);
 }
 inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
+  const __global uint4* v = (const __global uint4*)(row + p0);
+  const uint4 u0 = v[0], u1 = v[1];
+  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
+}
 #elif MMA_X_LOCAL
 typedef __local const float mma_x_t;  // the tile's one token, quantized
 typedef __local const float* mma_row_t;
@@ -135,6 +141,15 @@ inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair
 inline uint mma_x_pair(mma_row_t row, int p) {
   const float2 v = vload2(p, row);
   return fp4_mma_pack(v.x, v.y);
+}
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
+  const __local float4* v = (const __local float4*)(row + 2 * p0);
+MMA_UNROLLED
+  for (int q = 0; q < 4; ++q) {
+    const float4 f = v[q];
+    b[2 * q] = fp4_mma_pack(f.x, f.y);
+    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
+  }
 }
 #else
 typedef __global const float mma_x_t;
@@ -149,6 +164,15 @@ inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair
 inline uint mma_x_pair(mma_row_t row, int p) {
   const float2 v = vload2(p, row);
   return fp4_mma_pack(v.x, v.y);
+}
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
+  const __global float4* v = (const __global float4*)(row + 2 * p0);
+MMA_UNROLLED
+  for (int q = 0; q < 4; ++q) {
+    const float4 f = v[q];
+    b[2 * q] = fp4_mma_pack(f.x, f.y);
+    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
+  }
 }
 #endif
 
@@ -229,16 +253,22 @@ inline int mma_x2_row(mma_slots_t* slot_pair, int s) {
 #endif
 }
 
-// The B fragment (b0, b1) of k16 tile j of chunk c (of the whole K) from global memory.
-inline void mma_b_global(mma_row_t row, int c, int j, int t, uint* b0, uint* b1) {
-  *b0 = mma_x_pair(row, 32 * c + 8 * j + t);
-  *b1 = mma_x_pair(row, 32 * c + 8 * j + 4 + t);
+// The B fragments of chunk c (of the whole K) of every MMA of 8 tokens from global memory: b[nt]
+// = the lane's pairs 8t .. 8t + 7 of the chunk (b[nt][2j], b[nt][2j + 1] feed MMA j).
+inline void mma_b_global(const mma_row_t* xr, int c, int t, uint b[MMA_NT][8]) {
+MMA_UNROLLED
+  for (int nt = 0; nt < MMA_NT; ++nt) mma_x_pairs8(xr[nt], 32 * c + 8 * t, b[nt]);
 }
-// The same from the staged activations (xw: the lane's token row of its K slice, offset by t).
-inline void mma_b_local(const __local uint* xw, int nt, int cc, int j, uint* b0, uint* b1) {
-  const __local uint* b = xw + nt * 8 * MMA_XSTRIDE + cc * 32 + 8 * j;
-  *b0 = b[0];
-  *b1 = b[4];
+// The same from the staged activations (xw: the lane's token row of its K slice, offset by 8t;
+// 16-byte aligned: the row stride and 8t are multiples of 4 words): chunk cc of the stage.
+inline void mma_b_local(const __local uint* xw, int cc, uint b[MMA_NT][8]) {
+MMA_UNROLLED
+  for (int nt = 0; nt < MMA_NT; ++nt) {
+    const __local uint4* v = (const __local uint4*)(xw + nt * 8 * MMA_XSTRIDE + cc * 32);
+    const uint4 u0 = v[0], u1 = v[1];
+    b[nt][0] = u0.x, b[nt][1] = u0.y, b[nt][2] = u0.z, b[nt][3] = u0.w;
+    b[nt][4] = u1.x, b[nt][5] = u1.y, b[nt][6] = u1.z, b[nt][7] = u1.w;
+  }
 }
 
 // Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
@@ -254,27 +284,29 @@ inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t
   }
 }
 
-// The MMAs of one chunk (four k16 tiles) of every matrix with every MMA of 8 tokens: chunk c of
-// the warp's K slice (cc: its index in the current stage).
+// The MMAs of one chunk (four MMAs of 16 k) of every matrix with every MMA of 8 tokens: chunk c of
+// the warp's K slice (cc: its index in the current stage). The lane's scales are one block's.
 inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const mma_place_t* pl,
                       const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_MATS][MMA_NT][4],
                       __local uint* sc) {
+  uint b[MMA_NT][8];
+#if MMA_STAGE
+  mma_b_local(xw, cc, b);
+#else
+  mma_b_global(xr, pl->ks * pl->per_warp + c, pl->t, b);
+#endif
+  uint lo[MMA_MATS], hi[MMA_MATS];
+MMA_UNROLLED
+  for (int m = 0; m < MMA_MATS; ++m) mma_lane_scales(sv[m], pl->t, scale_exp, &lo[m], &hi[m]);
 MMA_UNROLLED
   for (int j = 0; j < 4; ++j) {
     uint a[MMA_MATS][4];
 MMA_UNROLLED
-    for (int m = 0; m < MMA_MATS; ++m) mma_fragment(mma_word(wv[m], j), sv[m], j, scale_exp, a[m]);
+    for (int m = 0; m < MMA_MATS; ++m) mma_fragment(mma_word(wv[m], j), lo[m], hi[m], a[m]);
 MMA_UNROLLED
-    for (int nt = 0; nt < MMA_NT; ++nt) {
-      uint b0, b1;
-#if MMA_STAGE
-      mma_b_local(xw, nt, cc, j, &b0, &b1);
-#else
-      mma_b_global(xr[nt], pl->ks * pl->per_warp + c, j, pl->t, &b0, &b1);
-#endif
+    for (int nt = 0; nt < MMA_NT; ++nt)
 MMA_UNROLLED
-      for (int m = 0; m < MMA_MATS; ++m) FP4_MMA(acc[m][nt], a[m], b0, b1, sc, pl->lane);
-    }
+      for (int m = 0; m < MMA_MATS; ++m) FP4_MMA(acc[m][nt], a[m], b[nt][2 * j], b[nt][2 * j + 1], sc, pl->lane);
   }
 }
 
@@ -300,7 +332,7 @@ MMA_UNROLLED
     wp[m] = w[m] + pl->first * 32 + pl->lane;
     sp[m] = s[m] + pl->first * 8 + pl->g;
   }
-  const __local uint* xw = xs + (pl->ks * MMA_TOKENS + pl->g) * MMA_XSTRIDE + pl->t;
+  const __local uint* xw = xs + (pl->ks * MMA_TOKENS + pl->g) * MMA_XSTRIDE + 8 * pl->t;
   uint4 wv[MMA_UNROLL][MMA_MATS];
   mma_scales_t sv[MMA_UNROLL][MMA_MATS];
 #if MMA_STAGE
@@ -386,7 +418,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs) {
-  __local uint lds[MMA_LDS_WORDS];
+  __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
@@ -455,7 +487,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif
 #if MMA_X_LOCAL
   // The token, quantized per block with the expert's input scale (moe_gather's values).
-  __local float xl[MMA_HIDDEN];
+  __local float xl[MMA_HIDDEN] __attribute__((aligned(16)));
 #ifdef MOE_NVFP4
   const float gs1 = fc1_input_scale[pl.e];
 #else
@@ -545,7 +577,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     __global const int* slot_pair, __global float* y, __global const int* pair_expert,
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
     __global int* done) {
-  __local uint lds[MMA_LDS_WORDS];
+  __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
   __local int last;

@@ -10,9 +10,9 @@ namespace fp4cl {
 
 MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K) {
   const std::int64_t rt = row / 16, r = row % 16, c = k / 64, kk = k % 64;
-  const std::int64_t j = kk / 16, kt = kk % 16;  // k16 tile of the chunk, k within it
-  const std::int64_t g = r % 8, t = (kt % 8) / 2, h = kt % 2;
-  const std::int64_t i = (r / 8) | ((kt / 8) << 1);
+  const std::int64_t t = kk / 16, kb = kk % 16;  // the lane's 16 elements of the chunk, k within them
+  const std::int64_t g = r % 8, j = kb / 4, h = kb % 2;
+  const std::int64_t i = (r / 8) | (((kb % 4) / 2) << 1);
   const std::int64_t lane = 4 * g + t;
   return {((rt * (K / 64) + c) * 32 + lane) * 4 + j, static_cast<int>(4 * h + i)};
 }
@@ -40,7 +40,7 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
         for (std::int64_t j = 0; j < 4; ++j) {
           std::uint32_t w = 0;
           for (int i = 0; i < 4; ++i) {
-            const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * j + 2 * t + 8 * (i >> 1);
+            const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * t + 4 * j + 2 * (i >> 1);
             const std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
             w |= (byte & 0xFu) << (4 * i) | (byte >> 4) << (16 + 4 * i);
           }

@@ -4,9 +4,15 @@
 // 16 rows × 16 k), already in the pairs the fragment registers hold.
 //
 // Matrix [R, K] (R = E·N stacked rows, R % 16 == 0, K % 64 == 0), row tile rt = 16 rows, chunk c =
-// 64 elements of k; lane = 4g + t (g = 0..7, t = 0..3); word j (0..3) of a lane's uint4 covers k16
-// tile j of the chunk. In word j, nibble p = 4h + i (h = 0, 1; i = 0..3) is the code of
-//   row 16·rt + g + 8·(i & 1),  k = 64·c + 16·j + 2·t + h + 8·(i >> 1)
+// 64 elements of k; lane = 4g + t (g = 0..7, t = 0..3); word j (0..3) of a lane's uint4 feeds MMA j
+// of the chunk. The four MMAs of a chunk do not take k16 tiles of k in order: the k of each
+// fragment slot is chosen so that lane t's elements are the 16 elements 16t .. 16t + 15 of the
+// chunk (k-slot s of MMA j is k = 64·c + 16·(s % 8 / 2) + 4·j + 2·(s / 8) + s % 2; the B fragments
+// use the same map). So a lane reads its activations as 8 consecutive BF16 pairs (two 16-byte
+// loads a chunk instead of eight 4-byte ones) and all its weights of a chunk lie in one block
+// (NVFP4 block t, MXFP4 block t / 2): two scales a chunk, not eight. In word j, nibble p = 4h + i
+// (h = 0, 1; i = 0..3) is the code of
+//   row 16·rt + g + 8·(i & 1),  k = 64·c + 16·t + 4·j + 2·(i >> 1) + h
 // so that (word >> 4i) holds fragment register a_i's two elements at bits 0..3 (h = 0) and 16..19
 // (h = 1). Words: [R/16][K/64][32 lanes][4] uint32.
 //

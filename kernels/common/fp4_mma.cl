@@ -95,32 +95,37 @@ inline void fp4_mma_emulated(float* c, const uint* a, uint b0, uint b1, __local 
 #endif
 
 // Fragments of the MMA layout (host/prepare/fp4_mma_layout.hpp), shared by the MMA kernels
-// (moe_mma.cl, linear_mma.cl): a lane's block scales of one chunk of 64 elements of k:
+// (moe_mma.cl, linear_mma.cl). A lane's B fragments of a chunk are its token's 8 BF16 pairs
+// 8t .. 8t + 7 of the chunk, in order: b[2j] and b[2j + 1] feed MMA j. Its block scales of one
+// chunk of 64 elements of k (group g's, shared by the 4 lanes of g):
 #ifdef FP4_MMA_NVFP4
 typedef uint2 mma_scales_t;  // 4 blocks of 16 of row g (x) and of row g + 8 (y)
 #else
 typedef uint mma_scales_t;   // 2 blocks of 32 of row g (bytes 0, 1) and of row g + 8 (bytes 2, 3)
 #endif
 
-// The BF16 scale pair of k16 tile j (0..3) of a chunk for row g (upper 0) or g + 8 (upper 1).
-inline uint mma_scale_of(mma_scales_t sb, int j, int upper, int scale_exp) {
+// The BF16 scale pairs of lane 4g + t's elements of a chunk, all in one block (the layout puts
+// the chunk's elements 16t .. 16t + 15 in lane t): NVFP4 block t, MXFP4 block t / 2, of row g (lo)
+// and of row g + 8 (hi).
+inline void mma_lane_scales(mma_scales_t sb, int t, int scale_exp, uint* lo, uint* hi) {
 #ifdef FP4_MMA_NVFP4
-  return fp4_mma_scale(((upper ? sb.y : sb.x) >> (8 * j)) & 0xFFu, scale_exp);
+  *lo = fp4_mma_scale((sb.x >> (8 * t)) & 0xFFu, scale_exp);
+  *hi = fp4_mma_scale((sb.y >> (8 * t)) & 0xFFu, scale_exp);
 #else
-  return fp4_mma_scale((sb >> (8 * (2 * upper + j / 2))) & 0xFFu, scale_exp);
+  *lo = fp4_mma_scale((sb >> (8 * (t / 2))) & 0xFFu, scale_exp);
+  *hi = fp4_mma_scale((sb >> (8 * (2 + t / 2))) & 0xFFu, scale_exp);
 #endif
 }
 
-// The scaled A fragment of k16 tile j of a lane's chunk.
-inline void mma_fragment(uint word, mma_scales_t sb, int j, int scale_exp, uint* a) {
-  const uint lo = mma_scale_of(sb, j, 0, scale_exp), hi = mma_scale_of(sb, j, 1, scale_exp);
+// The scaled A fragment of MMA j of a lane's chunk from word j (mma_word) and the lane's scales.
+inline void mma_fragment(uint word, uint lo, uint hi, uint* a) {
   a[0] = fp4_mma_scaled(fp4_mma_pair(word, 0), lo);
   a[1] = fp4_mma_scaled(fp4_mma_pair(word, 1), hi);
   a[2] = fp4_mma_scaled(fp4_mma_pair(word, 2), lo);
   a[3] = fp4_mma_scaled(fp4_mma_pair(word, 3), hi);
 }
 
-// Word j (k16 tile j) of a lane's uint4 of codes.
+// Word j (MMA j of the chunk) of a lane's uint4 of codes.
 inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
 
 // Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.

@@ -1,6 +1,7 @@
 // The MMA layout (host/prepare/fp4_mma_layout.hpp) against the fragment table of PTX's
-// mma.m16n8k16 with 16-bit A (row-major): lane 4g + t holds a0 = (row g, k 2t..2t+1),
-// a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..), the lower k in the low half.
+// mma.m16n8k16 with 16-bit A (row-major): lane 4g + t holds a0 = (row g, k-slot 2t..2t+1),
+// a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..), the lower k in the low half;
+// k-slot s of the chunk's MMA j holds k = 16·(s % 8 / 2) + 4·j + 2·(s / 8) + s % 2 of the chunk.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -26,9 +27,15 @@ TEST(MmaLayout, EveryElementSitsWhereItsFragmentRegisterReadsIt) {
   for (std::int64_t row = 0; row < 48; ++row) {
     for (std::int64_t k = 0; k < K; ++k) {
       const MmaPosition p = mma_position(row, k, K);
-      const Fragment f = ptx_a_fragment(static_cast<int>(row % 16), static_cast<int>(k % 16));
-      // words [row tile][chunk][lane][k16 tile of the chunk]
-      const std::int64_t expect_word = (((row / 16) * (K / 64) + k / 64) * 32 + f.lane) * 4 + (k % 64) / 16;
+      // The MMA j and k-slot s of k: the inverse of the map above, found by search.
+      int j = -1, s = -1;
+      for (int jj = 0; jj < 4; ++jj)
+        for (int ss = 0; ss < 16; ++ss)
+          if (16 * (ss % 8 / 2) + 4 * jj + 2 * (ss / 8) + ss % 2 == k % 64) j = jj, s = ss;
+      ASSERT_GE(j, 0);
+      const Fragment f = ptx_a_fragment(static_cast<int>(row % 16), s);
+      // words [row tile][chunk][lane][MMA of the chunk]
+      const std::int64_t expect_word = (((row / 16) * (K / 64) + k / 64) * 32 + f.lane) * 4 + j;
       ASSERT_EQ(p.word, expect_word) << "row " << row << " k " << k;
       // the kernel takes register a_i's pair from (word >> 4i): bits 0..3 (low half), 16..19 (high)
       ASSERT_EQ(p.nibble, 4 * f.half + f.reg) << "row " << row << " k " << k;
