@@ -2,8 +2,9 @@
 //
 // A CPU device's buffers are host memory. PoCL allocates them with the C library (4 KiB pages: the
 // kernel's `madvise` THP mode, Debian's default, gives huge pages only to memory that asks for
-// them), and on the CI machine (a KVM guest) streaming reads from 4 KiB pages measured 31-43 GB/s
-// where the same reads from 2 MiB pages measured 37-61 GB/s in adjacent runs (bench/README.md).
+// them), and on the CI machine (a KVM guest) streaming reads from 4 KiB pages measured 46-54 GB/s
+// where the same reads from 2 MiB pages measured 58-61 in adjacent runs (33-34 against 35-36 while
+// the machine's memory was in its slow state; bench/README.md).
 // So on CPU devices fp4cl allocates large buffers itself, 2 MiB-aligned and advised MADV_HUGEPAGE,
 // and hands them to OpenCL with CL_MEM_USE_HOST_PTR (zero-copy on CPU devices); the memory is
 // unmapped when OpenCL releases the buffer. FP4CL_HUGE_PAGES=0 turns this off.
