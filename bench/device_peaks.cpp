@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "cl/huge_page_memory.hpp"
@@ -119,7 +120,7 @@ std::vector<StreamConfig> stream_configs(const Context& ctx, std::size_t bytes_w
     const std::size_t n = items > 0 ? items
                                     : std::min<std::size_t>(std::size_t{ctx.info().compute_units} * 2048,
                                                             bytes_wanted / (256 * 256) * 256);
-    return {{n, 256}};
+    return {{n, std::gcd(n, std::size_t{256})}};  // --items need not be a multiple of 256
   }
   if (items > 0) return {{items, 1}};
   // PoCL runs every configuration with at least one work-group per compute unit at the same rate

@@ -157,7 +157,8 @@ class Outputs(unittest.TestCase):
             # "probe 1: 41.2 GB/s (... ) (medians of 2, GB/s: 2 x 1: 40.10, 8 x 1: 41.23, 32 x 1: 40.97)"
             gbps = float(line.split(": ", 1)[1].split(" GB/s")[0])
             configs = line.rsplit("GB/s: ", 1)[1].rstrip(")").split(", ")
-            self.assertEqual(len(configs), 3, line)  # 1, 4 and 16 work-items per compute unit
+            # CPU devices: 1, 4 and 16 work-items per compute unit; GPUs: one grid
+            self.assertIn(len(configs), (1, 3), line)
             medians = [float(c.rsplit(": ", 1)[1]) for c in configs]
             self.assertAlmostEqual(gbps, max(medians), delta=0.051, msg=line)
             best = max(best, gbps)
