@@ -19,9 +19,10 @@
 // W4A4's e2m1 × scale) are read as B fragments either straight from global memory (MMA_STAGE 0:
 // few tokens, one row tile a work-group; no barrier in the K loop) or (MMA_STAGE 1: several row
 // tiles share them) staged in local memory as BF16 pairs, MMA_KSTAGE chunks of every K slice at
-// a time (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: the fragment reads of
-// a warp, 8 tokens × 4 pairs, hit 32 different banks). Tokens past the tile's count repeat its
-// last one (computed, not stored).
+// a time (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: a lane reads its 8
+// pairs of a chunk as two 16-byte loads, and the 8 lanes of each quarter-warp, 2 tokens × 4
+// lanes, hit 8 different 4-word bank groups). Tokens past the tile's count repeat its last one
+// (computed, not stored).
 //
 // W4A16 with MMA_DIRECT: FC1 reads the caller's BF16 input rows in place (slot_pair / top_k is a
 // slot's token): a BF16 pair is a B fragment register as it is, and moe_gather is not launched.
