@@ -9,8 +9,9 @@
 // MMA_RT · MMA_MT row tiles and one token tile: warp (rt, ks) multiplies the MMA_MT row tiles
 // rt · MMA_MT .. rt · MMA_MT + MMA_MT - 1 (each B fragment serves them all: prefill) over the ks-th
 // of MMA_KSPLIT equal slices of K (MMA_KSPLIT divides K / 64; the host checks). Per chunk of 64
-// elements of K a lane loads one uint4 of codes (the A fragments of four k16 tiles) and its block
-// scales, MMA_UNROLL chunks ahead of their MMAs (a warp: 512 contiguous bytes of codes a chunk).
+// elements of K a lane loads one uint4 of codes (the A fragments of the chunk's four MMAs: its
+// elements 16t .. 16t + 15, one block, in the MMA layout's k map) and its block scales,
+// MMA_UNROLL chunks ahead of their MMAs (a warp: 512 contiguous bytes of codes a chunk).
 // Activations are read as B fragments straight from global memory: BF16 rows [M, K], a BF16 pair
 // being a fragment register as it is: the caller's input (W4A16), or under W4A4 the rows of
 // linear_activations.cl's linear_quantize_fp4_bf16 (e2m1 × block scale, exact in BF16: the

@@ -13,7 +13,7 @@
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
 #   FP4CL_GPU_PARTS     what to measure (default "torch moe linear"; e.g. "linear" alone)
 # Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv;
-# automatic selection: gemv_split for decode on a GPU, gemm_tiled for prefill), linear-all.csv (the
+# automatic selection: mma where the MMA is native, else gemv_split for decode and gemm_tiled for prefill), linear-all.csv (the
 # linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
 # (bench/gpu/summarize.py), build.log, ctest.log.
 set -uo pipefail
