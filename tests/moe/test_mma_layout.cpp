@@ -70,6 +70,25 @@ TEST(MmaLayout, CarriesEveryCodeAndScale) {
   }
 }
 
+// What the kernels rely on (common/fp4_mma.cl, mma_lane_scales): every element of a chunk that
+// lane 4g + t holds lies in one block, NVFP4 block t and MXFP4 block t / 2 of the chunk, and its
+// B fragments are the chunk's pairs 8t .. 8t + 7 in order (b[2j + i / 2] feeds a_i of MMA j).
+TEST(MmaLayout, EachLaneHoldsOneBlockOfAChunkAndConsecutiveActivations) {
+  const std::int64_t K = 128;
+  for (std::int64_t row = 0; row < 32; ++row) {
+    for (std::int64_t k = 0; k < K; ++k) {
+      const MmaPosition p = mma_position(row, k, K);
+      const std::int64_t lane = (p.word / 4) % 32, t = lane % 4, j = p.word % 4, kk = k % 64;
+      ASSERT_EQ(kk / 16, t) << "row " << row << " k " << k;         // NVFP4 block t of the chunk
+      ASSERT_EQ(kk / 32, t / 2) << "row " << row << " k " << k;     // MXFP4 block t / 2
+      // Register a_i = nibbles i (h = 0) and 4 + i (h = 1); its B register is b[2j + (i >> 1)],
+      // the chunk's pair 8t + 2j + (i >> 1), i.e. elements 16t + 4j + 2 (i >> 1) + h.
+      const int i = p.nibble % 4, h = p.nibble / 4;
+      ASSERT_EQ(kk, 16 * t + 4 * j + 2 * (i >> 1) + h) << "row " << row << " k " << k;
+    }
+  }
+}
+
 TEST(MmaLayout, RefusesShapesOffTheTiles) {
   const std::vector<std::uint8_t> packed(16 * 96 / 2), scales(16 * 96 / 16);
   try {
