@@ -9,6 +9,7 @@
 #include "cl/huge_page_memory.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/error.hpp"
+#include "timing.hpp"  // median
 
 namespace fp4cl::bench {
 
@@ -86,11 +87,6 @@ double launch_seconds(const Context& ctx, cl::Kernel& kernel, const cl::NDRange&
   return event_seconds(e);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The median time of `iters` launches after one untimed launch (which compiles for the local size).
 double median_launch_seconds(const Context& ctx, cl::Kernel& kernel, const cl::NDRange& global,
                              const cl::NDRange& local, int iters) {
@@ -104,15 +100,7 @@ double median_launch_seconds(const Context& ctx, cl::Kernel& kernel, const cl::N
 
 bool is_gpu(const Context& ctx) { return ctx.info().kind != DeviceKind::cpu; }
 
-}  // namespace
-
-std::size_t last_level_cache_bytes(const Context& ctx) {
-  cl_ulong cache = 0;
-  ctx.device().getInfo(CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, &cache);
-  const std::size_t floor = is_gpu(ctx) ? 0 : std::size_t{32} << 20;
-  return std::max(static_cast<std::size_t>(cache), floor);
-}
-
+// The configurations the probe tries on this device (`items` > 0: that many work-items alone).
 std::vector<StreamConfig> stream_configs(const Context& ctx, std::size_t bytes_wanted, std::size_t items) {
   if (is_gpu(ctx)) {
     // 2048 work-items per compute unit, fewer (whole groups of 256) where a small buffer
@@ -129,6 +117,15 @@ std::vector<StreamConfig> stream_configs(const Context& ctx, std::size_t bytes_w
   // spans per compute unit, local size 1: one, four and sixteen.
   const std::size_t cu = std::max<std::size_t>(1, ctx.info().compute_units);
   return {{cu, 1}, {cu * 4, 1}, {cu * 16, 1}};
+}
+
+}  // namespace
+
+std::size_t last_level_cache_bytes(const Context& ctx) {
+  cl_ulong cache = 0;
+  ctx.device().getInfo(CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, &cache);
+  const std::size_t floor = is_gpu(ctx) ? 0 : std::size_t{32} << 20;
+  return std::max(static_cast<std::size_t>(cache), floor);
 }
 
 StreamResult measure_stream_read(const Context& ctx, double mib, int iters, std::size_t items) {
@@ -171,7 +168,7 @@ StreamResult measure_stream_read(const Context& ctx, double mib, int iters, std:
     best.huge_page_bytes = huge_page_backed_bytes(host, bytes);
   for (std::size_t c = 0; c < configs.size(); ++c) {
     const double gbps = static_cast<double>(bytes) / median(seconds[c]) * 1e-9;
-    best.config_gbps.push_back(gbps);
+    best.per_config.push_back({configs[c], gbps});
     if (gbps > best.gbps) {
       best.gbps = gbps;
       best.items = configs[c].items;

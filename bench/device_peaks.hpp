@@ -22,13 +22,14 @@ struct StreamConfig {
   std::size_t items = 0, local = 1;  // work-items, local size
 };
 
-// The configurations the probe tries on this device (`items` > 0: that many work-items alone).
-std::vector<StreamConfig> stream_configs(const Context& ctx, std::size_t bytes_wanted, std::size_t items = 0);
-
 struct StreamResult {
   double gbps = 0.0;  // best median over the configurations tried
   std::size_t items = 0, local = 1, bytes = 0;  // the best configuration's work-items and local size
-  std::vector<double> config_gbps;              // each configuration's median, in stream_configs' order
+  struct ConfigMedian {
+    StreamConfig config;
+    double gbps = 0.0;
+  };
+  std::vector<ConfigMedian> per_config;         // each configuration tried and its median
   std::size_t huge_page_bytes = 0;              // of the buffer's bytes, those on huge pages (0: none, or unknown)
   int probes = 1;                               // measurements this figure is the highest of
   // "41.2 GB/s (16 work-items in groups of 1, 512 MiB, 100 % on huge pages; the highest of 5 probes)"

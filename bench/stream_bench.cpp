@@ -7,7 +7,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "bench_commands.hpp"
 #include "bench_context.hpp"
@@ -28,13 +27,12 @@ struct StreamArgs {
 void run_stream(const StreamArgs& a) {
   Context ctx = bench_context();
   fmt::print("device: {}\n", ctx.info().describe());
-  const std::vector<StreamConfig> configs = stream_configs(ctx, static_cast<std::size_t>(a.mib * 1048576.0), a.items);
   StreamResult s;
   for (int p = 0; p < a.probes; ++p) {
     const StreamResult one = measure_stream_read(ctx, a.mib, a.iters, a.items);
     std::string each;
-    for (std::size_t c = 0; c < one.config_gbps.size() && c < configs.size(); ++c)
-      each += fmt::format("{}{} x {}: {:.2f}", c ? ", " : "", configs[c].items, configs[c].local, one.config_gbps[c]);
+    for (const auto& m : one.per_config)
+      each += fmt::format("{}{} x {}: {:.2f}", each.empty() ? "" : ", ", m.config.items, m.config.local, m.gbps);
     fmt::print("probe {}: {} (medians of {}, GB/s: {})\n", p + 1, one.describe(), a.iters, each);
     s = p == 0 ? one : highest(s, one);
   }
