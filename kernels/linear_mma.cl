@@ -86,22 +86,10 @@
 // (MMA_X_QUANT) the quantized fp32 rows in local memory.
 #if MMA_X_QUANT
 typedef __local const float* x_row_t;
-inline void x_pairs8(x_row_t row, int p0, uint* b) {
-  const __local float4* v = (const __local float4*)(row + 2 * p0);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float4 f = v[q];
-    b[2 * q] = fp4_mma_pack(f.x, f.y);
-    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
-  }
-}
+inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_f32_local(row, p0, b); }
 #else
 typedef __global const uint* x_row_t;
-inline void x_pairs8(x_row_t row, int p0, uint* b) {
-  const __global uint4* v = (const __global uint4*)(row + p0);
-  const uint4 u0 = v[0], u1 = v[1];
-  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
-}
+inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
 #endif
 
 // The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes

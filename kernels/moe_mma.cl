@@ -106,7 +106,7 @@
 // The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
 // the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
 // A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1; mma_x_pairs8(row,
-// p0, b): pairs p0 .. p0 + 7 (p0 a multiple of 8: 16-byte loads) into b[0..7].
+// p0, b): pairs p0 .. p0 + 7 into b[0..7] (common/fp4_mma.cl's mma_b8_*).
 // The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
 // tile (MMA_ROUTED) lists its pairs in local memory, its slots 0 .. count - 1.
 #if MMA_ROUTED
@@ -128,11 +128,7 @@ inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair
   return (mma_row_t)(x + ((long)token_offset + mma_pair_of(slot_pair, slot) / top_k) * k_len);
 }
 inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
-  const __global uint4* v = (const __global uint4*)(row + p0);
-  const uint4 u0 = v[0], u1 = v[1];
-  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
-}
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
 #elif MMA_X_LOCAL
 typedef __local const float mma_x_t;  // the tile's one token, quantized
 typedef __local const float* mma_row_t;
@@ -143,15 +139,7 @@ inline uint mma_x_pair(mma_row_t row, int p) {
   const float2 v = vload2(p, row);
   return fp4_mma_pack(v.x, v.y);
 }
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
-  const __local float4* v = (const __local float4*)(row + 2 * p0);
-MMA_UNROLLED
-  for (int q = 0; q < 4; ++q) {
-    const float4 f = v[q];
-    b[2 * q] = fp4_mma_pack(f.x, f.y);
-    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
-  }
-}
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_f32_local(row, p0, b); }
 #else
 typedef __global const float mma_x_t;
 typedef __global const float* mma_row_t;
@@ -166,15 +154,7 @@ inline uint mma_x_pair(mma_row_t row, int p) {
   const float2 v = vload2(p, row);
   return fp4_mma_pack(v.x, v.y);
 }
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) {
-  const __global float4* v = (const __global float4*)(row + 2 * p0);
-MMA_UNROLLED
-  for (int q = 0; q < 4; ++q) {
-    const float4 f = v[q];
-    b[2 * q] = fp4_mma_pack(f.x, f.y);
-    b[2 * q + 1] = fp4_mma_pack(f.z, f.w);
-  }
-}
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_f32_global(row, p0, b); }
 #endif
 
 // Where a work-item works: its work-group's tile (expert e, slots start .. start + count - 1),

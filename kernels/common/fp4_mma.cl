@@ -125,6 +125,26 @@ inline void mma_fragment(uint word, uint lo, uint hi, uint* a) {
   a[3] = fp4_mma_scaled(fp4_mma_pair(word, 3), hi);
 }
 
+// A lane's B fragments of a chunk, b[0..7] = a token's BF16 pairs p0 .. p0 + 7 (element 2p in the
+// low half, 2p + 1 in the high; p0 a multiple of 8: two or four 16-byte loads), from BF16 rows
+// (a pair is a register as it is) or from fp32 rows of BF16 numbers in global or local memory.
+inline void mma_b8_bf16(__global const uint* row, int p0, uint* b) {
+  const __global uint4* v = (const __global uint4*)(row + p0);
+  const uint4 u0 = v[0], u1 = v[1];
+  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
+}
+#define MMA_B8_F32(name, space)                                 \
+  inline void name(space const float* row, int p0, uint* b) {   \
+    const space float4* v = (const space float4*)(row + 2 * p0); \
+    _Pragma("unroll") for (int q = 0; q < 4; ++q) {             \
+      const float4 f = v[q];                                    \
+      b[2 * q] = fp4_mma_pack(f.x, f.y);                        \
+      b[2 * q + 1] = fp4_mma_pack(f.z, f.w);                    \
+    }                                                           \
+  }
+MMA_B8_F32(mma_b8_f32_global, __global)
+MMA_B8_F32(mma_b8_f32_local, __local)
+
 // Word j (MMA j of the chunk) of a lane's uint4 of codes.
 inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
 
