@@ -16,9 +16,9 @@
 // being a fragment register as it is: the caller's input (W4A16), or under W4A4 the rows of
 // linear_activations.cl's linear_quantize_fp4_bf16 (e2m1 × block scale, exact in BF16: the
 // values FP4.md §3 / §4 define). With MMA_X_QUANT (W4A4 calls of at most MMA_X_QUANT tokens,
-// decode) the kernel quantizes the caller's BF16 rows itself instead, into local memory as fp32
-// e2m1 × block scale with the same recipe (moe_quant.cl; the pre-pass's values, one launch
-// fewer): every work-group quantizes all of the call's tokens, MMA_K elements each. Tokens past M
+// decode) the kernel quantizes the caller's BF16 rows itself instead, into local memory as BF16
+// pairs of e2m1 × block scale with the same recipe (moe_quant.cl; the pre-pass's values, one
+// launch fewer): every work-group quantizes all of the call's tokens, MMA_K elements each. Tokens past M
 // repeat the last one (computed, not stored).
 //
 // Exactness: the MMA multiplies exact values (common/fp4_mma.cl) and accumulates in fp32.
@@ -83,10 +83,10 @@
 // A token's activations: x_pairs8(row, p0, b) = its BF16 pairs p0 .. p0 + 7 (elements 2p in the
 // low half, 2p + 1 in the high; p0 a multiple of 8: 16-byte loads), the lane's B fragments of a
 // chunk (b[2j], b[2j + 1] feed MMA j: the MMA layout's k map). BF16 rows in global memory, or
-// (MMA_X_QUANT) the quantized fp32 rows in local memory.
+// (MMA_X_QUANT) the quantized rows in local memory.
 #if MMA_X_QUANT
-typedef __local const float* x_row_t;
-inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_f32_local(row, p0, b); }
+typedef __local const uint* x_row_t;
+inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_bf16_local(row, p0, b); }
 #else
 typedef __global const uint* x_row_t;
 inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
@@ -134,14 +134,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
   __global const uint4* wp = w + first * 32 + lane;
   __global const mma_scales_t* sp = ws + first * 8 + g;
 #if MMA_X_QUANT
-  // The call's tokens (m ≤ MMA_X_QUANT), quantized per block (the pre-pass's values).
-  __local float xq[MMA_X_QUANT * MMA_K] __attribute__((aligned(16)));
+  // The call's tokens (m ≤ MMA_X_QUANT), quantized per block (the pre-pass's values) as BF16 pairs.
+  __local uint xq[MMA_X_QUANT * MMA_K / 2] __attribute__((aligned(16)));
   for (int b = lid; b < m * (MMA_K / MOE_QUANT_BLOCK); b += MMA_LOCAL) {
     const int token = b / (MMA_K / MOE_QUANT_BLOCK), e0 = (b % (MMA_K / MOE_QUANT_BLOCK)) * MOE_QUANT_BLOCK;
-    const __global ushort* src = (const __global ushort*)x + (long)token * MMA_K + e0;
-    float v[MOE_QUANT_BLOCK];
-    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);
-    moe_quantize_block_local(v, gs, xq + token * MMA_K + e0);
+    moe_quantize_bf16_pairs_local((const __global ushort*)x + (long)token * MMA_K + e0, gs,
+                                  xq + (token * MMA_K + e0) / 2);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 #else
@@ -153,7 +151,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) {
 #if MMA_X_QUANT
-    xr[nt] = xq + min(tok0 + 8 * nt + g, m - 1) * MMA_K;
+    xr[nt] = xq + min(tok0 + 8 * nt + g, m - 1) * (MMA_K / 2);
 #else
     xr[nt] = x + (long)min(tok0 + 8 * nt + g, m - 1) * (k / 2);
 #endif

@@ -1,6 +1,7 @@
 // MoE dispatch: group the chunk's (token, slot) pairs by expert without any dependence on
-// thread timing (moe_sort), then gather each pair's activations in that order as fp32 —
-// quantized per block first under W4A4 (moe_gather).
+// thread timing (moe_sort), then gather each pair's activations in that order as fp32, or as
+// BF16 rows for the MMA kernels — quantized per block first under W4A4 (moe_gather,
+// moe_gather_pairs).
 //
 // Build-time parameters: MOE_W4A4, MOE_NVFP4 (else MXFP4).
 //
@@ -127,38 +128,61 @@ inline void moe_gather_block(__global const ushort* src, __global const float* f
   for (int i = 0; i < MOE_QUANT_BLOCK; ++i) dst[i] = bf16_to_float(src[i]);
 #endif
 }
+// The same values as BF16 pairs (exact), dst [MOE_QUANT_BLOCK / 2]: the MMA kernels' B fragments.
+inline void moe_gather_block_pairs(__global const ushort* src, __global const float* fc1_input_scale, int e,
+                                   __global uint* dst) {
+#if MOE_W4A4
+#ifdef MOE_NVFP4
+  const float gs = fc1_input_scale[e];
+#else
+  const float gs = 1.0f;  // MXFP4: no global scale
+  (void)fc1_input_scale, (void)e;
+#endif
+  moe_quantize_bf16_pairs(src, gs, dst);
+#else
+  (void)fc1_input_scale, (void)e;
+  for (int i = 0; i < MOE_QUANT_BLOCK / 2; ++i) dst[i] = ((const __global uint*)src)[i];
+#endif
+}
 
 // One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32 and, with pack = 1,
 // x1q [slots, H/2]: the same values as the BF16 pairs that moe_fc1's BF16 dot products read
-// (moe_bf16_quads16, common/bf16_dot.cl).
+// (moe_bf16_quads16, common/bf16_dot.cl). With bf16_rows = 1 (moe_mma_fc1's) x1 holds BF16 rows
+// instead, [slots, H] as pairs (element 2i in the low half of word i), and pack is 0.
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
                          __global const int* chunk_info, __global const float* fc1_input_scale, __global float* x1,
-                         __global uint* x1q, int pack) {
+                         __global uint* x1q, int pack, int bf16_rows) {
   const int b = get_global_id(0), slot = get_global_id(1);
   if (slot >= chunk_info[1] || b * MOE_QUANT_BLOCK >= hidden) return;
   const int pair = slot_pair[slot];
+  const __global ushort* src = x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK;
+  if (bf16_rows) {
+    moe_gather_block_pairs(src, fc1_input_scale, pair_expert[pair],
+                           (__global uint*)x1 + ((long)slot * hidden + b * MOE_QUANT_BLOCK) / 2);
+    return;
+  }
   __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
-  moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale,
-                   pair_expert[pair], dst);
+  moe_gather_block(src, fc1_input_scale, pair_expert[pair], dst);
   if (pack)
     for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c)
       vstore8(moe_bf16_quads16(as_uint16(vload16(c, dst))), c, x1q + (long)slot * (hidden / 2) + b * (MOE_QUANT_BLOCK / 2));
 }
 
 // The same without moe_sort, for moe_mma_fc1's routed chunks (MMA_ROUTED): one work-item per
-// (block, pair), x1 [pairs, H] by pair; the pair's local expert from the caller's top-k ids
-// (route_fused) or from pair_expert (moe_route_logits'); pairs with none are skipped.
+// (block, pair), x1 [pairs, H] BF16 rows by pair (as moe_gather's bf16_rows); the pair's local
+// expert from the caller's top-k ids (route_fused) or from pair_expert (moe_route_logits'); pairs
+// with none are skipped.
 __kernel void moe_gather_pairs(__global const ushort* x, int hidden, int top_k, int token_offset, int route_fused,
                                __global const int* topk_ids, int num_global, __global const int* expert_map,
                                int num_local, __global const int* pair_expert,
-                               __global const float* fc1_input_scale, __global float* x1) {
+                               __global const float* fc1_input_scale, __global uint* x1) {
   const int b = get_global_id(0), pair = get_global_id(1);
   if (b * MOE_QUANT_BLOCK >= hidden) return;
   const int e = route_fused ? moe_local_expert(topk_ids[(long)token_offset * top_k + pair], num_global, expert_map,
                                                num_local)
                             : pair_expert[pair];
   if (e < 0) return;
-  moe_gather_block(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale, e,
-                   x1 + (long)pair * hidden + b * MOE_QUANT_BLOCK);
+  moe_gather_block_pairs(x + ((long)token_offset + pair / top_k) * hidden + b * MOE_QUANT_BLOCK, fc1_input_scale, e,
+                         x1 + ((long)pair * hidden + b * MOE_QUANT_BLOCK) / 2);
 }

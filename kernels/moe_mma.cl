@@ -15,8 +15,8 @@
 //
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
-// (x1 / x2, fp32 numbers that are BF16 numbers: BF16 inputs, bf16-rounded SwiGLU outputs, or
-// W4A4's e2m1 × scale) are read as B fragments either straight from global memory (MMA_STAGE 0:
+// (x1 / x2: BF16 rows of BF16 inputs, bf16-rounded SwiGLU outputs, or W4A4's e2m1 × scale, all
+// exact in BF16; half the bytes and loads of fp32 rows) are read as B fragments either straight from global memory (MMA_STAGE 0:
 // few tokens, one row tile a work-group; no barrier in the K loop) or (MMA_STAGE 1: several row
 // tiles share them) staged in local memory as BF16 pairs, MMA_KSTAGE chunks of every K slice at
 // a time (a token's row stride padded to 4 words more than 32·MMA_KSTAGE: a lane reads its 8
@@ -103,10 +103,12 @@
 #define MMA_LDS_WORDS MMA_PART_FLOATS
 #endif
 
-// The activations: x1 / x2 [slots, K] fp32 (moe_gather's, moe_mma_fc1's), or with MMA_X_DIRECT
-// the caller's BF16 rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k).
-// A row as BF16 pairs: mma_x_pair(row, p) = elements 2p (low half) and 2p + 1; mma_x_pairs8(row,
-// p0, b): pairs p0 .. p0 + 7 into b[0..7] (common/fp4_mma.cl's mma_b8_*).
+// The activations, BF16 rows read as pairs (a pair is a B fragment register as it is): x1 / x2
+// [slots, K] (moe_gather's or moe_gather_pairs', moe_mma_fc1's), or with MMA_X_DIRECT the
+// caller's rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k), or with
+// MMA_X_LOCAL the tile's one token quantized into local memory. mma_x_pair(row, p) = elements 2p
+// (low half) and 2p + 1; mma_x_pairs8(row, p0, b): pairs p0 .. p0 + 7 into b[0..7]
+// (common/fp4_mma.cl's mma_b8_bf16*).
 // The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
 // tile (MMA_ROUTED) lists its pairs in local memory, its slots 0 .. count - 1.
 #if MMA_ROUTED
@@ -121,41 +123,29 @@ inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
   return slot_pair[slot];
 #endif
 }
-#if MMA_X_DIRECT
-typedef __global const ushort mma_x_t;
-typedef __global const uint* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-  return (mma_row_t)(x + ((long)token_offset + mma_pair_of(slot_pair, slot) / top_k) * k_len);
-}
-inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
-#elif MMA_X_LOCAL
-typedef __local const float mma_x_t;  // the tile's one token, quantized
-typedef __local const float* mma_row_t;
+#if MMA_X_LOCAL
+typedef __local const uint mma_x_t;  // the tile's one token, quantized: [K / 2] pairs
+typedef __local const uint* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
   return x;
 }
-inline uint mma_x_pair(mma_row_t row, int p) {
-  const float2 v = vload2(p, row);
-  return fp4_mma_pack(v.x, v.y);
-}
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_f32_local(row, p0, b); }
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16_local(row, p0, b); }
 #else
-typedef __global const float mma_x_t;
-typedef __global const float* mma_row_t;
+typedef __global const ushort mma_x_t;
+typedef __global const uint* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-#if MMA_ROUTED
-  return x + (long)slot_pair[slot] * k_len;  // rows by pair (moe_gather_pairs', moe_mma_fc1's)
+#if MMA_X_DIRECT
+  const long r = (long)token_offset + mma_pair_of(slot_pair, slot) / top_k;
+#elif MMA_ROUTED
+  const long r = slot_pair[slot];  // rows by pair (moe_gather_pairs', moe_mma_fc1's)
 #else
-  return x + (long)slot * k_len;
+  const long r = slot;
 #endif
+  return (mma_row_t)(x + r * k_len);
 }
-inline uint mma_x_pair(mma_row_t row, int p) {
-  const float2 v = vload2(p, row);
-  return fp4_mma_pack(v.x, v.y);
-}
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_f32_global(row, p0, b); }
+inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
 #endif
+inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
 
 // Where a work-item works: its work-group's tile (expert e, slots start .. start + count - 1),
 // rows row0 .. row0 + MMA_ROWS - 1 of the GEMM, and its warp's row tile and K slice.
@@ -382,10 +372,10 @@ typedef __global const ushort mma_xarg_t;  // the caller's BF16 x, quantized her
 typedef mma_x_t mma_xarg_t;
 #endif
 //   gate_w, up_w [E·I/16, H/64, 32] uint4, gate_s, up_s their scales (MMA layout)
-//   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] (moe_gather; with
-//   MMA_DIRECT or MMA_X_LOCAL the caller's BF16 x [tokens, H] instead, a slot's token from
-//   slot_pair, top_k and token_offset), tiles, chunk_info, slot_pair: moe_sort's; x2 [slots, I]
-//   (written)
+//   fc1_factor [E, 2], fc2_input_scale [E] (W4A4 NVFP4); x1 [slots, H] BF16 (moe_gather's
+//   bf16_rows; with MMA_DIRECT or MMA_X_LOCAL the caller's x [tokens, H] instead, a slot's token
+//   from slot_pair, top_k and token_offset), tiles, chunk_info, slot_pair: moe_sort's; x2
+//   [slots, I] BF16 (written)
 //   MMA_PER_PAIR (one token: pair p = tile p = slot p, no moe_sort): the expert of pair p from the
 //   caller's topk_ids / topk_weights (route_fused; the work-group (0, p) writes pair_expert[p],
 //   pair_weight[p] and the statistics, records invalid ids in status) or from pair_expert (routed
@@ -395,7 +385,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
     mma_xarg_t* x1, __global const int* tiles, __global const int* chunk_info, __global const float* fc2_input_scale,
-    __global float* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
+    __global ushort* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs) {
@@ -467,19 +457,17 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   if (!mma_place(&pl, tiles, chunk_info, inter, hidden)) return;  // uniform over the work-group
 #endif
 #if MMA_X_LOCAL
-  // The token, quantized per block with the expert's input scale (moe_gather's values).
-  __local float xl[MMA_HIDDEN] __attribute__((aligned(16)));
+  // The token, quantized per block with the expert's input scale (moe_gather's values), as BF16
+  // pairs.
+  __local uint xl[MMA_HIDDEN / 2] __attribute__((aligned(16)));
 #ifdef MOE_NVFP4
   const float gs1 = fc1_input_scale[pl.e];
 #else
   const float gs1 = 1.0f;
 #endif
   const __global ushort* xt = x1 + ((long)token_offset + p / top_k) * hidden;
-  for (int b = lid; b < MMA_HIDDEN / MOE_QUANT_BLOCK; b += MMA_LOCAL) {
-    float v[MOE_QUANT_BLOCK];
-    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(xt[b * MOE_QUANT_BLOCK + i]);
-    moe_quantize_block_local(v, gs1, xl + b * MOE_QUANT_BLOCK);
-  }
+  for (int b = lid; b < MMA_HIDDEN / MOE_QUANT_BLOCK; b += MMA_LOCAL)
+    moe_quantize_bf16_pairs_local(xt + b * MOE_QUANT_BLOCK, gs1, xl + b * (MOE_QUANT_BLOCK / 2));
   barrier(CLK_LOCAL_MEM_FENCE);
   mma_x_t* xsrc = xl;
 #else
@@ -510,7 +498,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #if MOE_W4A4
       a_local[m * MMA_ROWS + r] = a;
 #else
-      x2[(long)mma_x2_row(slots, start + m) * inter + row0 + r] = a;
+      x2[(long)mma_x2_row(slots, start + m) * inter + row0 + r] = (ushort)(as_uint(a) >> 16);  // a BF16 number
 #endif
     }
   }
@@ -527,7 +515,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     if (m < count) {
       float v[MOE_QUANT_BLOCK];
       for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[m * MMA_ROWS + rb + i];
-      moe_quantize_block(v, gs2, x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb);
+      moe_quantize_block_pairs(v, gs2, (__global uint*)(x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb));
     }
   }
 #else
@@ -546,7 +534,7 @@ inline void mma_fence(void) { mem_fence(CLK_GLOBAL_MEM_FENCE); }
 #endif
 
 //   w2 [E·H/16, I/64, 32] uint4, w2_s its scales (MMA layout), fc2_factor [E]
-//   x2 [slots, I] (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
+//   x2 [slots, I] BF16 (moe_mma_fc1), tiles, chunk_info, slot_pair: moe_sort's; y [pairs, H] (written)
 //   pair_expert, pair_weight [pairs]; out [tokens, H] BF16 or fp32 (the caller's, token t of the
 //   chunk at token_offset + t); done [H / MMA_ROWS] (zeroed by moe_sort)
 // With MMA_SUM (chunks of few pairs: few tokens) the top-k sum is fused: the last of the chunk's

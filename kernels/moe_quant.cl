@@ -63,5 +63,40 @@ inline float16 moe_quantize16(float16 v, float gs) {
 #endif
 MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)
 MOE_QUANTIZE_BLOCK(moe_quantize_block_local, __local)
+MOE_QUANTIZE_BLOCK(moe_quantize_block_private, __private)
+
+// The same values as BF16 pairs (exact: e2m1 × an E4M3 or E8M0 scale has at most 6 significant
+// bits): out[i] = value 2i in the low half, 2i + 1 in the high. For the MMA kernels, whose B
+// fragments are BF16 pairs.
+inline uint moe_bf16_pair(float lo, float hi) { return (as_uint(lo) >> 16) | (as_uint(hi) & 0xFFFF0000u); }
+#define MOE_QUANTIZE_BLOCK_PAIRS(name, space)                                                   \
+  inline void name(const float* v, float gs, space uint* out) {                               \
+    float q[MOE_QUANT_BLOCK];                                                                 \
+    moe_quantize_block_private(v, gs, q);                                                     \
+    for (int i = 0; i < MOE_QUANT_BLOCK / 2; ++i) out[i] = moe_bf16_pair(q[2 * i], q[2 * i + 1]); \
+  }
+MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs, __global)
+MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs_local, __local)
+
+// One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) into BF16
+// pairs dst [MOE_QUANT_BLOCK / 2] (NVFP4: as one float16, moe_quantize16).
+#ifdef MOE_NVFP4
+#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                                       \
+  inline void name(__global const ushort* src, float gs, space uint* dst) {                       \
+    const uint16 q = as_uint16(moe_quantize16(as_float16(convert_uint16(vload16(0, src)) << 16), gs)); \
+    vstore8((q.even >> 16) | (q.odd & 0xFFFF0000u), 0, dst);                                     \
+  }
+#else
+#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                        \
+  inline void name(__global const ushort* src, float gs, space uint* dst) {        \
+    float v[MOE_QUANT_BLOCK];                                                      \
+    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);        \
+    float q[MOE_QUANT_BLOCK];                                                      \
+    moe_quantize_block_private(v, gs, q);                                          \
+    for (int i = 0; i < MOE_QUANT_BLOCK / 2; ++i) dst[i] = moe_bf16_pair(q[2 * i], q[2 * i + 1]); \
+  }
+#endif
+MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs, __global)
+MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs_local, __local)
 
 #endif  // FP4CL_MOE_QUANT_CL

@@ -153,7 +153,7 @@ class LinearMmaKernel final : public LinearKernel {
     if (w4a4_) {
       quant_tokens_ = std::min<long long>(value(config, "MMA_QUANT_TOKENS"), config.max_tokens);
       while (quant_tokens_ > 0 &&
-             local_for(1) + static_cast<std::uint64_t>(quant_tokens_ * config.k) * 4 > ctx.info().local_mem_bytes)
+             local_for(1) + static_cast<std::uint64_t>(quant_tokens_ * config.k) * 2 > ctx.info().local_mem_bytes)
         --quant_tokens_;
     }
     if (quant_tokens_ > 0) {

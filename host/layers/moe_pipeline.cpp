@@ -75,6 +75,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.chunk_info = device_buffer(ctx, "chunk_info", 8);
   ws.status = device_buffer(ctx, "status", 16);
   ws.row_blocks_done = device_buffer(ctx, "row_blocks_done", 4 * (shape.hidden / 16 + 1));
+  // x1, x2: fp32 rows, or BF16 rows in the same buffers for mma (moe_mma.cl).
   ws.x1 = device_buffer(ctx, "x1 (FC1 inputs)", 4 * P * shape.hidden);
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
   if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
@@ -193,7 +194,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
     fc2_routed_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
-    // into local memory (4·H bytes beside its partial sums), so they take up to 4 row tiles
+    // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
     // fit, one-token chunks take the few-pairs path.
     pair_ = few_;
@@ -207,7 +208,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       }
       pair_.fc1.stage = false;
     }
-    const std::uint64_t pair_local = 4u * static_cast<std::uint64_t>(problem.hidden) +
+    const std::uint64_t pair_local = 2u * static_cast<std::uint64_t>(problem.hidden) +
                                      4u * static_cast<std::uint64_t>(pair_.fc1.ks * pair_.fc1.rt * 2 * 128 + 8 * pair_.fc1.rows());
     mma_per_pair_ = o.scheme.w4a16() || pair_local + 1024 <= ctx.info().local_mem_bytes;
     if (mma_per_pair_) {
@@ -293,10 +294,12 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
 void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                                         const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches,
                                         cl::Event& last) {
-  // grouped and decode's FC1 read the BF16 pairs (x1q) too, where allocated.
-  const bool pack = id_ != MoeStrategy::mma && ws.x1q() != nullptr;
+  // grouped and decode's FC1 read the BF16 pairs (x1q) too, where allocated; moe_mma_fc1 reads
+  // BF16 rows.
+  const bool mma = id_ == MoeStrategy::mma, pack = !mma && ws.x1q() != nullptr;
   set_args(gather_, "moe_gather", *c.x, as_int(s.hidden), s.top_k, as_int(c.token_offset), ws.slot_pair,
-           ws.pair_expert, ws.chunk_info, w.fc1_input_scale, ws.x1, ws.x1q, cl_int{pack ? 1 : 0});
+           ws.pair_expert, ws.chunk_info, w.fc1_input_scale, ws.x1, ws.x1q, cl_int{pack ? 1 : 0},
+           cl_int{mma ? 1 : 0});
   moe_launch(queue, gather_, "moe_gather",
              cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
              cl::NullRange, launches, last);

@@ -45,8 +45,6 @@ inline uint fp4_mma_scale(uint byte, int scale_exp) {
   return b | (b << 16);
 }
 
-// BF16 bits of two fp32 numbers that are BF16 numbers (truncation is exact): lo, hi.
-inline uint fp4_mma_pack(float lo, float hi) { return (as_uint(lo) >> 16) | (as_uint(hi) & 0xFFFF0000u); }
 
 #if FP4_MMA_PTX
 // a × s per BF16 half, exact (see above); the addend -0 keeps the product's sign of zero.
@@ -126,24 +124,16 @@ inline void mma_fragment(uint word, uint lo, uint hi, uint* a) {
 }
 
 // A lane's B fragments of a chunk, b[0..7] = a token's BF16 pairs p0 .. p0 + 7 (element 2p in the
-// low half, 2p + 1 in the high; p0 a multiple of 8: two or four 16-byte loads), from BF16 rows
-// (a pair is a register as it is) or from fp32 rows of BF16 numbers in global or local memory.
-inline void mma_b8_bf16(__global const uint* row, int p0, uint* b) {
-  const __global uint4* v = (const __global uint4*)(row + p0);
-  const uint4 u0 = v[0], u1 = v[1];
-  b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
-}
-#define MMA_B8_F32(name, space)                                 \
-  inline void name(space const float* row, int p0, uint* b) {   \
-    const space float4* v = (const space float4*)(row + 2 * p0); \
-    _Pragma("unroll") for (int q = 0; q < 4; ++q) {             \
-      const float4 f = v[q];                                    \
-      b[2 * q] = fp4_mma_pack(f.x, f.y);                        \
-      b[2 * q + 1] = fp4_mma_pack(f.z, f.w);                    \
-    }                                                           \
+// low half, 2p + 1 in the high; p0 a multiple of 8: two 16-byte loads) of a BF16 row in global or
+// local memory (a pair is a register as it is).
+#define MMA_B8_BF16(name, space)                                                                     \
+  inline void name(space const uint* row, int p0, uint* b) {                                        \
+    const space uint4* v = (const space uint4*)(row + p0);                                          \
+    const uint4 u0 = v[0], u1 = v[1];                                                               \
+    b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w; \
   }
-MMA_B8_F32(mma_b8_f32_global, __global)
-MMA_B8_F32(mma_b8_f32_local, __local)
+MMA_B8_BF16(mma_b8_bf16, __global)
+MMA_B8_BF16(mma_b8_bf16_local, __local)
 
 // Word j (MMA j of the chunk) of a lane's uint4 of codes.
 inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
