@@ -181,8 +181,15 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
           .define("MMA_UNROLL", g.unroll);
       // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
-      if (&gemm == &g.fc2) b.define("MMA_SUM", few ? 1 : 0).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
-      if (per_pair) b.define("MMA_PER_PAIR", 1).define("MMA_HIDDEN", static_cast<int>(problem.hidden));
+      // The output type only where FC2 writes the output (MMA_SUM), and H only where FC1 quantizes
+      // the token into local memory (MMA_PER_PAIR under W4A4): layers of other output types and
+      // shapes share the other programs.
+      if (&gemm == &g.fc2) {
+        b.define("MMA_SUM", few ? 1 : 0);
+        if (few) b.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
+      }
+      if (per_pair) b.define("MMA_PER_PAIR", 1);
+      if (per_pair && &gemm == &g.fc1 && !o.scheme.w4a16()) b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
       if (routed) b.define("MMA_ROUTED", 1);
       return programs.kernel("moe_mma.cl", name, b);
     };
