@@ -119,12 +119,18 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
                                        const MoeLayout& layout, const MoeProgramOptions& o, const MoeProblem& problem)
     : id_(entry.id), tiles_(entry.tiles), layout_(layout), experts_(problem.local_experts) {
+  // MOE_BATCH_INVARIANT for the files of the other strategies (moe_fc1.cl, moe_fc2.cl and their
+  // moe_fp4_vec.cl's 16-lane paths); moe_mma.cl reads it nowhere, so its programs are shared with
+  // layers that do not ask for batch invariance.
+  BuildOptions numerics = o.numerics;
+  if (o.batch_invariant) numerics.define("MOE_BATCH_INVARIANT");
   if (id_ == MoeStrategy::split) {
     split_ = split_geometry(tiles_, problem);
-    BuildOptions b = o.numerics;
+    BuildOptions b = numerics;
     if (o.scheme.weight == WeightFormat::nvfp4) b.define("MOE_NVFP4");
-    b.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
-    BuildOptions fc1 = b, fc2 = b;
+    b.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
+    BuildOptions fc1 = b, fc2 = b;  // the output type only for FC2, which writes the output
+    fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
     fc1.define("SPLIT_LANES1", split_.lanes1)
         .define("SPLIT_LOCAL1", split_.local1)
         .define("SPLIT_RPG", split_.rows_per_group)
@@ -147,7 +153,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }
   // Each file gets only the defines it reads, so layers share programs where they can.
-  BuildOptions format = o.numerics;
+  BuildOptions format = numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
   BuildOptions dispatch = format;
   dispatch.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
