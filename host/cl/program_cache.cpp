@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -123,6 +124,7 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
     if (cl::Program cached = load_cached(entry, key, options, kernel_file); cached()) return cached;
   }
 
+  const auto started = std::chrono::steady_clock::now();
   cl_int err = CL_SUCCESS;
   cl::Program program(context_, source, false, &err);
   check_cl(err, "creating the program {}", kernel_file);
@@ -141,7 +143,11 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.source_builds;
   }
+  // Reading the binary back (store_cached) makes some drivers (PoCL) compile the kernels for the
+  // device too: counted in the build time.
   if (!entry.empty()) store_cached(entry, key, program);
+  log::debug("built {} with \"{}\" from source in {:.2f} s", kernel_file, options,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return program;
 }
 

@@ -96,10 +96,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
   MoeProgramOptions options{numerics.options, config.scheme, config.output};
-  if (config.batch_invariant) {
-    options.numerics.define("MOE_BATCH_INVARIANT");
-    options.batch_invariant = true;
-  }
+  options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
 
   bool interleaved = false, split = false, mma = false;
@@ -134,10 +131,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->router = std::make_unique<MoeRouter>(ctx);
   const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
   MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
-  if (from.config.batch_invariant) {
-    options.numerics.define("MOE_BATCH_INVARIANT");
-    options.batch_invariant = true;
-  }
+  options.batch_invariant = from.config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};

@@ -120,12 +120,18 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
 MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::Entry& entry,
                                        const MoeLayout& layout, const MoeProgramOptions& o, const MoeProblem& problem)
     : id_(entry.id), tiles_(entry.tiles), layout_(layout), experts_(problem.local_experts) {
+  // MOE_BATCH_INVARIANT for the files of the other strategies (moe_fc1.cl, moe_fc2.cl and their
+  // moe_fp4_vec.cl's 16-lane paths); moe_mma.cl reads it nowhere, so its programs are shared with
+  // layers that do not ask for batch invariance.
+  BuildOptions numerics = o.numerics;
+  if (o.batch_invariant) numerics.define("MOE_BATCH_INVARIANT");
   if (id_ == MoeStrategy::split) {
     split_ = split_geometry(tiles_, problem);
-    BuildOptions b = o.numerics;
+    BuildOptions b = numerics;
     if (o.scheme.weight == WeightFormat::nvfp4) b.define("MOE_NVFP4");
-    b.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
-    BuildOptions fc1 = b, fc2 = b;
+    b.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
+    BuildOptions fc1 = b, fc2 = b;  // the output type only for FC2, which writes the output
+    fc2.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
     fc1.define("SPLIT_LANES1", split_.lanes1)
         .define("SPLIT_LOCAL1", split_.local1)
         .define("SPLIT_RPG", split_.rows_per_group)
@@ -148,7 +154,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }
   // Each file gets only the defines it reads, so layers share programs where they can.
-  BuildOptions format = o.numerics;
+  BuildOptions format = numerics;
   if (o.scheme.weight == WeightFormat::nvfp4) format.define("MOE_NVFP4");
   BuildOptions dispatch = format;
   dispatch.define("MOE_W4A4", o.scheme.w4a16() ? 0 : 1);
@@ -182,8 +188,15 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
           .define("MMA_UNROLL", g.unroll);
       // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
-      if (&gemm == &g.fc2) b.define("MMA_SUM", few ? 1 : 0).define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
-      if (per_pair) b.define("MMA_PER_PAIR", 1).define("MMA_HIDDEN", static_cast<int>(problem.hidden));
+      // The output type only where FC2 writes the output (MMA_SUM), and H only where FC1 quantizes
+      // the token into local memory (MMA_PER_PAIR under W4A4): layers of other output types and
+      // shapes share the other programs.
+      if (&gemm == &g.fc2) {
+        b.define("MMA_SUM", few ? 1 : 0);
+        if (few) b.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
+      }
+      if (per_pair) b.define("MMA_PER_PAIR", 1);
+      if (per_pair && &gemm == &g.fc1 && !o.scheme.w4a16()) b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
       if (routed) b.define("MMA_ROUTED", 1);
       return programs.kernel("moe_mma.cl", name, b);
     };

@@ -81,7 +81,7 @@ struct MoeProgramOptions {
   BuildOptions numerics;  // moe_numerics(): exact division, E2M1 decode
   QuantScheme scheme;
   MoeOutput output = MoeOutput::bf16;
-  bool batch_invariant = false;  // MoeConfig::batch_invariant (also MOE_BATCH_INVARIANT in numerics)
+  bool batch_invariant = false;  // MoeConfig::batch_invariant (MOE_BATCH_INVARIANT where a file reads it)
 };
 
 class MoeStrategyKernels {

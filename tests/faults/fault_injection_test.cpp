@@ -114,9 +114,9 @@ TEST(FaultPlan, CountsLiveBuffers) {
   cl::Buffer a = allocate_buffer(ctx, CL_MEM_READ_WRITE, 64, nullptr, "a");
   {
     cl::Buffer b = allocate_buffer(ctx, CL_MEM_READ_WRITE, 64, nullptr, "b");
-    EXPECT_EQ(buffers.live(), 2);
+    EXPECT_EQ(buffers.live(2), 2);
   }
-  EXPECT_EQ(buffers.live(), 1);
+  EXPECT_EQ(buffers.live(1), 1);
   a = cl::Buffer();
   EXPECT_EQ(buffers.live(), 0);
 }

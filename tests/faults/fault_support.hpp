@@ -58,11 +58,13 @@ class BufferCount {
     base_ = fault_injection::live_buffers();
   }
   ~BufferCount() { fault_injection::count_buffers(false); }
-  std::int64_t live() const {
+  // The buffers live now, given time to reach `expected` (compare the result with it).
+  std::int64_t live(std::int64_t expected = 0) const {
     ctx_.queue().finish();
     // Destructor callbacks may run on a driver thread shortly after the release.
-    // (PoCL may run them seconds late while it compiles kernels for a new launch shape.)
-    for (int i = 0; i < 3000 && fault_injection::live_buffers() != base_; ++i)
+    // (PoCL may run them seconds late while it compiles kernels for a new launch shape.) Waiting
+    // for the expected count, not for none: a count of live buffers returns at once.
+    for (int i = 0; i < 3000 && fault_injection::live_buffers() - base_ != expected; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return fault_injection::live_buffers() - base_;
   }

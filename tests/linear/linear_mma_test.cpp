@@ -63,19 +63,21 @@ TEST(LinearMma, MatchesReferenceEverySchemeAndTokenCount) {
 // work-group with K split over 2 warps and token tiles of 16; the K split from the shape (9 chunks:
 // an odd count) with tiles of 8 tokens; 4 row tiles, 5 chunks over 5 warps; 2 row tiles a warp
 // (one B fragment for both) with 3 warps along the rows; MMA_MT 4 where 4 does not divide the
-// row tiles.
+// row tiles. MMA_NT is the token tile the call takes (the smallest of 8, 16, 32 holding its
+// tokens, or the largest): the layer builds one program per tile up to MMA_NT, each seconds on
+// PoCL, so no variant builds larger tiles it does not run.
 TEST(LinearMma, TuningVariantsMatchReference) {
   struct Variant {
     std::int64_t n, k, m;
     std::map<std::string, long long> tuning;
   };
   const std::vector<Variant> variants = {
-      {32, 768, 5, {{"MMA_KSPLIT", 4}, {"MMA_UNROLL", 2}}},
+      {32, 768, 5, {{"MMA_KSPLIT", 4}, {"MMA_UNROLL", 2}, {"MMA_NT", 1}}},
       {96, 256, 21, {{"MMA_RT", 2}, {"MMA_KSPLIT", 2}, {"MMA_NT", 2}}},
       {48, 576, 3, {{"MMA_NT", 1}}},
-      {128, 320, 10, {{"MMA_RT", 4}, {"MMA_KSPLIT", 5}, {"MMA_UNROLL", 3}}},
+      {128, 320, 10, {{"MMA_RT", 4}, {"MMA_KSPLIT", 5}, {"MMA_UNROLL", 3}, {"MMA_NT", 2}}},
       {96, 384, 19, {{"MMA_MT", 2}, {"MMA_RT", 3}, {"MMA_KSPLIT", 2}, {"MMA_UNROLL", 2}}},
-      {80, 192, 2, {{"MMA_MT", 4}}},  // 5 row tiles: MMA_MT 1 (the largest divisor)
+      {80, 192, 2, {{"MMA_MT", 4}, {"MMA_NT", 1}}},  // 5 row tiles: MMA_MT 1 (the largest divisor)
   };
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];

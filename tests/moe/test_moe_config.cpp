@@ -16,6 +16,7 @@ namespace {
 
 const QuantScheme kNvW4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 const QuantScheme kNvW4A16{WeightFormat::nvfp4, Activations::bf16};
+const QuantScheme kMxW4A16{WeightFormat::mxfp4, Activations::bf16};
 
 MoeConfig config(const QuantScheme& scheme, int top_k) {
   MoeConfig c;
@@ -187,7 +188,9 @@ TEST(MoeConfig, SplitGeometriesMatchReference) {
 // The mma strategy's geometries other than the defaults (emulated MMAs off NVIDIA): weights
 // loaded ahead (mma.unroll) with and without a remainder of the K slice, the K split over warps,
 // several row tiles staging shared activations, for W4A16 (FC1 reading the input in place) and
-// W4A4 (gathered, quantized), chunks of few pairs and of many.
+// W4A4 (gathered, quantized), chunks of few pairs and of many. (On CPUs the default loads no
+// chunks ahead, unroll 1: the first two cases are the suite's runs of the loads ahead, MXFP4 and
+// NVFP4 scales.)
 TEST(MoeConfig, MmaGeometriesMatchReference) {
   struct Case {
     QuantScheme scheme;
@@ -196,7 +199,7 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   };
   // H = 192, I = 128: K slices of 3 and 2 chunks of 64.
   const Case cases[] = {
-      {kNvW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
+      {kMxW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
       {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
       {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // many pairs: staged, 2 row tiles
   };
