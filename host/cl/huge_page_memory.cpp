@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -28,6 +30,59 @@ void CL_CALLBACK unmap_on_release(cl_mem, void* user) {
   unmap_huge_page_memory(m->p, m->bytes);
   delete m;
 }
+
+// Slabs of kHugePageBytes that buffers below that size share (huge_page_memory.hpp). Never
+// destroyed (OpenCL may release buffers while the process exits).
+struct Slab {
+  unsigned char* base;
+  std::size_t used = 0;  // bytes handed out from the start (never reused while the slab lives)
+  std::size_t live = 0;  // buffers not yet released
+};
+
+struct Slabs {
+  std::mutex mutex;
+  std::vector<Slab*> open;
+};
+
+Slabs& slabs() {
+  static Slabs* s = new Slabs;
+  return *s;
+}
+
+// `bytes` (< kHugePageBytes) from the first open slab with room, or a new one; nullptr where no
+// memory could be mapped.
+void* slab_allocate(std::size_t bytes, Slab*& from) {
+  Slabs& all = slabs();
+  const std::lock_guard<std::mutex> lock(all.mutex);
+  for (Slab* s : all.open) {
+    const std::size_t at = (s->used + kHugePageSlabAlignment - 1) / kHugePageSlabAlignment * kHugePageSlabAlignment;
+    if (at + bytes <= kHugePageBytes) {
+      s->used = at + bytes;
+      ++s->live;
+      from = s;
+      return s->base + at;
+    }
+  }
+  void* p = map_huge_page_memory(kHugePageBytes);
+  if (p == nullptr) return nullptr;
+  auto* s = new Slab{static_cast<unsigned char*>(p)};
+  s->used = bytes;
+  s->live = 1;
+  all.open.push_back(s);
+  from = s;
+  return p;
+}
+
+void slab_release(Slab* s) {
+  Slabs& all = slabs();
+  const std::lock_guard<std::mutex> lock(all.mutex);
+  if (--s->live != 0) return;
+  all.open.erase(std::find(all.open.begin(), all.open.end(), s));
+  unmap_huge_page_memory(s->base, kHugePageBytes);
+  delete s;
+}
+
+void CL_CALLBACK release_slab_share(cl_mem, void* user) { slab_release(static_cast<Slab*>(user)); }
 
 }  // namespace
 
@@ -110,26 +165,39 @@ std::size_t huge_page_backed_bytes(const void* p, std::size_t bytes) {
 
 cl_int create_huge_page_buffer(const cl::Context& context, cl_mem_flags flags, std::size_t bytes, const void* host,
                                cl::Buffer& out) {
-  void* p = map_huge_page_memory(bytes);
+  // A slab's share below kHugePageBytes (fresh memory: zeroed, as a mapping of its own is).
+  Slab* slab = nullptr;
+  void* p = bytes < kHugePageBytes ? slab_allocate(bytes, slab) : map_huge_page_memory(bytes);
   if (p == nullptr) return CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  const auto give_back = [&] {
+    if (slab != nullptr) slab_release(slab);
+    else unmap_huge_page_memory(p, bytes);
+  };
   if ((flags & CL_MEM_COPY_HOST_PTR) != 0 && host != nullptr) std::memcpy(p, host, bytes);
   flags = (flags & ~static_cast<cl_mem_flags>(CL_MEM_COPY_HOST_PTR)) | CL_MEM_USE_HOST_PTR;
   cl_int err = CL_SUCCESS;
   cl::Buffer buffer(context, flags, bytes, p, &err);
   if (err != CL_SUCCESS) {
-    unmap_huge_page_memory(p, bytes);
+    give_back();
     return err;
   }
-  auto* mapping = new Mapping{p, bytes};
-  err = ::clSetMemObjectDestructorCallback(buffer(), unmap_on_release, mapping);
+  Mapping* mapping = slab != nullptr ? nullptr : new Mapping{p, bytes};
+  err = slab != nullptr ? ::clSetMemObjectDestructorCallback(buffer(), release_slab_share, slab)
+                        : ::clSetMemObjectDestructorCallback(buffer(), unmap_on_release, mapping);
   if (err != CL_SUCCESS) {
     buffer = cl::Buffer();  // released first: nothing uses the memory after this
-    unmap_huge_page_memory(p, bytes);
+    give_back();
     delete mapping;
     return err;
   }
   out = std::move(buffer);
   return CL_SUCCESS;
+}
+
+std::size_t huge_page_slabs_mapped() {
+  Slabs& all = slabs();
+  const std::lock_guard<std::mutex> lock(all.mutex);
+  return all.open.size();
 }
 
 }  // namespace fp4cl

@@ -27,8 +27,9 @@ cl::Buffer allocate_buffer(const Context& ctx, cl_mem_flags flags, std::size_t b
     fail("{} needs {} bytes; {} allocates at most {} bytes per buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)", what, bytes,
          ctx.info().name, limit);
   cl::Buffer buffer;
-  // Large buffers of CPU devices on huge pages (cl/huge_page_memory.hpp), others as OpenCL allocates.
-  const bool huge = bytes >= kHugePageBytes && (flags & CL_MEM_USE_HOST_PTR) == 0 && use_huge_page_buffers(ctx);
+  // CPU devices' buffers of 64 KiB or more on huge pages (cl/huge_page_memory.hpp), others as OpenCL
+  // allocates them.
+  const bool huge = huge_page_buffer_size(bytes) && (flags & CL_MEM_USE_HOST_PTR) == 0 && use_huge_page_buffers(ctx);
   const cl_int status = opencl::create_buffer(ctx.opencl_context(), flags, std::max<std::size_t>(bytes, 1),
                                               const_cast<void*>(host), buffer, huge);
   if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY)

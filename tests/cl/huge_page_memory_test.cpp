@@ -1,6 +1,7 @@
-// Large buffers of CPU devices on huge-page host memory (cl/huge_page_memory.hpp): the memory's
-// alignment and contents, the buffers allocate_buffer makes with it (and without it: small
-// buffers, FP4CL_HUGE_PAGES=0), and the memory given back when OpenCL releases a buffer.
+// Large and medium buffers of CPU devices on huge-page host memory (cl/huge_page_memory.hpp): the
+// memory's alignment and contents, the buffers allocate_buffer makes with it (own mappings, shares
+// of slabs; and without it: small buffers, FP4CL_HUGE_PAGES=0), and the memory given back when
+// OpenCL releases a buffer.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -104,11 +105,56 @@ TEST(HugePageMemory, LargeCpuBuffersAreOnItAndReleaseIt) {
   EXPECT_FALSE(is_mapped(host)) << "the buffer's memory was not unmapped when OpenCL released it";
 }
 
+TEST(HugePageMemory, MediumCpuBuffersShareSlabsAndReleaseThem) {
+  Context ctx = Context::create();
+  if (ctx.info().kind != DeviceKind::cpu) GTEST_SKIP() << "not a CPU device";
+  ScopedEnv on("FP4CL_HUGE_PAGES", "1");
+  const std::size_t slabs_before = huge_page_slabs_mapped();
+  // 300 KB and 700 KB share a slab; 1.5 MB more does not fit beside them and opens another.
+  const std::vector<std::size_t> sizes{300000, 700000, 1500000};
+  std::vector<std::vector<std::uint32_t>> data;
+  std::vector<void*> hosts;
+  {
+    std::vector<cl::Buffer> buffers;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      data.emplace_back(sizes[i] / 4);
+      std::iota(data.back().begin(), data.back().end(), static_cast<std::uint32_t>(1000 * i));
+      buffers.push_back(allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizes[i], data.back().data(),
+                                        "test buffer"));
+      EXPECT_NE(flags_of(buffers.back()) & CL_MEM_USE_HOST_PTR, 0u);
+      hosts.push_back(host_pointer(buffers.back()));
+      ASSERT_NE(hosts.back(), nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(hosts.back()) % kHugePageSlabAlignment, 0u);
+    }
+    const auto slab_of = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kHugePageBytes; };
+    EXPECT_EQ(slab_of(hosts[0]), slab_of(hosts[1]));
+    EXPECT_NE(slab_of(hosts[0]), slab_of(hosts[2]));
+    EXPECT_EQ(huge_page_slabs_mapped(), slabs_before + 2);
+    // Each buffer's contents copied in and read back through OpenCL; a write to one leaves its
+    // neighbour in the slab as it was.
+    const std::vector<std::uint32_t> ones(sizes[0] / 4, 1u);
+    ctx.queue().enqueueWriteBuffer(buffers[0], CL_TRUE, 0, sizes[0], ones.data());
+    data[0] = ones;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<std::uint32_t> back(sizes[i] / 4);
+      ctx.queue().enqueueReadBuffer(buffers[i], CL_TRUE, 0, sizes[i], back.data());
+      EXPECT_EQ(back, data[i]) << i;
+    }
+    buffers.erase(buffers.begin());  // the shared slab stays while its other buffer lives
+    ctx.queue().finish();
+    EXPECT_TRUE(is_mapped(hosts[0]));
+    EXPECT_EQ(huge_page_slabs_mapped(), slabs_before + 2);
+  }
+  ctx.queue().finish();
+  EXPECT_EQ(huge_page_slabs_mapped(), slabs_before) << "a slab was not unmapped when its last buffer was released";
+  for (void* h : hosts) EXPECT_FALSE(is_mapped(h));
+}
+
 TEST(HugePageMemory, SmallBuffersAndTheSwitchKeepOpenClsAllocation) {
   Context ctx = Context::create();
   {
     ScopedEnv on("FP4CL_HUGE_PAGES", "1");
-    cl::Buffer small = allocate_buffer(ctx, CL_MEM_READ_WRITE, kHugePageBytes - 4, nullptr, "small");
+    cl::Buffer small = allocate_buffer(ctx, CL_MEM_READ_WRITE, kHugePageSlabMinBytes - 4, nullptr, "small");
     EXPECT_EQ(flags_of(small) & CL_MEM_USE_HOST_PTR, 0u);
   }
   ScopedEnv off("FP4CL_HUGE_PAGES", "0");
