@@ -30,12 +30,13 @@ double median(std::vector<double> values) {
 Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueCall& enqueue) {
   if (!ctx.profiling_enabled()) throw Error("the benchmark's queue has no profiling enabled");
   if (iterations < 1) throw Error("at least one timed iteration is needed");
-  std::vector<double> events, walls;
+  std::vector<double> events, walls, enqueues;
   std::vector<std::vector<double>> starts, durations;  // [command][call]
   bool same_commands = true;
   for (int i = 0; i < warmup + iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<cl::Event> ev = enqueue(i);
+    const auto t_enqueued = std::chrono::steady_clock::now();
     const cl_int err = ctx.queue().finish();
     const auto t1 = std::chrono::steady_clock::now();
     if (err != CL_SUCCESS) throw Error("finishing the benchmark queue", err);
@@ -54,6 +55,7 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
       durations[c].push_back((profiling_ns(ev[c], CL_PROFILING_COMMAND_END) - start) * 1e-3);
     }
     walls.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    enqueues.push_back(std::chrono::duration<double, std::micro>(t_enqueued - t0).count());
   }
   Timing t;
   t.iterations = iterations;
@@ -61,6 +63,7 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
   t.min_us = *std::min_element(events.begin(), events.end());
   t.wall_median_us = median(walls);
   t.wall_min_us = *std::min_element(walls.begin(), walls.end());
+  t.enqueue_median_us = median(enqueues);
   if (same_commands)
     for (std::size_t c = 0; c < starts.size(); ++c) t.commands.push_back({median(starts[c]), median(durations[c])});
   return t;
@@ -77,6 +80,8 @@ void print_commands(const std::string& label, const Timing& t, const std::vector
   }
   if (t.commands.empty()) text += "  (calls enqueued different numbers of commands: no breakdown)\n";
   else text += fmt::format("  busy {:.1f} us, between commands {:.1f} us\n", busy, t.median_us - busy);
+  text += fmt::format("  host: {:.1f} us enqueueing, {:.1f} us wall per call (median)\n", t.enqueue_median_us,
+                      t.wall_median_us);
   std::fputs(text.c_str(), stderr);
 }
 

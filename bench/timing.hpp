@@ -1,7 +1,8 @@
 // Timing of repeated calls: warm-up calls first (the first launch of a kernel with a new local
 // size compiles it on PoCL), then timed calls, each measured twice: from OpenCL event profiling
 // (the start of its first command to the end of its last) and by the host's wall clock (from
-// before the enqueue to the end of a queue finish). Median and minimum of each.
+// before the enqueue to the end of a queue finish). Median and minimum of each, and the median
+// host time of the enqueue alone (setting arguments and enqueueing the commands).
 #pragma once
 
 #include <functional>
@@ -21,6 +22,7 @@ struct CommandTiming {
 struct Timing {
   double median_us = 0.0, min_us = 0.0;            // event profiling
   double wall_median_us = 0.0, wall_min_us = 0.0;  // host wall clock
+  double enqueue_median_us = 0.0;                   // host time inside enqueue (before the finish)
   int iterations = 0;
   std::vector<CommandTiming> commands;  // per command, when every call enqueued the same number
 };
