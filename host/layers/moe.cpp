@@ -40,9 +40,6 @@ struct MoeLayer::Impl {
   MoeWorkspace ws;
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
-  // The layer's last enqueued command, kept across failed calls: the next call waits for it
-  // (calls share the workspace).
-  cl::Event last;
 
   explicit Impl(const Context& c) : ctx(c) {}
 
@@ -156,22 +153,22 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
     check_buffer(*routing.topk_ids, "topk_ids", tokens * shape.top_k * 4, "[T, k] int32");
     check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
   }
+  // Calls share the workspace and run in order: the layer's queue is in order (Context refuses
+  // others), so a call waits for the previous one without a wait list (which costs host time).
   const cl::CommandQueue& queue = ctx.queue();
-  std::vector<cl::Event> after = wait;
-  if (last()) after.push_back(last);
-  // `last` always holds the latest command that reached the queue, also when a later one fails.
-  cl::Event reset;
   check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
-                                 after.empty() ? nullptr : &after, &reset),
+                                 wait.empty() ? nullptr : &wait, nullptr),
            "MoE: resetting the status words");
-  last = reset;
+  // The chunks' last commands get events (the call's `done`); every command does where the queue
+  // records profiling times (MoeChunk::events).
+  cl::Event last;
   // One strategy for the whole call, chosen by its token count: every chunk runs the same
   // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
   // in an order that does not depend on the other pairs of its chunk).
   MoeStrategyKernels& k = kernels_for(tokens);
   // Every later command runs after its predecessor: the queue is in order (Context checks it).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
-    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing};
+    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing, ctx.profiling_enabled()};
     call.chunk_strategies.emplace_back(to_string(k.id()));
     if (routing.logits || !k.routes_topk()) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);

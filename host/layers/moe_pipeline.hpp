@@ -59,11 +59,16 @@ struct MoeChunk {
   const cl::Buffer* x = nullptr;
   const cl::Buffer* out = nullptr;
   MoeRoutingInput routing;
+  // Every launch gets an event (the queue records profiling times); else only each chunk's last
+  // command, the call's `done` (an event costs ~7 µs of host time a launch on NVIDIA's OpenCL,
+  // bench/standalone/enqueue_costs.c).
+  bool events = false;
 };
 
-// Enqueues `kernel` (after `last`: the queue is in order), records it, and makes it the new `last`.
+// Enqueues `kernel` (after `last`: the queue is in order) and records it; with `event` (the
+// chunk's `events`, or its last command) it gets an event, which becomes the new `last`.
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
-                const cl::NDRange& local, std::vector<MoeLaunch>& launches, cl::Event& last);
+                const cl::NDRange& local, bool event, std::vector<MoeLaunch>& launches, cl::Event& last);
 
 // Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs.
 class MoeRouter {
