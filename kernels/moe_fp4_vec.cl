@@ -187,12 +187,19 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 #ifndef MOE_PREFETCH
 #define MOE_PREFETCH 32
 #endif
+// The cache level they fill: __builtin_prefetch's locality, 2 = prefetcht1 (L2), not 3 = prefetcht0
+// (L1). 32 blocks ahead, FC1 has ~128 lines in flight per thread, more than L1's miss buffers hold;
+// filling L2 and letting the loads hit there streamed more per thread (A/B in
+// bench/pocl-history.md). gemv_words keeps prefetcht0 (slower with prefetcht1 there).
+#ifndef MOE_PREFETCH_LOCALITY
+#define MOE_PREFETCH_LOCALITY 2
+#endif
 #if MOE_PREFETCH > 0
 #define MOE_PREFETCH_AT(w, s, b)                                                                        \
-  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH)) * MOE_GROUP), 0, 3);     \
-  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH) + 1) * MOE_GROUP), 0, 3); \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH)) * MOE_GROUP), 0, MOE_PREFETCH_LOCALITY);     \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH) + 1) * MOE_GROUP), 0, MOE_PREFETCH_LOCALITY); \
   if (((b) & 1) == 0)                                                                                   \
-    __builtin_prefetch((const __global char*)((s) + ((16 * ((b) + MOE_PREFETCH)) / MOE_BLOCK) * MOE_GROUP), 0, 3);
+    __builtin_prefetch((const __global char*)((s) + ((16 * ((b) + MOE_PREFETCH)) / MOE_BLOCK) * MOE_GROUP), 0, MOE_PREFETCH_LOCALITY);
 #else
 #define MOE_PREFETCH_AT(w, s, b)
 #endif
