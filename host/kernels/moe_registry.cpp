@@ -118,8 +118,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
 std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (p.hidden % 64 != 0 || p.intermediate % 64 != 0)
     return fmt::format("H = {} and I = {} must be multiples of 64 (the MMA layout's chunks)", p.hidden, p.intermediate);
-  if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(t, p), device, p); !why.empty())
-    return "with the tiles for few pairs: " + why;
+  for (const bool one_token : {false, true})
+    if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(t, p, one_token), device, p); !why.empty())
+      return "with the tiles for few pairs: " + why;
   return mma_tiles_refusal(t, device, p);
 }
 
@@ -283,10 +284,10 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
   return g;
 }
 
-MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p) {
+MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool one_token) {
   MoeTiles t;
   t.tile_m = 8;
-  t.split_k = std::max(0, tiles.few_split_k);
+  t.split_k = tiles.few_split_k > 0 ? tiles.few_split_k : one_token ? 0 : kMmaFewSplitK;
   t.few_split_k = t.split_k;
   t.unroll = tiles.unroll;
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);

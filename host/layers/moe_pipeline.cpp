@@ -150,6 +150,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
     mma_direct_ = o.scheme.w4a16();
     few_ = mma_geometry(few_tiles_, problem);
+    // One token: its own K split (mma_few_pairs_tiles), but few_'s where chunks must give the same
+    // sums as any other (batch invariance).
+    pair_ = o.batch_invariant ? few_ : mma_geometry(mma_few_pairs_tiles(tiles_, problem, true), problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }
@@ -210,7 +213,6 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
     // fit, one-token chunks take the few-pairs path.
-    pair_ = few_;
     if (!o.scheme.w4a16()) {
       const int block = problem.scheme.block_size();
       for (int rt : {4, 2}) {
