@@ -129,6 +129,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
   if (t.unroll != 1 && t.unroll != 2 && t.unroll != 4 && t.unroll != 8)
     return fmt::format("unroll = {} must be 1, 2, 4 or 8 (chunks a warp loads ahead)", t.unroll);
+  if (t.row_loop != 0 && t.row_loop != 1 && t.row_loop != 2 && t.row_loop != 4 && t.row_loop != 8)
+    return fmt::format("row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (FC1 row blocks a work-group takes)",
+                       t.row_loop);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -199,18 +202,20 @@ std::map<std::string, int> tile_overrides() {
       used = 0;
     }
     // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
-    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0;
+    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
+                         item.compare(0, eq, "mma.row_loop") == 0;
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
       fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k",    "mma.few_split_k", "mma.unroll"};
+                                        "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll",
+           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
+           "mma.row_loop",
            key);
     out[key] = value;
   }
@@ -307,6 +312,12 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
   return 1;
 }
 
+int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units) {
+  for (const int r : {8, 4, 2})
+    if (blocks % r == 0 && 2 * (blocks / r) * top_k >= 3 * static_cast<std::int64_t>(compute_units)) return r;
+  return 1;
+}
+
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {
@@ -391,6 +402,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "split_k", t.split_k);
       apply(from, prefix + "few_split_k", t.few_split_k);
       apply(from, prefix + "unroll", t.unroll);
+      apply(from, prefix + "row_loop", t.row_loop);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
@@ -406,7 +418,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     const MoeTiles builtin = tiles_with(id, env_overrides);
     const bool same = builtin.tile_m == t.tile_m && builtin.local_i == t.local_i && builtin.local_h == t.local_h &&
                       builtin.split_k == t.split_k && builtin.few_split_k == t.few_split_k &&
-                      builtin.unroll == t.unroll;
+                      builtin.unroll == t.unroll && builtin.row_loop == t.row_loop;
     if (same || !refusal(id, builtin, sel.layout, device, problem).empty()) return t;
     log::warn("tuning database: the tuned tiles of MoE strategy {} for H = {}, I = {}, E = {}, k = {} ({}) cannot "
               "run on {}: {}; its built-in tiles used",

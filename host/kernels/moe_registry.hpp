@@ -57,6 +57,7 @@ struct MoeTiles {
   int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
+  int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
 };
 
 struct MoeProblem {
@@ -127,6 +128,14 @@ MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem, b
 // -> 276.5 / 274.2, 359.7 / 356.4. One token keeps mma_auto_split_k (2 there: mixtral T = 1
 // W4A16 89.9 -> 126.7 µs).
 constexpr int kMmaFewSplitK = 2;
+// One token under W4A4, every FC1 work-group quantizes the token into local memory before its K
+// loop; with MMA_ROW_LOOP = r it then multiplies r blocks of rows one after the other, so r times
+// fewer work-groups quantize and wait. Automatic r (MoeTiles::row_loop 0): the largest of 8, 4, 2
+// dividing the blocks that leaves at least 1.5 work-groups a compute unit. Measured on an H100
+// (132 units, NVFP4, µs, 2 rounds, r = 1 / 2 / 4 / 8): mixtral-8x7b (448 work-groups at r = 1)
+// 115.7, 116.7 / 100.6, 100.4 / 114.7, 114.7 / 168.7, 168.7; qwen3-30b-a3b (96) 32.8, 31.0 / 33.5,
+// 33.3 / 48.6, 49.2 / 63.7, 63.5.
+int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);
