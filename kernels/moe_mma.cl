@@ -41,7 +41,8 @@
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (one token, above), MMA_ROUTED,
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
-//   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time). Work-group: 32 · MMA_RT · MMA_KSPLIT
+//   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (one token
+//   under W4A4: FC1 blocks of rows a work-group multiplies with its one quantized copy). Work-group: 32 · MMA_RT · MMA_KSPLIT
 //   work-items; the work-group's rows (16 · MMA_RT) divide I (FC1) and H (FC2); under W4A4 FC1's
 //   are a multiple of the FP4 block.
 #define MOE_VEC 1
@@ -80,6 +81,11 @@
 #endif
 #ifndef MMA_SUM
 #define MMA_SUM 0
+#endif
+// FC1 one token under W4A4 (MMA_X_LOCAL): blocks of rows a work-group multiplies one after the
+// other with the one quantized copy of the token (the copy's latency paid once, not per block).
+#ifndef MMA_ROW_LOOP
+#define MMA_ROW_LOOP 1
 #endif
 // Loops over fragments, matrices and chunks unrolled on tensor cores; kept as loops where the MMA
 // is emulated (each emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
@@ -154,8 +160,15 @@ typedef struct {
   long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start)
 } mma_place_t;
 
+// Points *p at block `block` of MMA_ROWS rows (of a GEMM with `rows` rows per expert).
+inline void mma_place_rows(mma_place_t* p, int block, int rows) {
+  p->row0 = block * MMA_ROWS;
+  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local;
+  p->first = rt * p->chunks + p->ks * p->per_warp;
+}
+
 // Fills *p for tile (expert e, slots start .. start + count - 1) of a GEMM with `rows` rows per
-// expert and K = k_len.
+// expert and K = k_len: the work-group's first block of rows (MMA_ROW_LOOP blocks a work-group).
 inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len) {
   p->e = e;
   p->start = start;
@@ -167,11 +180,9 @@ inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, 
   p->ks = p->warp / MMA_RT;
   p->g = p->lane / 4;
   p->t = p->lane % 4;
-  p->row0 = get_group_id(0) * MMA_ROWS;
   p->chunks = k_len / 64;
   p->per_warp = p->chunks / MMA_KSPLIT;
-  const long rt = ((long)e * rows + p->row0) / 16 + p->rt_local;
-  p->first = rt * p->chunks + p->ks * p->per_warp;
+  mma_place_rows(p, get_group_id(0) * MMA_ROW_LOOP, rows);
 }
 // The same for moe_sort's tile get_group_id(1); 0 when the work-group has none (uniform).
 inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
@@ -482,45 +493,51 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #else
   mma_slots_t* slots = slot_pair;
 #endif
-  mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slots, top_k, token_offset, lds,
-             scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
-  barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
-  mma_store_partials(part, &pl, acc);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  // One work-item per (row, token): the slices' sums in slice order, then SwiGLU.
-  const int start = pl.start, count = pl.count, row0 = pl.row0;
-  const float2 f = vload2(pl.e, fc1_factor);
-  for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
-    const int m = i / MMA_ROWS, r = i % MMA_ROWS;
-    const float hg = mma_sum_partials(part, 0, r, m), hu = mma_sum_partials(part, 1, r, m);
-    if (m < count) {
-      const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
-#if MOE_W4A4
-      a_local[m * MMA_ROWS + r] = a;
-#else
-      x2[(long)mma_x2_row(slots, start + m) * inter + row0 + r] = (ushort)(as_uint(a) >> 16);  // a BF16 number
-#endif
+  for (int block = 0; block < MMA_ROW_LOOP; ++block) {
+    if (block > 0) {
+      barrier(CLK_LOCAL_MEM_FENCE);  // the previous block's partial sums and a_local are read
+      mma_place_rows(&pl, get_group_id(0) * MMA_ROW_LOOP + block, inter);
     }
-  }
+    mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slots, top_k, token_offset, lds,
+               scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
+    mma_store_partials(part, &pl, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // One work-item per (row, token): the slices' sums in slice order, then SwiGLU.
+    const int start = pl.start, count = pl.count, row0 = pl.row0;
+    const float2 f = vload2(pl.e, fc1_factor);
+    for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
+      const int m = i / MMA_ROWS, r = i % MMA_ROWS;
+      const float hg = mma_sum_partials(part, 0, r, m), hu = mma_sum_partials(part, 1, r, m);
+      if (m < count) {
+        const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
 #if MOE_W4A4
-  barrier(CLK_LOCAL_MEM_FENCE);
+        a_local[m * MMA_ROWS + r] = a;
+#else
+        x2[(long)mma_x2_row(slots, start + m) * inter + row0 + r] = (ushort)(as_uint(a) >> 16);  // a BF16 number
+#endif
+      }
+    }
+#if MOE_W4A4
+    barrier(CLK_LOCAL_MEM_FENCE);
 #ifdef MOE_NVFP4
-  const float gs2 = fc2_input_scale[pl.e];
+    const float gs2 = fc2_input_scale[pl.e];
 #else
-  const float gs2 = 1.0f;
+    const float gs2 = 1.0f;
 #endif
-  const int blocks = MMA_ROWS / MOE_QUANT_BLOCK;
-  for (int b = lid; b < MMA_TOKENS * blocks; b += MMA_LOCAL) {
-    const int m = b / blocks, rb = (b % blocks) * MOE_QUANT_BLOCK;
-    if (m < count) {
-      float v[MOE_QUANT_BLOCK];
-      for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[m * MMA_ROWS + rb + i];
-      moe_quantize_block_pairs(v, gs2, (__global uint*)(x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb));
+    const int blocks = MMA_ROWS / MOE_QUANT_BLOCK;
+    for (int b = lid; b < MMA_TOKENS * blocks; b += MMA_LOCAL) {
+      const int m = b / blocks, rb = (b % blocks) * MOE_QUANT_BLOCK;
+      if (m < count) {
+        float v[MOE_QUANT_BLOCK];
+        for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = a_local[m * MMA_ROWS + rb + i];
+        moe_quantize_block_pairs(v, gs2, (__global uint*)(x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb));
+      }
     }
-  }
 #else
-  (void)fc2_input_scale;
+    (void)fc2_input_scale;
 #endif
+  }  // block
 }
 #endif  // MMA_FC1
 

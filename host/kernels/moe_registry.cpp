@@ -118,8 +118,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
 std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
   if (p.hidden % 64 != 0 || p.intermediate % 64 != 0)
     return fmt::format("H = {} and I = {} must be multiples of 64 (the MMA layout's chunks)", p.hidden, p.intermediate);
-  if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(t, p), device, p); !why.empty())
-    return "with the tiles for few pairs: " + why;
+  for (const bool one_token : {false, true})
+    if (std::string why = mma_tiles_refusal(mma_few_pairs_tiles(t, p, one_token), device, p); !why.empty())
+      return "with the tiles for few pairs: " + why;
   return mma_tiles_refusal(t, device, p);
 }
 
@@ -128,6 +129,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
   if (t.unroll != 1 && t.unroll != 2 && t.unroll != 4 && t.unroll != 8)
     return fmt::format("unroll = {} must be 1, 2, 4 or 8 (chunks a warp loads ahead)", t.unroll);
+  if (t.row_loop != 0 && t.row_loop != 1 && t.row_loop != 2 && t.row_loop != 4 && t.row_loop != 8)
+    return fmt::format("row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (FC1 row blocks a work-group takes)",
+                       t.row_loop);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -198,18 +202,20 @@ std::map<std::string, int> tile_overrides() {
       used = 0;
     }
     // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
-    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0;
+    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
+                         item.compare(0, eq, "mma.row_loop") == 0;
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
       fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k",    "mma.few_split_k", "mma.unroll"};
+                                        "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll",
+           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
+           "mma.row_loop",
            key);
     out[key] = value;
   }
@@ -283,10 +289,10 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
   return g;
 }
 
-MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p) {
+MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool one_token) {
   MoeTiles t;
   t.tile_m = 8;
-  t.split_k = std::max(0, tiles.few_split_k);
+  t.split_k = tiles.few_split_k > 0 ? tiles.few_split_k : one_token ? 0 : kMmaFewSplitK;
   t.few_split_k = t.split_k;
   t.unroll = tiles.unroll;
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);
@@ -303,6 +309,12 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
   const std::int64_t cap = std::max<std::int64_t>(1, std::min<std::int64_t>(16, chunks / 4));
   for (std::int64_t d = 1; d <= cap; ++d)
     if (chunks % d == 0 && (warps * d >= 4096 || d == cap)) return static_cast<int>(d);
+  return 1;
+}
+
+int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units) {
+  for (const int r : {8, 4, 2})
+    if (blocks % r == 0 && 2 * (blocks / r) * top_k >= 3 * static_cast<std::int64_t>(compute_units)) return r;
   return 1;
 }
 
@@ -390,6 +402,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "split_k", t.split_k);
       apply(from, prefix + "few_split_k", t.few_split_k);
       apply(from, prefix + "unroll", t.unroll);
+      apply(from, prefix + "row_loop", t.row_loop);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
@@ -405,7 +418,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     const MoeTiles builtin = tiles_with(id, env_overrides);
     const bool same = builtin.tile_m == t.tile_m && builtin.local_i == t.local_i && builtin.local_h == t.local_h &&
                       builtin.split_k == t.split_k && builtin.few_split_k == t.few_split_k &&
-                      builtin.unroll == t.unroll;
+                      builtin.unroll == t.unroll && builtin.row_loop == t.row_loop;
     if (same || !refusal(id, builtin, sel.layout, device, problem).empty()) return t;
     log::warn("tuning database: the tuned tiles of MoE strategy {} for H = {}, I = {}, E = {}, k = {} ({}) cannot "
               "run on {}: {}; its built-in tiles used",

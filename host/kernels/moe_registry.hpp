@@ -57,6 +57,7 @@ struct MoeTiles {
   int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
+  int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
 };
 
 struct MoeProblem {
@@ -111,12 +112,30 @@ MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem, int k
 int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // The mma strategy runs chunks with fewer than tile_m / 2 pairs per local expert on average with
 // these tiles instead of the configured ones: tiles of 8 pairs, one row tile (two where a W4A4
-// block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K (default 0:
-// mma_auto_split_k per GEMM; FP4CL_MOE_TILES key mma.few_split_k), activations read
-// straight from global memory. Measured on an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh): at
+// block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K
+// (FP4CL_MOE_TILES key mma.few_split_k), activations read straight from global memory. The
+// automatic few_split_k (0) is kMmaFewSplitK for chunks of several tokens and, for one token
+// (`one_token`: top_k tiles), mma_auto_split_k per GEMM. Measured on an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh): at
 // mixtral-8x7b T = 8 345-395 us (runs differ) against 940 with the prefill tiles (32 pairs, 8
 // row tiles).
-MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem);
+MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem, bool one_token = false);
+// The automatic K split of chunks of several tokens with few pairs per expert. Measured on an
+// H100 (2026-11-24, 2 interleaved rounds, µs, against mma_auto_split_k's FC1 / FC2 splits of 8 / 3
+// for qwen3-30b-a3b and 4 / 8 for mixtral-8x7b): qwen3 W4A16 T = 8, 16, 64: 87.0 / 87.6, 141.1 /
+// 141.3, 212.2 / 211.5 -> 85.2 / 85.2, 135.4 / 139.5, 202.2 / 203.8; W4A4 118.8 / 115.5, 167.9 /
+// 163.3, 242.7 / 241.4 -> 114.9 / 114.2, 161.5 / 167.9, 228.9 / 234.2; mixtral W4A16 T = 8, 16:
+// 249.9 / 248.6, 337.9 / 337.7 -> 250.9 / 250.4, 329.5 / 329.0; W4A4 277.0 / 277.8, 365.8 / 370.4
+// -> 276.5 / 274.2, 359.7 / 356.4. One token keeps mma_auto_split_k (2 there: mixtral T = 1
+// W4A16 89.9 -> 126.7 µs).
+constexpr int kMmaFewSplitK = 2;
+// One token under W4A4, every FC1 work-group quantizes the token into local memory before its K
+// loop; with MMA_ROW_LOOP = r it then multiplies r blocks of rows one after the other, so r times
+// fewer work-groups quantize and wait. Automatic r (MoeTiles::row_loop 0): the largest of 8, 4, 2
+// dividing the blocks that leaves at least 1.5 work-groups a compute unit. Measured on an H100
+// (132 units, NVFP4, µs, 2 rounds, r = 1 / 2 / 4 / 8): mixtral-8x7b (448 work-groups at r = 1)
+// 115.7, 116.7 / 100.6, 100.4 / 114.7, 114.7 / 168.7, 168.7; qwen3-30b-a3b (96) 32.8, 31.0 / 33.5,
+// 33.3 / 48.6, 49.2 / 63.7, 63.5.
+int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);

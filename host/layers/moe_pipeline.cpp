@@ -150,6 +150,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
     mma_direct_ = o.scheme.w4a16();
     few_ = mma_geometry(few_tiles_, problem);
+    // One token: its own K split (mma_few_pairs_tiles), but few_'s where chunks must give the same
+    // sums as any other (batch invariance).
+    pair_ = o.batch_invariant ? few_ : mma_geometry(mma_few_pairs_tiles(tiles_, problem, true), problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }
@@ -196,7 +199,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
         if (few) b.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
       }
       if (per_pair) b.define("MMA_PER_PAIR", 1);
-      if (per_pair && &gemm == &g.fc1 && !o.scheme.w4a16()) b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
+      if (per_pair && &gemm == &g.fc1 && !o.scheme.w4a16()) {
+        b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
+        if (pair_row_loop_ > 1) b.define("MMA_ROW_LOOP", pair_row_loop_);
+      }
       if (routed) b.define("MMA_ROUTED", 1);
       return programs.kernel("moe_mma.cl", name, b);
     };
@@ -210,7 +216,6 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
     // fit, one-token chunks take the few-pairs path.
-    pair_ = few_;
     if (!o.scheme.w4a16()) {
       const int block = problem.scheme.block_size();
       for (int rt : {4, 2}) {
@@ -224,6 +229,11 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     const std::uint64_t pair_local = 2u * static_cast<std::uint64_t>(problem.hidden) +
                                      4u * static_cast<std::uint64_t>(pair_.fc1.ks * pair_.fc1.rt * 2 * 128 + 8 * pair_.fc1.rows());
     mma_per_pair_ = o.scheme.w4a16() || pair_local + 1024 <= ctx.info().local_mem_bytes;
+    if (!o.scheme.w4a16()) {  // FC1 quantizes the token (MMA_X_LOCAL): blocks of rows a work-group
+      const std::int64_t blocks = problem.intermediate / pair_.fc1.rows();
+      pair_row_loop_ = tiles_.row_loop > 0 ? static_cast<int>(largest_divisor_within(blocks, tiles_.row_loop))
+                                           : mma_pair_row_loop(blocks, problem.top_k, ctx.info().compute_units);
+    }
     if (mma_per_pair_) {
       fc1_pair_ = build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true);
       fc2_pair_ = build(pair_, "moe_mma_fc2", pair_.fc2, "MMA_FC2", true, true);
@@ -373,8 +383,9 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
+  const int row_loop = per_pair ? pair_row_loop_ : 1;
   moe_launch(queue, fc1, "moe_mma_fc1",
-             cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() * g.fc1.local()),
+             cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() / row_loop * g.fc1.local()),
                          static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), c.events, launches, last);
   moe_launch(queue, fc2, "moe_mma_fc2",

@@ -133,11 +133,12 @@ class MoeStrategyKernels {
   MmaGeometry mma_, few_;
   MoeTiles few_tiles_;
   cl::Kernel fc1_few_, fc2_few_;
-  cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (few_; W4A4 FC1 wider)
+  cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (its own K split; W4A4 FC1 wider)
   // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
   // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs).
   cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
+  int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   bool mma_few_pairs(std::int64_t pairs) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts

@@ -8,7 +8,9 @@
 
 #include "moe_test_support.hpp"
 #include "kernels/moe_build_options.hpp"
+#include "kernels/moe_registry.hpp"
 #include "support/check.hpp"
+#include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
@@ -17,6 +19,7 @@ namespace {
 const QuantScheme kNvW4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 const QuantScheme kNvW4A16{WeightFormat::nvfp4, Activations::bf16};
 const QuantScheme kMxW4A16{WeightFormat::mxfp4, Activations::bf16};
+const QuantScheme kMxW4A4{WeightFormat::mxfp4, Activations::fp4_dynamic};
 
 MoeConfig config(const QuantScheme& scheme, int top_k) {
   MoeConfig c;
@@ -202,6 +205,8 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
       {kMxW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
       {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
       {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // many pairs: staged, 2 row tiles
+      {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
+      {kMxW4A4, 1, "mma.row_loop=2"},
   };
   for (const Case& c : cases) {
     ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
@@ -212,16 +217,32 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
     const auto w = make_weights(c.T, 2, 57);
     MoeConfig cfg = config(c.scheme, 2);
     cfg.kernel = "mma";
+    LogCapture log;
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
     const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, c.T, 2));
     EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, c.T), cfg.output))
         << c.scheme.name() << " T = " << c.T << " " << c.tiles;
+    if (std::string(c.tiles) == "mma.row_loop=2") {  // the loop reached the one-token FC1's program
+      bool found = false;
+      for (const std::string& line : log.at(log::Level::debug))
+        found |= line.find("program moe_mma.cl") != std::string::npos && line.find("-DMMA_ROW_LOOP=2") != std::string::npos;
+      EXPECT_TRUE(found) << c.scheme.name();
+    }
   }
+  EXPECT_EQ(mma_pair_row_loop(224, 2, 132), 2);  // mixtral-8x7b on an H100: 224 work-groups
+  EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
+  EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
+  EXPECT_EQ(mma_pair_row_loop(6, 2, 2), 2);      // 8 and 4 do not divide 6
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "mma";
-  ScopedEnv env("FP4CL_MOE_TILES", "mma.unroll=3");
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.unroll=3");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
+                        "unroll = 3 must be 1, 2, 4 or 8");
+  }
+  ScopedEnv env("FP4CL_MOE_TILES", "mma.row_loop=3");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
-                      "unroll = 3 must be 1, 2, 4 or 8");
+                      "row_loop = 3 must be 0 (automatic), 1, 2, 4 or 8");
 }
 
 TEST(MoeConfig, SplitRefusalsNameTheReason) {
