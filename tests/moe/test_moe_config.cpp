@@ -233,6 +233,16 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
   EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
   EXPECT_EQ(mma_pair_row_loop(6, 2, 2), 2);      // 8 and 4 do not divide 6
+  // Chunks of several tokens split K over kMmaFewSplitK warps by default, one token keeps the
+  // automatic split per GEMM (0); a configured few_split_k applies to both.
+  const MoeProblem problem{kNvW4A16, 2048, 768, 128, 8};
+  MoeTiles tiles;
+  EXPECT_EQ(mma_few_pairs_tiles(tiles, problem).split_k, kMmaFewSplitK);
+  EXPECT_EQ(mma_few_pairs_tiles(tiles, problem, true).split_k, 0);
+  EXPECT_EQ(mma_few_pairs_tiles(tiles, problem).local_i, 32 * kMmaFewSplitK);
+  tiles.few_split_k = 4;
+  EXPECT_EQ(mma_few_pairs_tiles(tiles, problem).split_k, 4);
+  EXPECT_EQ(mma_few_pairs_tiles(tiles, problem, true).split_k, 4);
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "mma";
   {
