@@ -109,6 +109,8 @@ DeviceInfo query_device_info(const cl::Device& device, int platform_index, int d
               : (type & CL_DEVICE_TYPE_ACCELERATOR) ? DeviceKind::accelerator
                                                     : DeviceKind::other;
   info.compute_units = info_of<CL_DEVICE_MAX_COMPUTE_UNITS>(device, "the compute units");
+  info.preferred_float_width =
+      info_of<CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT>(device, "the preferred fp32 vector width");
   info.global_mem_bytes = info_of<CL_DEVICE_GLOBAL_MEM_SIZE>(device, "the global memory size");
   info.max_alloc_bytes = info_of<CL_DEVICE_MAX_MEM_ALLOC_SIZE>(device, "the maximum allocation");
   info.local_mem_bytes = info_of<CL_DEVICE_LOCAL_MEM_SIZE>(device, "the local memory size");

@@ -73,7 +73,7 @@ std::int64_t required_integer(const Json& object, const char* key, const JsonPat
 
 DeviceIdentity parse_device(const Json& j, const JsonPath& at) {
   detail::expect_object(j, at);
-  only_keys(j, {"platform", "vendor", "name", "driver", "compute_units", "kind"}, at);
+  only_keys(j, {"platform", "vendor", "name", "driver", "compute_units", "kind", "float_width"}, at);
   DeviceIdentity d;
   d.platform = required_string(j, "platform", at);
   d.vendor = required_string(j, "vendor", at, true);
@@ -83,6 +83,10 @@ DeviceIdentity parse_device(const Json& j, const JsonPath& at) {
   if (cu < 1 || cu > 1'000'000) (at / "compute_units").fail("must be a positive count, got {}", cu);
   d.compute_units = static_cast<unsigned>(cu);
   d.kind = parse_kind(required_string(j, "kind", at), at / "kind");
+  if (const auto w = detail::integer_member(j, "float_width", at)) {
+    if (*w < 1 || *w > 64) (at / "float_width").fail("must be a vector width from 1 to 64, got {}", *w);
+    d.float_width = static_cast<unsigned>(*w);
+  }
   return d;
 }
 
@@ -141,6 +145,7 @@ Json identity_json(const DeviceIdentity& d) {
   j["driver"] = d.driver;
   j["compute_units"] = d.compute_units;
   j["kind"] = kind_key(d.kind);
+  if (d.float_width > 0) j["float_width"] = d.float_width;
   return j;
 }
 
@@ -173,6 +178,7 @@ DeviceIdentity DeviceIdentity::of(const DeviceInfo& info) {
   d.driver = info.driver_version;
   d.compute_units = info.compute_units;
   d.kind = info.kind;
+  d.float_width = info.preferred_float_width;
   return d;
 }
 

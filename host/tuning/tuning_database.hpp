@@ -36,6 +36,10 @@ struct DeviceIdentity {
   std::string platform, vendor, name, driver;
   unsigned compute_units = 0;
   DeviceKind kind = DeviceKind::other;
+  // The preferred fp32 vector width (optional key "float_width"; 0: not recorded). Entries of
+  // another CPU model apply only where this is the same and known: a kernel tuned for AVX-512's
+  // 16 lanes can be ten times slower on an AVX2 CPU of the same vendor.
+  unsigned float_width = 0;
 
   static DeviceIdentity of(const DeviceInfo& info);
   // "pthread-haswell-AMD EPYC (Portable Computing Language, driver 3.1, 2 CUs)"

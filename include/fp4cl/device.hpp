@@ -22,6 +22,9 @@ struct DeviceInfo {
       opencl_c_version, extensions;
   DeviceKind kind = DeviceKind::other;
   unsigned compute_units = 0;
+  // CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT: on PoCL's CPU device the SIMD width in floats (16 with
+  // AVX-512, 8 with AVX2), which decides which CPU kernels are fast.
+  unsigned preferred_float_width = 1;
   std::uint64_t global_mem_bytes = 0, max_alloc_bytes = 0, local_mem_bytes = 0;
   std::size_t max_work_group_size = 0;
   bool has_fp64 = false;                 // cl_khr_fp64 (or fp64 in the core of the device)

@@ -162,16 +162,19 @@ TEST(LinearApi, MetadataForBenchmarks) {
 TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", std::nullopt);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
-  // The decode GEMVs by device class: on CPUs the words kernel, on GPUs the split kernel (with
-  // tensor cores the mma kernel, for prefill too), on other devices the rows kernel.
+  // The decode GEMVs by device class: on CPUs the words kernel where the SIMD holds 16 floats
+  // (AVX-512), else the integer block sums (W4A4) and the lanes kernel (W4A16); on GPUs the split
+  // kernel (with tensor cores the mma kernel, for prefill too); on other devices the rows kernel.
   const DeviceKind kind = context().info().kind;
   const bool tensor_cores = mma_native(context().info());
+  const bool simd16 = context().info().preferred_float_width >= 16;
   const std::string gemv = tensor_cores             ? "mma"
                            : kind == DeviceKind::cpu ? "gemv_words"
                            : kind == DeviceKind::gpu ? "gemv_split"
                                                      : "gemv_rows";
   const std::string gemm = tensor_cores ? "mma" : "gemm_tiled";
-  const std::string gemv_w4a4 = gemv, gemv_w4a16 = gemv;
+  const bool narrow_cpu = !tensor_cores && kind == DeviceKind::cpu && !simd16;
+  const std::string gemv_w4a4 = narrow_cpu ? "gemv_int" : gemv, gemv_w4a16 = narrow_cpu ? "gemv_lanes" : gemv;
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), gemm);

@@ -141,5 +141,23 @@ TEST_P(LinearKernelTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, LinearKernelTest, testing::ValuesIn(all_cases()), case_name);
 
+// gemv_words' decode is a 16-lane permute: automatic selection takes it on CPUs whose SIMD holds
+// 16 floats (AVX-512) and passes it over on narrower ones (AVX2: gemv_lanes and gemv_int are
+// faster there), where it still runs when forced (its 8-entry table decode, WORDS_LUT8: the
+// forced runs above on such a device).
+TEST(LinearKernelSelection, GemvWordsOnlyWithSixteenFloatSimd) {
+  const auto k = linear_kernels().instantiate("gemv_words");
+  DeviceInfo avx512;
+  avx512.kind = DeviceKind::cpu;
+  avx512.preferred_float_width = 16;
+  EXPECT_TRUE(k->selectable(avx512));
+  DeviceInfo avx2 = avx512;
+  avx2.preferred_float_width = 8;
+  const Verdict no = k->selectable(avx2);
+  EXPECT_FALSE(no);
+  EXPECT_NE(no.reason().find("holds 8 floats"), std::string::npos) << no.reason();
+  EXPECT_TRUE(k->designed_for(LinearRegime::decode, DeviceKind::cpu));
+}
+
 }  // namespace
 }  // namespace fp4cl

@@ -64,6 +64,13 @@ TEST(TuningDatabase, RoundTripIsExactAndDeterministic) {
   EXPECT_EQ(to_json_text(load_database(path)), text);
 }
 
+TEST(TuningDatabase, FloatWidthIsOptionalAndRoundTrips) {
+  EXPECT_EQ(parse_database(kValid, "db.json").devices[0].device.float_width, 0u);  // not recorded
+  const Database db = parse_database(edited("\"kind\": \"cpu\"", "\"kind\": \"cpu\", \"float_width\": 8"), "db.json");
+  EXPECT_EQ(db.devices[0].device.float_width, 8u);
+  EXPECT_EQ(parse_database(to_json_text(db), "again.json").devices[0].device.float_width, 8u);
+}
+
 TEST(TuningDatabase, RefusesWhatItCannotTrust) {
   const std::pair<std::string, std::string> cases[] = {
       {edited("\"fp4cl-tuning\"", "\"other\""), "db.json: schema must be \"fp4cl-tuning\""},
@@ -77,6 +84,8 @@ TEST(TuningDatabase, RefusesWhatItCannotTrust) {
       {edited("\"kernel\": \"grouped\"", "\"kernel\": \"grouped\", \"colour\": 1"), "colour is not a known key"},
       {edited("\"compute_units\": 2", "\"compute_units\": 0"), "compute_units must be a positive count"},
       {edited("\"kind\": \"cpu\"", "\"kind\": \"fpga\""), "device.kind must be one of"},
+      {edited("\"kind\": \"cpu\"", "\"kind\": \"cpu\", \"float_width\": 0"), "float_width must be a vector width"},
+      {edited("\"kind\": \"cpu\"", "\"kind\": \"cpu\", \"float_width\": 16"), "(no error)"},  // optional
       {edited("\"tokens\": 8", "\"tokens\": 1"), "(no error)"},  // different op: not a duplicate
       {edited("\"op\": \"moe\", \"scheme\": \"mxfp4-w4a4\", \"shape\": {\"hidden\": 64, \"inter\": 32, \"experts\": "
               "4, \"topk\": 2},\n       \"tokens\": 8",

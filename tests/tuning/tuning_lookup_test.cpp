@@ -98,15 +98,18 @@ TEST(TuningLookup, AnotherDriverMatchesWithANoteOnlyWhenTheRunningOneHasNoEntry)
 
 TEST(TuningLookup, ASimilarDeviceServesWhenTheModelHasNoEntry) {
   // Same platform, vendor and class, another model (the CI machine's CPU may not be the one the
-  // shipped database was tuned on): its entries, with a note naming it; the same core count first.
+  // shipped database was tuned on) of the same SIMD width: its entries, with a note naming it;
+  // the same core count first.
   Database db;
   DeviceIdentity tuned16 = device("1.0", 16), tuned2 = device("1.0", 2);
   tuned16.name = "pthread-skylake-avx512-EPYC";
   tuned2.name = "pthread-znver4-EPYC";
+  tuned16.float_width = tuned2.float_width = 16;
   db.put(tuned16, linear_entry(1, "sixteen"));
   db.put(tuned2, linear_entry(1, "two"));
   DeviceIdentity running = device("1.0", 2);
-  running.name = "pthread-haswell-EPYC";
+  running.name = "pthread-icelake-server-EPYC";
+  running.float_width = 16;
   Match m = find_entries(db, running, kKey);
   ASSERT_EQ(m.entries.size(), 1u);
   EXPECT_EQ(m.entries[0]->kernel, "two");
@@ -127,6 +130,38 @@ TEST(TuningLookup, ASimilarDeviceServesWhenTheModelHasNoEntry) {
   LookupKey shape = kKey;
   shape.shape["n"] = 128;
   EXPECT_TRUE(find_entries(db, running, shape).entries.empty());
+}
+
+TEST(TuningLookup, CpusOfAnotherOrUnknownSimdWidthAreNotSimilar) {
+  // An AVX2 CPU (8 floats) does not take entries tuned on an AVX-512 one (16), nor entries whose
+  // width was not recorded (databases written before the key); its own model's entries still apply.
+  Database db;
+  DeviceIdentity avx512 = device("1.0", 2), unknown = device("1.0", 2);
+  avx512.name = "pthread-skylake-avx512-EPYC";
+  avx512.float_width = 16;
+  unknown.name = "pthread-znver4-EPYC";
+  db.put(avx512, linear_entry(1, "avx512"));
+  db.put(unknown, linear_entry(1, "unknown"));
+  DeviceIdentity avx2 = device("1.0", 2);
+  avx2.name = "pthread-haswell-EPYC";
+  avx2.float_width = 8;
+  EXPECT_TRUE(find_entries(db, avx2, kKey).entries.empty());
+  avx2.float_width = 0;
+  EXPECT_TRUE(find_entries(db, avx2, kKey).entries.empty());
+  db.put(avx2, linear_entry(1, "own"));
+  const Match m = find_entries(db, avx2, kKey);
+  ASSERT_EQ(m.entries.size(), 1u);
+  EXPECT_EQ(m.entries[0]->kernel, "own");
+  // GPUs of one vendor stay similar whatever their widths (NVIDIA reports 1).
+  Database gpus;
+  DeviceIdentity h100 = device("1.0", 132), h200 = device("1.0", 132);
+  h100.kind = h200.kind = DeviceKind::gpu;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  h200.name = "NVIDIA H200";
+  gpus.put(h100, linear_entry(1, "h100"));
+  const Match g = find_entries(gpus, h200, kKey);
+  ASSERT_EQ(g.entries.size(), 1u);
+  EXPECT_TRUE(g.similar);
 }
 
 }  // namespace

@@ -145,9 +145,15 @@ TEST(TuningStore, ShippedPoclDatabaseCoversTheBar) {
     tuned.driver_version = d.device.driver;
     tuned.compute_units = d.device.compute_units;
     tuned.kind = DeviceKind::cpu;
+    EXPECT_GT(d.device.float_width, 0u) << "the shipped entries record the SIMD width they were tuned for";
+    tuned.preferred_float_width = d.device.float_width;
     DeviceInfo other = tuned;
     other.name = "pthread-some-other-model-" + tuned.name;
     other.compute_units = tuned.compute_units * 2;
+    // A CPU of another SIMD width (AVX2 against AVX-512) takes the built-in defaults instead.
+    DeviceInfo narrower = other;
+    narrower.preferred_float_width = tuned.preferred_float_width / 2;
+    EXPECT_TRUE(store.lookup(narrower, {"linear", "nvfp4-w4a16", {{"n", 4096}, {"k", 4096}}}).entries.empty());
     for (const char* scheme : {"nvfp4-w4a16", "nvfp4-w4a4"}) {
       const LookupKey moe{"moe", scheme, {{"hidden", 2048}, {"inter", 768}, {"experts", 128}, {"topk", 8}}};
       const LookupKey linear_big{"linear", scheme, {{"n", 4096}, {"k", 4096}}};
