@@ -134,6 +134,10 @@ TEST(TuningStore, ShippedPoclDatabaseCoversTheBar) {
   ASSERT_FALSE(text.empty()) << "tuning/pocl-cpu.json is not shipped";
   const Database shipped = parse_database(text, "tuning/pocl-cpu.json");
   ASSERT_FALSE(shipped.devices.empty());
+  // Both SIMD widths of the x86 CPUs CI has run on: AVX-512 (16 floats) and AVX2 (8).
+  std::set<unsigned> widths;
+  for (const DeviceTuning& d : shipped.devices) widths.insert(d.device.float_width);
+  EXPECT_EQ(widths, (std::set<unsigned>{8, 16}));
   const TuningStore store({{"tuning/pocl-cpu.json (shipped)", text}});
   for (const DeviceTuning& d : shipped.devices) {
     EXPECT_EQ(d.device.platform, "Portable Computing Language");
@@ -150,9 +154,9 @@ TEST(TuningStore, ShippedPoclDatabaseCoversTheBar) {
     DeviceInfo other = tuned;
     other.name = "pthread-some-other-model-" + tuned.name;
     other.compute_units = tuned.compute_units * 2;
-    // A CPU of another SIMD width (AVX2 against AVX-512) takes the built-in defaults instead.
+    // A CPU of a SIMD width no shipped device has (4 floats: SSE) takes the built-in defaults.
     DeviceInfo narrower = other;
-    narrower.preferred_float_width = tuned.preferred_float_width / 2;
+    narrower.preferred_float_width = 4;
     EXPECT_TRUE(store.lookup(narrower, {"linear", "nvfp4-w4a16", {{"n", 4096}, {"k", 4096}}}).entries.empty());
     for (const char* scheme : {"nvfp4-w4a16", "nvfp4-w4a4"}) {
       const LookupKey moe{"moe", scheme, {{"hidden", 2048}, {"inter", 768}, {"experts", 128}, {"topk", 8}}};
