@@ -27,9 +27,10 @@ void run_devices(const DevicesArgs& a) {
     fmt::print("{}:{}  {}\n", d.platform_index, d.device_index, d.name);
     fmt::print("      platform {} ({}), vendor {}, driver {}\n", d.platform_name, d.platform_version, d.vendor,
                d.driver_version);
-    fmt::print("      {}, {} compute units, {} MiB, largest allocation {} MiB, local memory {} KiB, {}\n",
+    fmt::print("      {}, {} compute units, {} MiB, largest allocation {} MiB, local memory {} KiB, {}, "
+               "float vectors of {}\n",
                to_string(d.kind), d.compute_units, d.global_mem_bytes >> 20, d.max_alloc_bytes >> 20,
-               d.local_mem_bytes >> 10, d.opencl_c_version);
+               d.local_mem_bytes >> 10, d.opencl_c_version, d.preferred_float_width);
   }
   const auto store = tuning::tuning_store();
   std::string loaded;

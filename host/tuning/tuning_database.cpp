@@ -183,6 +183,9 @@ DeviceIdentity DeviceIdentity::of(const DeviceInfo& info) {
 }
 
 std::string DeviceIdentity::describe() const {
+  if (float_width > 0)
+    return fmt::format("{} ({}, driver {}, {} CUs, float vectors of {})", name, platform, driver, compute_units,
+                       float_width);
   return fmt::format("{} ({}, driver {}, {} CUs)", name, platform, driver, compute_units);
 }
 
