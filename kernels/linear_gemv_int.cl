@@ -42,6 +42,29 @@ inline short16 int_twice_e2m1(uchar16 codes) {
   return convert_short16(fp4_lut16(t, codes));
 }
 
+// x86 with AVX2 (clang's builtin reachable: PoCL on such CPUs): each row's (element, next
+// element) products summed in 32 bits by one vpmaddwd per 16 products, instead of two int16
+// multiplies and adds, with the even/odd halves added once per block. The same exact integer
+// sums. Measured on 2 AVX2 cores (PoCL 3.1, pthread-haswell), linear 4096x4096 W4A4 M = 1, 4
+// alternating rounds, µs: 611, 683, 1109, 655 -> 511, 662, 490, 482; 2048x768 within the noise
+// (58-94 against 72-85). (Written as plain OpenCL C, `convert_int8(w.even) * ... + ...odd`, LLVM
+// did not form vpmaddwd and it ran 2.5x slower.)
+#if defined(__has_builtin) && !defined(INT_NO_PMADDWD)
+#if __has_builtin(__builtin_ia32_pmaddwd256) && defined(__AVX2__)
+#define INT_PMADDWD 1
+#endif
+#endif
+#ifndef INT_PMADDWD
+#define INT_PMADDWD 0
+#endif
+#if INT_PMADDWD
+typedef short int_v16hi __attribute__((vector_size(32)));
+inline int8 int_madd(short16 w, short16 x) {
+  return __builtin_astype(__builtin_ia32_pmaddwd256(__builtin_astype(w, int_v16hi), __builtin_astype(x, int_v16hi)),
+                          int8);
+}
+#endif
+
 inline void gemv_int(const __global uchar* restrict codes, const __global uchar* restrict scales,
                      const __global uchar* restrict acts, __global uchar* restrict y,
                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
@@ -65,20 +88,34 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   }
 
   for (uint blk = 0; blk < blocks; ++blk) {
+#if INT_PMADDWD
+    int8 s[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) s[t] = (int8)(0);
+#else
     short16 s[INT_TOKENS];
     for (uint t = 0; t < tokens; ++t) s[t] = (short16)(0);
+#endif
 #pragma unroll
     for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
       const uchar16 b = vload16(blk * (INT_BLOCK / 4u) + q, cp);
       const short16 w01 = int_twice_e2m1(b & (uchar)15), w23 = int_twice_e2m1(b >> (uchar)4);
       const uint j = blk * (INT_BLOCK / 2u) + q * 2u;  // the int holding elements 4q, 4q + 1 of the block
-      for (uint t = 0; t < tokens; ++t)
+      for (uint t = 0; t < tokens; ++t) {
+#if INT_PMADDWD
+        s[t] += int_madd(w01, as_short16((int8)(a[t][j]))) + int_madd(w23, as_short16((int8)(a[t][j + 1u])));
+#else
         s[t] += w01 * as_short16((int8)(a[t][j])) + w23 * as_short16((int8)(a[t][j + 1u]));
+#endif
+      }
     }
     // The 8 rows' weight scales of the block, divided by 4 (both tables hold 2·e2m1).
     const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
     for (uint t = 0; t < tokens; ++t) {
+#if INT_PMADDWD
+      const int8 sum = s[t];
+#else
       const int8 sum = convert_int8(s[t].even) + convert_int8(s[t].odd);
+#endif
       acc[t] = fma(convert_float8(sum), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
     }
   }
