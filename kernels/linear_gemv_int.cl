@@ -3,7 +3,8 @@
 // Under W4A4 both operands of every product are E2M1 values, so 2·e2m1(w) · 2·e2m1(a) is an
 // integer (|.| <= 144) and a block's sum of products is an exact integer; the block's value is
 // that integer times its weight scale times its activation scale, / 4. This kernel computes the
-// block sums in 16-bit integer lanes and converts once per block:
+// block sums in 16-bit integer lanes (on AVX2, pairs summed into 32-bit lanes by vpmaddwd: below)
+// and converts once per block:
 //   - one work-item owns a group of 8 weight rows (the "lanes" layout in its by_pair order,
 //     host/prepare/fp4_lanes_layout.hpp): a 16-byte load holds 4 elements of each of the 8 rows;
 //     a table lookup of its low nibbles (one byte shuffle on PoCL, fp4_dot.cl) gives the

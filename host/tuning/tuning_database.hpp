@@ -42,7 +42,7 @@ struct DeviceIdentity {
   unsigned float_width = 0;
 
   static DeviceIdentity of(const DeviceInfo& info);
-  // "pthread-haswell-AMD EPYC (Portable Computing Language, driver 3.1, 2 CUs)"
+  // "pthread-haswell-AMD EPYC (Portable Computing Language, driver 3.1, 2 CUs, float vectors of 8)"
   std::string describe() const;
 };
 
