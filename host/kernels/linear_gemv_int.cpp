@@ -1,13 +1,19 @@
 // Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
-// weight rows per work-item; block sums of E2M1 products as exact int16 sums). Its weights are the
+// weight rows per work-item; block sums of E2M1 products as exact int16 sums, or int32 through
+// vpmaddwd where the OpenCL compiler offers the AVX2 builtin: FP4CL_LINEAR_PMADDWD=0 keeps the
+// portable int16 path, for comparison; both give the same bits). Its weights are the
 // lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales
 // (argument 13: the token capacity, where the scales start). The rest is
 // linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/linear_lane_groups_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "prepare/fp4_lanes_layout.hpp"
+#include "support/check.hpp"
 
 namespace fp4cl {
 
@@ -36,6 +42,17 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
   ActivationForm activation_form(const Context& ctx, const LinearConfig& config) const override {
     (void)ctx, (void)config;
     return ActivationForm::int_codes;
+  }
+
+  void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const override {
+    (void)ctx, (void)config;
+    const char* env = std::getenv("FP4CL_LINEAR_PMADDWD");
+    const std::string choice = env ? env : "";
+    if (!choice.empty() && choice != "0" && choice != "1")
+      fail("FP4CL_LINEAR_PMADDWD = '{}': expected 0 (the portable int16 sums) or 1 (vpmaddwd where the compiler "
+           "offers it, the default)",
+           choice);
+    if (choice == "0") options.define("INT_NO_PMADDWD");
   }
 
   void set_own_arguments(const LinearConfig& config) override {

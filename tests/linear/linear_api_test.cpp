@@ -83,6 +83,39 @@ TEST(LinearApi, RunsAreBitIdentical) {
   }
 }
 
+// gemv_int's two ways to sum its exact integer products (vpmaddwd where the OpenCL compiler offers
+// the AVX2 builtin; FP4CL_LINEAR_PMADDWD=0: the portable int16 sums) give the same bits, for NVFP4
+// and MXFP4 (blocks of 16 and 32) and 1 to 5 tokens a call; any other value of the switch is an
+// error naming it.
+TEST(LinearApi, GemvIntSumsAreTheSameWithAndWithoutPmaddwd) {
+  for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
+    const Fp4Weight w = test::random_weight(scheme.weight, 72, 1024, 13);
+    const std::vector<std::uint16_t> x = test::random_activations(5, 1024, 14);
+    for (const std::int64_t m : {1, 2, 5}) {
+      const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * 1024);
+      std::vector<float> fast, portable;
+      {
+        ScopedEnv env("FP4CL_LINEAR_PMADDWD", std::nullopt);
+        Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 5)).run(xm, m, fast);
+      }
+      {
+        ScopedEnv env("FP4CL_LINEAR_PMADDWD", "0");
+        Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 5)).run(xm, m, portable);
+      }
+      ASSERT_EQ(fast.size(), portable.size());
+      EXPECT_EQ(std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(float)), 0) << scheme.name() << " " << m;
+    }
+  }
+  ScopedEnv env("FP4CL_LINEAR_PMADDWD", "yes");
+  try {
+    Linear::create(context(), test::random_weight(WeightFormat::nvfp4, 8, 64, 15), kNvW4A4,
+                   options_for("gemv_int", OutputType::fp32, 1));
+    ADD_FAILURE() << "no error for FP4CL_LINEAR_PMADDWD=yes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FP4CL_LINEAR_PMADDWD = 'yes'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LinearApi, W4A16IgnoresTheInputGlobalScale) {
   Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 48, 256, 3);
   const std::vector<std::uint16_t> x = test::random_activations(2, 256, 4);
