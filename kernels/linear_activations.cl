@@ -22,10 +22,11 @@
 //                         layout of a W4A16 layer's input.
 //   linear_quantize_fp4_codes
 //                         W4A4 for the integer GEMV (linear_gemv_int.cl): the same quantization,
-//                         written as integers 2·e2m1(code) (int16, per token a row of KPAD in
-//                         element order, zeros past K) and, after the rows of max_tokens tokens,
-//                         per token KPAD/16 floats: the block scale of each 16-element chunk (an
-//                         MXFP4 block's for both of its chunks; 0 past K).
+//                         written as integers 2·e2m1(code) (int8, per token a row of KPAD in
+//                         element order, zeros past K); after the rows of max_tokens tokens, per
+//                         token KPAD/16 ints: the sum of each 16-element chunk's codes; and from
+//                         byte offset 2 · max_tokens · KPAD, per token KPAD/16 floats: the block
+//                         scale of each chunk (an MXFP4 block's for both of its chunks; 0 past K).
 //
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
@@ -125,9 +126,9 @@ __kernel void linear_quantize_fp4_bf16(const __global ushort* restrict x, __glob
 }
 
 // 2·e2m1 of an E2M1 code: an integer in -12..12 (code 8 is -0).
-inline short act_twice_e2m1(uint code) {
-  const short m[8] = {0, 1, 2, 3, 4, 6, 8, 12};
-  return (code & 8u) ? (short)(-m[code & 7u]) : m[code & 7u];
+inline char act_twice_e2m1(uint code) {
+  const char m[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  return (code & 8u) ? (char)(-m[code & 7u]) : m[code & 7u];
 }
 
 __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __global uchar* restrict out,
@@ -135,20 +136,33 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
   const uint s = get_global_id(0), m = get_global_id(1);
   if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
   const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
-  __global short* codes = (__global short*)out + (size_t)m * kpad + s * FP4CL_STEP;
+  __global char* codes = (__global char*)out + (size_t)m * kpad + s * FP4CL_STEP;
+  __global int* sums = (__global int*)(out + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u) +
+                       s * (FP4CL_STEP / 16);
   __global float* scales = (__global float*)(out + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u) +
                            s * (FP4CL_STEP / 16);
   for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
     const uint first = b * FP4CL_ACT_BLOCK;
     if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
       for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = 0;
-      for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = 0.0f;
+      for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) {
+        sums[first / 16 + c] = 0;
+        scales[first / 16 + c] = 0.0f;
+      }
       continue;
     }
     float v[FP4CL_ACT_BLOCK];
     const float2 block_scale = act_block_scale(act_load_block(src + first, v), gs);
     const float mult = block_scale.x, scale = block_scale.y;
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = act_twice_e2m1(fp4_encode_scaled(v[i], mult));
-    for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) scales[first / 16 + c] = scale;
+    for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) {
+      int sum = 0;
+      for (uint i = first + 16 * c; i < first + 16 * (c + 1); ++i) {
+        const char code = act_twice_e2m1(fp4_encode_scaled(v[i - first], mult));
+        codes[i] = code;
+        sum += code;
+      }
+      sums[first / 16 + c] = sum;
+      scales[first / 16 + c] = scale;
+    }
   }
 }

@@ -3,33 +3,50 @@
 // Under W4A4 both operands of every product are E2M1 values, so 2·e2m1(w) · 2·e2m1(a) is an
 // integer (|.| <= 144) and a block's sum of products is an exact integer; the block's value is
 // that integer times its weight scale times its activation scale, / 4. This kernel computes the
-// block sums in 16-bit integer lanes (on AVX2, pairs summed into 32-bit lanes by vpmaddwd: below)
-// and converts once per block:
-//   - one work-item owns a group of 8 weight rows (the "lanes" layout in its by_pair order,
-//     host/prepare/fp4_lanes_layout.hpp): a 16-byte load holds 4 elements of each of the 8 rows;
-//     a table lookup of its low nibbles (one byte shuffle on PoCL, fp4_dot.cl) gives the
-//     (element, next element) pairs of the 8 rows, the high nibbles the next two elements;
-//   - sign-extended to int16, each pair is multiplied by the activations' pair (one 32-bit
-//     broadcast of two int16 codes) and summed into int16 accumulators (|sum| <= 16 · 144 per
-//     NVFP4 block, 32 · 144 per MXFP4 block: no overflow);
-//   - per block, the pair halves are added in 32 bits, converted to float (exact) and meet
-//     weight scale × activation scale / 4 (exact: 4 + 4 significant bits for NVFP4, powers of two
-//     for MXFP4) in one FMA into the fp32 sum.
+// block sums in integer lanes and converts once per block:
+//   - one work-item owns a group of 8 weight rows (the "lanes" layout in its by_quad order,
+//     host/prepare/fp4_lanes_layout.hpp): a 16-byte load holds 4 elements of each of the 8 rows,
+//     rows 0..3 in the low nibbles and rows 4..7 in the high ones, byte 4r + i element i;
+//   - the activations are the pre-pass's int8 codes 2·e2m1 in element order, so the 4 codes of a
+//     load are one 32-bit broadcast;
+//   - per block, each row's sum goes to float once (exact) and meets weight scale × activation
+//     scale / 4 (exact: 4 + 4 significant bits for NVFP4, powers of two for MXFP4) in one FMA into
+//     the fp32 sum.
 // So every block's contribution is rounded once, as in the float kernels: the reference's error
 // bound holds (fp32 accumulation of at most k + 2 terms).
 //
-// Inputs: the lanes layout (by_pair), and linear_quantize_fp4_codes's workspace: per token KPAD
-// int16 codes 2·e2m1 in element order, then (after max_tokens rows) per token KPAD/16 fp32 chunk
-// scales.
+// Two ways to the same integers:
+//   - x86 with AVX2 (clang's builtins reachable: PoCL on such CPUs; INT_X86 below): the 32 codes
+//     of a load, low nibbles in the vector's low half and high nibbles in its high half, become
+//     2·e2m1 + 12 (0..24, unsigned) by one byte shuffle (vpshufb), and one vpmaddubsw multiplies
+//     them by the 4 broadcast activation codes and adds neighbours: per row two int16 sums of 2
+//     products, accumulated in int16 over the block and added in 32 bits by one vpmaddwd. The
+//     offset 12 adds 12 · (the chunk's activation code sum) to every row's sum, which the
+//     pre-pass wrote and the kernel subtracts. |partial sums| <= 2 · 24 · 12 per load, 8 loads an
+//     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 5
+//     vector instructions per 32 weights, against 11 with int16 products (measured below).
+//   - elsewhere (and with INT_NO_X86, FP4CL_LINEAR_AVX2=0): signed 2·e2m1 codes from a table,
+//     int16 products with the activation codes, summed per row in plain OpenCL C.
+//
+// Inputs: the lanes layout (by_quad), and linear_quantize_fp4_codes's workspace: per token KPAD
+// int8 codes 2·e2m1 in element order; after max_tokens rows, per token KPAD/16 ints (each chunk's
+// code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales.
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4
 //   INT_TOKENS          tokens per work-item of linear_gemv_int_tokens (_single: 1, _pair: 2)
+//   INT_PREFETCH        chunks of 16 elements (64 bytes of codes) ahead to prefetch into L2 (0:
+//                       none). On 2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6
+//                       alternating rounds, median µs: none 426-600, 16 chunks 335-495, 32
+//                       362-442, 64 341-425 (the CPU default; bench/pocl-history.md).
 // Launch: global (roundup(ceil(N / 8), local0), ceil(M / tokens)), any local size.
 #include "common/fp4_dot.cl"
 
 #ifndef INT_TOKENS
 #error "INT_TOKENS (tokens per work-item) must be defined"
+#endif
+#ifndef INT_PREFETCH
+#define INT_PREFETCH 0
 #endif
 #if FP4CL_FORMAT_MXFP4
 #define INT_BLOCK 32
@@ -37,32 +54,38 @@
 #define INT_BLOCK 16
 #endif
 
+#if defined(__has_builtin) && !defined(INT_NO_X86) && defined(__AVX2__)
+#if __has_builtin(__builtin_ia32_pshufb256) && __has_builtin(__builtin_ia32_pmaddubsw256) && \
+    __has_builtin(__builtin_ia32_pmaddwd256)
+#define INT_X86 1
+#endif
+#endif
+#ifndef INT_X86
+#define INT_X86 0
+#endif
+
+#if INT_X86
+typedef char int_v32qi __attribute__((vector_size(32)));
+typedef short int_v16hi __attribute__((vector_size(32)));
+typedef uint int_v8su __attribute__((vector_size(32)));
+// Rows 0..3 (low nibbles of the load's 16 bytes) in the low 128 bits, rows 4..7 (high nibbles) in
+// the high 128 bits, each as 2·e2m1 + 12.
+inline int_v32qi int_offset_codes(uint4 b) {
+  const int_v32qi table = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                           12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+  const int_v8su shift = {0, 0, 0, 0, 4, 4, 4, 4};
+  const int_v8su both = {b.s0, b.s1, b.s2, b.s3, b.s0, b.s1, b.s2, b.s3};
+  return __builtin_ia32_pshufb256(table, (int_v32qi)((both >> shift) & 0x0F0F0F0Fu));
+}
+#else
 // 2·e2m1 of the checkpoint's codes 0..15 (code 8 is -0).
 inline short16 int_twice_e2m1(uchar16 codes) {
   const char16 t = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   return convert_short16(fp4_lut16(t, codes));
 }
-
-// x86 with AVX2 (clang's builtin reachable: PoCL on such CPUs): each row's (element, next
-// element) products summed in 32 bits by one vpmaddwd per 16 products, instead of two int16
-// multiplies and adds, with the even/odd halves added once per block. The same exact integer
-// sums. Measured on 2 AVX2 cores (PoCL 3.1, pthread-haswell), linear 4096x4096 W4A4 M = 1, 4
-// alternating rounds, µs: 611, 683, 1109, 655 -> 511, 662, 490, 482; 2048x768 within the noise
-// (58-94 against 72-85). (Written as plain OpenCL C, `convert_int8(w.even) * ... + ...odd`, LLVM
-// did not form vpmaddwd and it ran 2.5x slower.)
-#if defined(__has_builtin) && !defined(INT_NO_PMADDWD)
-#if __has_builtin(__builtin_ia32_pmaddwd256) && defined(__AVX2__)
-#define INT_PMADDWD 1
-#endif
-#endif
-#ifndef INT_PMADDWD
-#define INT_PMADDWD 0
-#endif
-#if INT_PMADDWD
-typedef short int_v16hi __attribute__((vector_size(32)));
-inline int8 int_madd(short16 w, short16 x) {
-  return __builtin_astype(__builtin_ia32_pmaddwd256(__builtin_astype(w, int_v16hi), __builtin_astype(x, int_v16hi)),
-                          int8);
+// Lanes 4r .. 4r + 3 of v summed, r = 0..3.
+inline int4 int_sum_quads(short16 v) {
+  return convert_int4(v.s048c) + convert_int4(v.s159d) + convert_int4(v.s26ae) + convert_int4(v.s37bf);
 }
 #endif
 
@@ -74,51 +97,72 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   const uint m0 = get_global_id(1) * tokens;
   if (g * 8u >= n_rows || m0 >= m_tokens) return;
   const uint blocks = k / INT_BLOCK;
-  const __global uchar* cp = codes + (size_t)g * (k / 16u) * 64u;
+  const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 64u);
   const __global uchar* sp = scales + (size_t)g * blocks * 8u;
 
-  // Token t's codes as int16 pairs (one int each), and its chunk scales.
+  // Token t's codes (4 to an int), chunk code sums and chunk scales.
   const __global int* a[INT_TOKENS];
+  const __global int* asum[INT_TOKENS];
   const __global float* as[INT_TOKENS];
   float8 acc[INT_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
-    a[t] = (const __global int*)acts + (size_t)m * (kpad / 2u);
+    a[t] = (const __global int*)(acts + (size_t)m * kpad);
+    asum[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
     as[t] = (const __global float*)(acts + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u);
     acc[t] = (float8)(0.0f);
   }
 
   for (uint blk = 0; blk < blocks; ++blk) {
-#if INT_PMADDWD
-    int8 s[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) s[t] = (int8)(0);
-#else
-    short16 s[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) s[t] = (short16)(0);
+#if INT_PREFETCH > 0
+    // The block's weights INT_PREFETCH chunks ahead, into L2, and every 8th block the line of
+    // scales 8 blocks on. Never faults.
+    for (uint c = 0; c < INT_BLOCK / 16u; ++c)
+      __builtin_prefetch((const __global char*)(cp + (blk * (INT_BLOCK / 16u) + c + INT_PREFETCH) * 4u), 0, 2);
+    if ((blk & 7u) == 0u) __builtin_prefetch((const __global char*)(sp + (blk + 64u) * 8u), 0, 2);
 #endif
+    int8 sum[INT_TOKENS];
+#if INT_X86
+    const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int_v16hi s[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) s[t] = zero;
 #pragma unroll
     for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
-      const uchar16 b = vload16(blk * (INT_BLOCK / 4u) + q, cp);
-      const short16 w01 = int_twice_e2m1(b & (uchar)15), w23 = int_twice_e2m1(b >> (uchar)4);
-      const uint j = blk * (INT_BLOCK / 2u) + q * 2u;  // the int holding elements 4q, 4q + 1 of the block
+      const int_v32qi w = int_offset_codes(cp[blk * (INT_BLOCK / 4u) + q]);
       for (uint t = 0; t < tokens; ++t) {
-#if INT_PMADDWD
-        s[t] += int_madd(w01, as_short16((int8)(a[t][j]))) + int_madd(w23, as_short16((int8)(a[t][j + 1u])));
-#else
-        s[t] += w01 * as_short16((int8)(a[t][j])) + w23 * as_short16((int8)(a[t][j + 1u]));
-#endif
+        const int x4 = a[t][blk * (INT_BLOCK / 4u) + q];
+        s[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){x4, x4, x4, x4, x4, x4, x4, x4}));
       }
     }
-    // The 8 rows' weight scales of the block, divided by 4 (both tables hold 2·e2m1).
-    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
+    const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     for (uint t = 0; t < tokens; ++t) {
-#if INT_PMADDWD
-      const int8 sum = s[t];
+#if FP4CL_FORMAT_MXFP4
+      const int offset = 12 * (asum[t][2u * blk] + asum[t][2u * blk + 1u]);
 #else
-      const int8 sum = convert_int8(s[t].even) + convert_int8(s[t].odd);
+      const int offset = 12 * asum[t][blk];
 #endif
-      acc[t] = fma(convert_float8(sum), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
+      sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(s[t], ones), int8) - offset;
     }
+#else
+    short16 lo[INT_TOKENS], hi[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) lo[t] = hi[t] = (short16)(0);
+#pragma unroll
+    for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
+      const uchar16 b = as_uchar16(cp[blk * (INT_BLOCK / 4u) + q]);
+      const short16 wlo = int_twice_e2m1(b & (uchar)15), whi = int_twice_e2m1(b >> (uchar)4);
+      for (uint t = 0; t < tokens; ++t) {
+        const short4 x4 = convert_short4(as_char4(a[t][blk * (INT_BLOCK / 4u) + q]));
+        const short16 x = (short16)(x4, x4, x4, x4);
+        lo[t] += wlo * x;
+        hi[t] += whi * x;
+      }
+    }
+    for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads(lo[t]), int_sum_quads(hi[t]));
+#endif
+    // The 8 rows' weight scales of the block, divided by 4 (both codes are 2·e2m1).
+    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
+    for (uint t = 0; t < tokens; ++t)
+      acc[t] = fma(convert_float8(sum[t]), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
   }
 
   for (uint t = 0; t < tokens; ++t) {

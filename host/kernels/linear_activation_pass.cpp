@@ -45,8 +45,13 @@ std::size_t LinearActivationPass::workspace_bytes() const {
   return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(float);
 }
 
+std::size_t LinearActivationPass::sums_offset() const {
+  return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(std::int8_t);
+}
+
+// After the int8 codes (KPAD bytes per token) and their chunk sums (KPAD/16 ints, KPAD/4 bytes).
 std::size_t LinearActivationPass::scales_offset() const {
-  return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(std::int16_t);
+  return static_cast<std::size_t>(max_tokens_ * kpad_) * 2;
 }
 
 cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x, const cl::Buffer& workspace,

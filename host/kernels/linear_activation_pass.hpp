@@ -16,7 +16,7 @@ namespace fp4cl {
 // What the pass writes.
 enum class ActivationForm {
   split_float,  // fp32 rows, even elements then odd ones (W4A16: BF16 values; W4A4: e2m1 × scale)
-  int_codes,    // W4A4 only: int16 2·e2m1 rows, then fp32 block scales per 16-element chunk
+  int_codes,    // W4A4 only: int8 2·e2m1 rows, their sums per 16-element chunk, then fp32 chunk scales
   bf16_rows,    // W4A4 only: BF16 rows [m, k] of e2m1 × scale (exact), element order
 };
 
@@ -29,6 +29,8 @@ class LinearActivationPass {
 
   // Workspace bytes for max_tokens tokens.
   std::size_t workspace_bytes() const;
+  // int_codes: where the chunk sums of the codes start in the workspace (bytes; the codes start at 0).
+  std::size_t sums_offset() const;
   // int_codes: where the block scales start in the workspace (bytes).
   std::size_t scales_offset() const;
 

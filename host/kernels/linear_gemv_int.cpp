@@ -1,9 +1,9 @@
 // Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
-// weight rows per work-item; block sums of E2M1 products as exact int16 sums, or int32 through
-// vpmaddwd where the OpenCL compiler offers the AVX2 builtin: FP4CL_LINEAR_PMADDWD=0 keeps the
-// portable int16 path, for comparison; both give the same bits). Its weights are the
-// lanes layout in by_pair order; its activations the pre-pass's integer codes and block scales
-// (argument 13: the token capacity, where the scales start). The rest is
+// weight rows per work-item; block sums of E2M1 products as exact integers: vpshufb, vpmaddubsw
+// and vpmaddwd where the OpenCL compiler offers the AVX2 builtins, plain OpenCL C otherwise or
+// with FP4CL_LINEAR_AVX2=0, for comparison; both give the same bits). Its weights are the lanes
+// layout in by_quad order; its activations the pre-pass's int8 codes, chunk code sums and block
+// scales (argument 13: the token capacity, where the sums and scales start). The rest is
 // linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
@@ -34,8 +34,8 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
 
   std::shared_ptr<const DeviceFp4LaneGroups> take_weights(const Context& ctx, const Fp4Weight& weight,
                                                           WeightLayouts& layouts) const override {
-    return layouts.get_or_make<DeviceFp4LaneGroups>("fp4_lanes8_pairs", [&] {
-      return upload_fp4_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_pair));
+    return layouts.get_or_make<DeviceFp4LaneGroups>("fp4_lanes8_quads", [&] {
+      return upload_fp4_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_quad));
     });
   }
 
@@ -44,15 +44,21 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
     return ActivationForm::int_codes;
   }
 
+  std::vector<std::string> own_tuning_parameters() const override { return {"INT_PREFETCH"}; }
+
   void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const override {
-    (void)ctx, (void)config;
-    const char* env = std::getenv("FP4CL_LINEAR_PMADDWD");
+    (void)ctx;
+    // Software prefetch of the weights INT_PREFETCH chunks ahead (0: none).
+    const long long prefetch = linear_tuning_value(config, "gemv_int", "INT_PREFETCH");
+    if (prefetch < 0 || prefetch > 4096) fail("INT_PREFETCH = {} is outside 0..4096", prefetch);
+    options.define("INT_PREFETCH", prefetch);
+    const char* env = std::getenv("FP4CL_LINEAR_AVX2");
     const std::string choice = env ? env : "";
     if (!choice.empty() && choice != "0" && choice != "1")
-      fail("FP4CL_LINEAR_PMADDWD = '{}': expected 0 (the portable int16 sums) or 1 (vpmaddwd where the compiler "
-           "offers it, the default)",
+      fail("FP4CL_LINEAR_AVX2 = '{}': expected 0 (the portable OpenCL C sums) or 1 (AVX2 byte multiply-adds where "
+           "the compiler offers them, the default)",
            choice);
-    if (choice == "0") options.define("INT_NO_PMADDWD");
+    if (choice == "0") options.define("INT_NO_X86");
   }
 
   void set_own_arguments(const LinearConfig& config) override {

@@ -24,8 +24,12 @@ Fp4LanesLayout make_fp4_lanes_layout(const Fp4Weight& w, Fp4LanesOrder order) {
         load[r] = b01;
         load[8 + r] = b23;
       } else {
-        load[2 * r] = static_cast<std::uint8_t>((b01 & 0x0F) | (b23 << 4));     // elements e, e + 2
-        load[2 * r + 1] = static_cast<std::uint8_t>((b01 >> 4) | (b23 & 0xF0));  // elements e + 1, e + 3
+        // Row r's four codes go to the low nibbles of bytes 4r .. 4r + 3 (rows 0..3) or the high
+        // nibbles of bytes 4(r - 4) .. 4(r - 4) + 3 (rows 4..7).
+        const std::uint8_t codes[4] = {static_cast<std::uint8_t>(b01 & 0x0F), static_cast<std::uint8_t>(b01 >> 4),
+                                       static_cast<std::uint8_t>(b23 & 0x0F), static_cast<std::uint8_t>(b23 >> 4)};
+        const int shift = r < 4 ? 0 : 4;
+        for (int i = 0; i < 4; ++i) load[4 * (r % 4) + i] |= static_cast<std::uint8_t>(codes[i] << shift);
       }
     }
   });

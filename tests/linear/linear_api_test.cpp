@@ -83,11 +83,11 @@ TEST(LinearApi, RunsAreBitIdentical) {
   }
 }
 
-// gemv_int's two ways to sum its exact integer products (vpmaddwd where the OpenCL compiler offers
-// the AVX2 builtin; FP4CL_LINEAR_PMADDWD=0: the portable int16 sums) give the same bits, for NVFP4
-// and MXFP4 (blocks of 16 and 32) and 1 to 5 tokens a call; any other value of the switch is an
-// error naming it.
-TEST(LinearApi, GemvIntSumsAreTheSameWithAndWithoutPmaddwd) {
+// gemv_int's two ways to sum its exact integer products (vpmaddubsw on offset codes where the
+// OpenCL compiler offers the AVX2 builtins; FP4CL_LINEAR_AVX2=0: the portable OpenCL C sums) give
+// the same bits, for NVFP4 and MXFP4 (blocks of 16 and 32) and 1 to 5 tokens a call; any other
+// value of the switch is an error naming it.
+TEST(LinearApi, GemvIntSumsAreTheSameWithAndWithoutAvx2) {
   for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
     const Fp4Weight w = test::random_weight(scheme.weight, 72, 1024, 13);
     const std::vector<std::uint16_t> x = test::random_activations(5, 1024, 14);
@@ -95,24 +95,56 @@ TEST(LinearApi, GemvIntSumsAreTheSameWithAndWithoutPmaddwd) {
       const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * 1024);
       std::vector<float> fast, portable;
       {
-        ScopedEnv env("FP4CL_LINEAR_PMADDWD", std::nullopt);
+        ScopedEnv env("FP4CL_LINEAR_AVX2", std::nullopt);
         Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 5)).run(xm, m, fast);
       }
       {
-        ScopedEnv env("FP4CL_LINEAR_PMADDWD", "0");
+        ScopedEnv env("FP4CL_LINEAR_AVX2", "0");
         Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 5)).run(xm, m, portable);
       }
       ASSERT_EQ(fast.size(), portable.size());
       EXPECT_EQ(std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(float)), 0) << scheme.name() << " " << m;
     }
   }
-  ScopedEnv env("FP4CL_LINEAR_PMADDWD", "yes");
+  ScopedEnv env("FP4CL_LINEAR_AVX2", "yes");
   try {
     Linear::create(context(), test::random_weight(WeightFormat::nvfp4, 8, 64, 15), kNvW4A4,
                    options_for("gemv_int", OutputType::fp32, 1));
-    ADD_FAILURE() << "no error for FP4CL_LINEAR_PMADDWD=yes";
+    ADD_FAILURE() << "no error for FP4CL_LINEAR_AVX2=yes";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("FP4CL_LINEAR_PMADDWD = 'yes'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("FP4CL_LINEAR_AVX2 = 'yes'"), std::string::npos) << e.what();
+  }
+}
+
+// gemv_int's software prefetch (INT_PREFETCH, chunks ahead; 0: none) moves no bits: the same
+// outputs with 0, 1, 64 (the CPU default) and 4096 (every prefetch past the buffer's end), NVFP4
+// and MXFP4, 1, 2 and 5 tokens; a value outside 0..4096 is refused by name.
+TEST(LinearApi, GemvIntPrefetchChangesNoBits) {
+  for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
+    const Fp4Weight w = test::random_weight(scheme.weight, 40, 1056, 21);
+    const std::vector<std::uint16_t> x = test::random_activations(5, 1056, 22);
+    std::vector<std::vector<float>> first;
+    for (const long long prefetch : {0LL, 1LL, 64LL, 4096LL}) {
+      LinearOptions o = options_for("gemv_int", OutputType::fp32, 5);
+      o.tuning["INT_PREFETCH"] = prefetch;
+      Linear layer = Linear::create(context(), w, scheme, o);
+      std::vector<std::vector<float>> out;
+      for (const std::int64_t m : {1, 2, 5}) {
+        std::vector<float> y;
+        layer.run(std::vector<std::uint16_t>(x.begin(), x.begin() + m * 1056), m, y);
+        out.push_back(y);
+      }
+      if (first.empty()) first = out;
+      EXPECT_EQ(out, first) << scheme.name() << " INT_PREFETCH=" << prefetch;
+    }
+  }
+  LinearOptions o = options_for("gemv_int", OutputType::fp32, 4);
+  o.tuning["INT_PREFETCH"] = 4097;
+  try {
+    Linear::create(context(), test::random_weight(WeightFormat::nvfp4, 32, 64, 1), kNvW4A4, o);
+    ADD_FAILURE() << "no error for INT_PREFETCH = 4097";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("INT_PREFETCH = 4097 is outside 0..4096"), std::string::npos) << e.what();
   }
 }
 
@@ -272,7 +304,8 @@ TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
              {"gemv_words", {{"WORDS_TOKENS", 5}, {"WORDS_LOCAL", 2}}},
              {"gemv_words", {{"WORDS_TOKENS", 2}, {"WORDS_LOCAL", 3}, {"WORDS_PREFETCH", 0}}},
              {"gemv_words", {{"WORDS_TOKENS", 4}, {"WORDS_LOCAL", 1}, {"WORDS_PREFETCH", 5}}},
-             {"gemv_int", {{"INT_TOKENS", 5}, {"INT_LOCAL", 3}}}}) {
+             {"gemv_int", {{"INT_TOKENS", 5}, {"INT_LOCAL", 3}}},
+             {"gemv_int", {{"INT_TOKENS", 2}, {"INT_LOCAL", 1}, {"INT_PREFETCH", 3}}}}) {
       if (!test::kernel_serves(kernel, scheme)) continue;  // gemv_int: W4A4 only
       LinearOptions o = options_for(kernel, OutputType::fp32, 37);
       o.tuning = tuning;
