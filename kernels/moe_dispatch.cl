@@ -147,7 +147,7 @@ inline void moe_gather_block_pairs(__global const ushort* src, __global const fl
 
 // One work-item per (block of the hidden dimension, slot): x1 [slots, H] fp32 and, with pack = 1,
 // x1q [slots, H/2]: the same values as the BF16 pairs that moe_fc1's BF16 dot products read
-// (moe_bf16_quads16, common/bf16_dot.cl). With bf16_rows = 1 (moe_mma_fc1's) x1 holds BF16 rows
+// (moe_bf16_quads16, common/bf16_dot.cl), or with MOE_INT_CODES their integer form (moe_quant.cl). With bf16_rows = 1 (moe_mma_fc1's) x1 holds BF16 rows
 // instead, [slots, H] as pairs (element 2i in the low half of word i), and pack is 0.
 __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int token_offset,
                          __global const int* slot_pair, __global const int* pair_expert,
@@ -163,6 +163,17 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
     return;
   }
   __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
+#if defined(MOE_INT_CODES) && MOE_W4A4 && defined(MOE_NVFP4)
+  // The integer dot products' form beside x1 (moe_quant.cl, moe_int_store_codes16).
+  if (pack) {
+    float s;
+    const float16 q = moe_quantize16_e2m1(as_float16(convert_uint16(vload16(0, src)) << 16),
+                                          fc1_input_scale[pair_expert[pair]], &s);
+    vstore16(q * s, 0, dst);
+    moe_int_store_codes16(q, s, x1q + (long)slot * (hidden / 2), hidden, b);
+    return;
+  }
+#endif
   moe_gather_block(src, fc1_input_scale, pair_expert[pair], dst);
   if (pack)
     for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c)

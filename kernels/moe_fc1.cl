@@ -37,6 +37,12 @@
 #define MOE_FC1_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_INTDOT
+MOE_INT_DOT2_N(moe_int_fc1_1, 1)
+MOE_INT_DOT2_N(moe_int_fc1_2, 2)
+MOE_INT_DOT2_N(moe_int_fc1_4, 4)
+#endif
+
 #if MOE_BF16DOT
 MOE_BF16_DOT2_N(moe_bf16_fc1_1, 1)
 MOE_BF16_DOT2_N(moe_bf16_fc1_2, 2)
@@ -71,6 +77,15 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
         for (int m = 4; m < 8; ++m) hg[m] = hg[3], hu[m] = hu[3];  // pairs past count repeat the last
     }
     if (!tiny) return;
+  }
+#elif MOE_INTDOT
+  // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).
+  if (n <= MOE_INT_MAX_PAIRS) {
+    const __global uint* x = x1q + (long)start * (hidden / 2);
+    if (n == 1) moe_int_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else if (n == 2) moe_int_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else moe_int_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    return;
   }
 #else
   (void)x1q;
@@ -193,9 +208,14 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
 #ifdef MOE_NVFP4
       // The block (16 values) as one float16 (moe_quantize16: the values of moe_quantize_block),
       // stored as fp32 and, for the BF16 dot products, as BF16 pairs.
-      const float16 qv = moe_quantize16(vload16(0, a_local + m * rows + (job % blocks) * MOE_BLOCK), gs);
+      float sq;
+      const float16 q = moe_quantize16_e2m1(vload16(0, a_local + m * rows + (job % blocks) * MOE_BLOCK), gs, &sq);
+      const float16 qv = q * sq;
       vstore16(qv, 0, x2 + (long)(start + m) * inter + rb);
-#if MOE_BF16DOT
+#if MOE_INTDOT
+      // FC2's integer dot products read its integer form (moe_quant.cl).
+      moe_int_store_codes16(q, sq, x2q + (long)(start + m) * (inter / 2), inter, rb / 16);
+#elif MOE_BF16DOT
       vstore8(moe_bf16_quads16(as_uint16(qv)), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2);
 #else
       (void)x2q;

@@ -323,6 +323,173 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
   }
 #endif
 
+// Tiles of few pairs by exact integer dot products (MOE_INTDOT): NVFP4 W4A4 on 8-lane CPU vectors
+// (MOE_VEC = MOE_GROUP = 8, AVX2). Under W4A4 both operands of every product are E2M1 values, so
+// with 2·e2m1 codes a block's sum of products is an exact integer (|.| <= 16 · 144); the block's
+// value is that integer times its weight scale times its activation scale / 4, rounded once, as
+// the float decode rounds each block sum once (FP4.md's error bound holds the same way). The host
+// defines MOE_INT_CODES (host/kernels/moe_build_options.cpp: CPU devices, NVFP4 W4A4, the 8-lane
+// layout; FP4CL_MOE_INT_DOT=0 turns it off), and then the activations' producers write, beside x1
+// and x2, each row's integer form into x1q / x2q (moe_int_store_codes16, below): per row of K
+// elements (2K bytes), K int8 codes 2·e2m1 with each 8 elements ordered (0, 2, 4, 6, 1, 3, 5, 7);
+// from byte K, K/16 ints, each block's code sum; from byte K + K/4, K/16 floats, each block's
+// decoded scale.
+//   - x86 with AVX2 (clang's builtins reachable; not with MOE_INT_NO_X86, FP4CL_MOE_INT_DOT=portable):
+//     a vector of 8 words (8 elements of each of the 8 rows) gives its even and odd elements as
+//     bytes (a mask, a shift and a mask), one vpshufb each maps them to 2·e2m1 + 12 (0..24,
+//     unsigned), and one vpmaddubsw each multiplies them by a 32-bit broadcast of the pair's 4
+//     matching codes and adds neighbours: per row two int16 sums, accumulated over the block (|.|
+//     <= 4 · 2 · 24 · 12: no overflow, no saturation) and added in 32 bits by one vpmaddwd; the
+//     offset 12 adds 12 · the block's code sum, which is subtracted. About 9 vector instructions
+//     per 64 weights and pair, against ~40 for the float decode (5 per 8 weights).
+//   - elsewhere: the same integers from a select decode and int multiplies in plain OpenCL C.
+// Tiles of up to MOE_INT_MAX_PAIRS pairs; larger tiles and batch-invariant builds keep the float
+// decode (a pair's bits would otherwise depend on its tile's size).
+#if defined(MOE_INT_CODES) && MOE_VEC == 8 && MOE_GROUP == 8 && defined(MOE_NVFP4) && !defined(MOE_BATCH_INVARIANT)
+#define MOE_INTDOT 1
+#define MOE_INT_MAX_PAIRS 4
+#if defined(__has_builtin) && !defined(MOE_INT_NO_X86) && defined(__AVX2__)
+#if __has_builtin(__builtin_ia32_pshufb256) && __has_builtin(__builtin_ia32_pmaddubsw256) && \
+    __has_builtin(__builtin_ia32_pmaddwd256)
+#define MOE_INT_X86 1
+#endif
+#endif
+#ifndef MOE_INT_X86
+#define MOE_INT_X86 0
+#endif
+
+// Software prefetch into L2, MOE_INT_PREFETCH blocks (64-byte lines of 8 rows' words) ahead, and
+// every 4th block the line of scales as far ahead (as MOE_PREFETCH, for this layout). Never faults.
+#ifndef MOE_INT_PREFETCH
+#define MOE_INT_PREFETCH 64
+#endif
+#define MOE_INT_PREFETCH_AT(w, s, b)                                                                    \
+  if (MOE_INT_PREFETCH > 0) {                                                                           \
+    __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_INT_PREFETCH)) * MOE_GROUP), 0, 2); \
+    if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + MOE_INT_PREFETCH) * MOE_GROUP), 0, 2); \
+  }
+
+// Row m's codes, block code sums and block scales (x: the row's first uint, kk its elements).
+#define MOE_INT_SUMS(x, kk) ((const __global int*)((const __global char*)(x) + (kk)))
+#define MOE_INT_SCALES(x, kk) ((const __global float*)((const __global char*)(x) + (kk) + (kk) / 4))
+
+#if MOE_INT_X86
+typedef char moe_v32qi __attribute__((vector_size(32)));
+typedef short moe_v16hi_i __attribute__((vector_size(32)));
+typedef uint moe_v8su __attribute__((vector_size(32)));
+// 2·e2m1 + 12 of the low nibble of each byte of v (the high nibble must be 0).
+inline moe_v32qi moe_int_offset_codes(moe_v8su v) {
+  const moe_v32qi table = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                           12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+  return __builtin_ia32_pshufb256(table, (moe_v32qi)v);
+}
+inline moe_v16hi_i moe_int_madd(moe_v32qi w, uint x4) {
+  return __builtin_ia32_pmaddubsw256(w, (moe_v32qi)((moe_v8su){x4, x4, x4, x4, x4, x4, x4, x4}));
+}
+#else
+// 2·e2m1 of nibble j of each lane's word.
+inline int8 moe_int_twice_e2m1(uint8 w, int j) {
+  const int8 c = convert_int8((w >> (uint)(4 * j)) & 15u), e = (c >> 1) & 3, mant = c & 1;
+  const int8 mag = select((2 + mant) << max(e - 1, 0), mant, e == 0);
+  return select(mag, -mag, (c & 8) != 0);
+}
+#endif
+
+// Σ_k w[row, k] · x_m[k] of the 8 rows of a work-item for N pairs m (x_m: the integer form of row
+// min(m, count - 1) of xq, rows kk / 2 uints apart), scaled as the float decode's sums (block
+// scales × 2^(scale_exp + MOE_E2M1_EXP - 2): the codes are 2·e2m1 on both sides). Each pair's
+// blocks meet its scales in one FMA chain in block order, whatever N is.
+#define MOE_INT_ROWS(N)                                                                          \
+  const __global uint* xr[N];                                                                    \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m) xr[m] = xq + (long)min(m, count - 1) * (kk / 2);
+
+#if MOE_INT_X86
+#define MOE_INT_BLOCK_SUMS(W, S16, N)                                                            \
+  {                                                                                              \
+    const moe_v16hi_i zero16 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};                 \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) S16[m] = zero16;                             \
+    _Pragma("unroll") for (int q = 0; q < 2; ++q) {                                              \
+      const uint8 word = vload8(0, (W) + (long)(2 * b + q) * MOE_GROUP);                         \
+      const moe_v8su wv = __builtin_astype(word, moe_v8su);                                      \
+      const moe_v32qi ev = moe_int_offset_codes(wv & 0x0F0F0F0Fu);                               \
+      const moe_v32qi od = moe_int_offset_codes((wv >> 4) & 0x0F0F0F0Fu);                        \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) S16[m] +=                                  \
+          moe_int_madd(ev, xr[m][4 * b + 2 * q]) + moe_int_madd(od, xr[m][4 * b + 2 * q + 1]);   \
+    }                                                                                            \
+  }
+#define MOE_INT_BLOCK_TOTAL(S16, m)                                                              \
+  (__builtin_astype(__builtin_ia32_pmaddwd256(S16[m], (moe_v16hi_i){1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}), \
+                    int8) - 12 * MOE_INT_SUMS(xr[m], kk)[b])
+#define MOE_INT_SUM_T moe_v16hi_i
+#else
+#define MOE_INT_BLOCK_SUMS(W, S16, N)                                                            \
+  {                                                                                              \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) S16[m] = (int8)(0);                          \
+    _Pragma("unroll") for (int q = 0; q < 2; ++q) {                                              \
+      const uint8 word = vload8(0, (W) + (long)(2 * b + q) * MOE_GROUP);                         \
+      _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                            \
+        const int8 wj = moe_int_twice_e2m1(word, j);                                             \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                        \
+          const char4 x4 = as_char4(xr[m][4 * b + 2 * q + (j & 1)]);                             \
+          const int xj = (j >> 1) == 0 ? x4.s0 : (j >> 1) == 1 ? x4.s1 : (j >> 1) == 2 ? x4.s2 : x4.s3; \
+          S16[m] += wj * xj;                                                                     \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }
+#define MOE_INT_BLOCK_TOTAL(S16, m) (S16[m])
+#define MOE_INT_SUM_T int8
+#endif
+
+// One matrix (FC2).
+#define MOE_INT_DOT_N(NAME, N)                                                                   \
+  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
+                   const __global uint* xq, int count, float8* out) {                            \
+    float8 acc[N];                                                                               \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
+    MOE_INT_ROWS(N)                                                                              \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_INT_PREFETCH_AT(w, s, b)                                                               \
+      MOE_INT_SUM_T s16[N];                                                                      \
+      MOE_INT_BLOCK_SUMS(w, s16, N)                                                              \
+      const float8 ws = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m)                                            \
+        acc[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s16, m)), ws * MOE_INT_SCALES(xr[m], kk)[b], acc[m]); \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+  }
+// Two sharing x (FC1's gate and up).
+#define MOE_INT_DOT2_N(NAME, N)                                                                  \
+  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
+                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
+                   float8* out1, float8* out2) {                                                 \
+    float8 acc1[N], acc2[N];                                                                     \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
+    MOE_INT_ROWS(N)                                                                              \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_INT_PREFETCH_AT(w1, s1, b)                                                             \
+      MOE_INT_PREFETCH_AT(w2, s2, b)                                                             \
+      MOE_INT_SUM_T s1_16[N], s2_16[N];                                                          \
+      MOE_INT_BLOCK_SUMS(w1, s1_16, N)                                                           \
+      MOE_INT_BLOCK_SUMS(w2, s2_16, N)                                                           \
+      const float8 ws1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
+      const float8 ws2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
+        const float xs = MOE_INT_SCALES(xr[m], kk)[b];                                           \
+        acc1[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s1_16, m)), ws1 * xs, acc1[m]);         \
+        acc2[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s2_16, m)), ws2 * xs, acc2[m]);         \
+      }                                                                                          \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      out1[m] = acc1[m];                                                                         \
+      out2[m] = acc2[m];                                                                         \
+    }                                                                                            \
+  }
+#else
+#define MOE_INTDOT 0
+#define MOE_INT_MAX_PAIRS 0
+#endif
+
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
 inline floatV moe_round_bf16(floatV v) {
   const intV u = as_intV(v);

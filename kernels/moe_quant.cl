@@ -42,7 +42,9 @@
 // compares greater in fp4cl_amax_step); e2m1_encode's thresholds as masks, each written
 // ~(a <= t) or ~(a < t) so that a NaN product takes the largest magnitude, 6, as there; the sign is
 // the element's (fp4_encode_scaled); decoded value times the block scale, as e2m1_decode × s.
-inline float16 moe_quantize16(float16 v, float gs) {
+// moe_quantize16_e2m1: the block's E2M1 values (signed) and its decoded scale *scale, whose
+// product moe_quantize16 returns.
+inline float16 moe_quantize16_e2m1(float16 v, float gs, float* scale) {
   const float16 an = select(fabs(v), (float16)(0.0f), isnan(v));
   const float8 m8 = select(an.lo, an.hi, an.hi > an.lo);
   const float4 m4 = select(m8.lo, m8.hi, m8.hi > m8.lo);
@@ -58,7 +60,26 @@ inline float16 moe_quantize16(float16 v, float gs) {
   mag = select(mag, (float16)(3.0f), ~(a <= 2.5f));
   mag = select(mag, (float16)(4.0f), ~(a < 3.5f));
   mag = select(mag, (float16)(6.0f), ~(a <= 5.0f));
-  return as_float16(as_uint16(mag) | (as_uint16(v) & 0x80000000u)) * s;
+  *scale = s;
+  return as_float16(as_uint16(mag) | (as_uint16(v) & 0x80000000u));
+}
+inline float16 moe_quantize16(float16 v, float gs) {
+  float s;
+  const float16 q = moe_quantize16_e2m1(v, gs, &s);
+  return q * s;
+}
+
+// The integer form of block b of a row of kk elements (x1q / x2q rows under MOE_INT_CODES,
+// moe_fp4_vec.cl's MOE_INTDOT): the codes 2·e2m1 (exact small integers; -0 is 0) as int8, each 8
+// ordered (0, 2, 4, 6, 1, 3, 5, 7), at byte 16b; their sum at int b from byte kk; the block's
+// decoded scale at float b from byte kk + kk/4.
+inline void moe_int_store_codes16(float16 e2m1, float scale, __global uint* row, int kk, int b) {
+  const char16 c = convert_char16(e2m1 * 2.0f);
+  vstore16((char16)(c.s0246, c.s1357, c.s8ace, c.s9bdf), 0, (__global char*)row + 16 * b);
+  const int8 p = convert_int8(c.lo) + convert_int8(c.hi);
+  const int4 q = p.lo + p.hi;
+  ((__global int*)((__global char*)row + kk))[b] = q.x + q.y + q.z + q.w;
+  ((__global float*)((__global char*)row + kk + kk / 4))[b] = scale;
 }
 #endif
 MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)

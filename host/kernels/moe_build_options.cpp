@@ -23,6 +23,32 @@ bool has_fp32_denormals(const Context& ctx) {
 
 bool moe_bf16_dot_enabled(const Context& ctx) { return cpu_bf16_dot_enabled(ctx, "FP4CL_MOE_BF16_DOT"); }
 
+namespace {
+
+std::string moe_int_dot_choice() {
+  const char* env = std::getenv("FP4CL_MOE_INT_DOT");
+  const std::string choice = env ? env : "";
+  if (!choice.empty() && choice != "0" && choice != "1" && choice != "portable")
+    fail("FP4CL_MOE_INT_DOT = '{}': expected 0 (the float decode), 1 (integer dot products where they apply, the "
+         "default) or portable (the integer path without x86 builtins)",
+         choice);
+  return choice;
+}
+
+}  // namespace
+
+bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group) {
+  const std::string choice = moe_int_dot_choice();
+  return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
+         !scheme.w4a16() && vec == 8 && group == 8 && !moe_bf16_dot_enabled(ctx);
+}
+
+void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group) {
+  if (!moe_int_dot_enabled(ctx, scheme, vec, group)) return;
+  options.define("MOE_INT_CODES");
+  if (moe_int_dot_choice() == "portable") options.define("MOE_INT_NO_X86");
+}
+
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   MoeNumerics n;
   const DeviceInfo& info = ctx.info();

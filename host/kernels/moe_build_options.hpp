@@ -9,6 +9,7 @@
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/program_cache.hpp"
+#include "fp4cl/scheme.hpp"
 
 namespace fp4cl {
 
@@ -23,6 +24,16 @@ struct MoeNumerics {
 // devices whose processor (this process's) has AVX-512 BW, VBMI and BF16, unless
 // FP4CL_MOE_BF16_DOT=0; FP4CL_MOE_BF16_DOT=1 requires it (an error naming the device otherwise).
 bool moe_bf16_dot_enabled(const Context& ctx);
+
+// Whether the MoE layer's kernels use exact integer dot products for tiles of up to 4 pairs
+// (kernels/moe_fp4_vec.cl, MOE_INTDOT; the layer defines MOE_INT_CODES and its activations'
+// producers write their integer form): CPU devices, NVFP4 W4A4, the 8-lane layout (MOE_VEC =
+// MOE_GROUP = 8: AVX2), no BF16 dot products, unless FP4CL_MOE_INT_DOT=0.
+// FP4CL_MOE_INT_DOT=portable keeps the integer path but without the x86 builtins (the same bits;
+// for tests and comparison). Any other value is an error naming the variable.
+bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group);
+// Adds MOE_INT_CODES (and MOE_INT_NO_X86 for FP4CL_MOE_INT_DOT=portable) where enabled.
+void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group);
 
 // `exact_division_needed`: the scheme quantizes activations with the NVFP4 recipe (W4A4).
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed);

@@ -34,13 +34,15 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 }
 
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens) {
+                                    std::int64_t max_tokens, bool int_codes) {
   // y [pairs, H]: the per-pair FC2 outputs that moe_reduce sums (grouped and mma).
   const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
     return e.id == MoeStrategy::grouped || e.id == MoeStrategy::mma;
   });
-  // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products (NVFP4).
-  const bool packed = shape.block == 16 && moe_bf16_dot_enabled(ctx) &&
+  // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products (NVFP4);
+  // or, in the same buffers, their integer form for the integer dot products (int_codes: 1.5 bytes
+  // an element of the 2 allocated; kernels/moe_fp4_vec.cl, MOE_INTDOT).
+  const bool packed = shape.block == 16 && (moe_bf16_dot_enabled(ctx) || int_codes) &&
                       std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
                         return e.id == MoeStrategy::grouped || e.id == MoeStrategy::decode;
                       });

@@ -32,8 +32,9 @@ struct MoeWorkspace {
   cl::Buffer row_blocks_done;  // moe_mma_fc2's completion count per block of rows (zeroed by moe_sort)
   cl::Buffer x1, x2, y;  // y only when the grouped strategy is built
   // x1 and x2 as BF16 pairs (kernels/common/bf16_dot.cl, moe_bf16_quads16), for the BF16 dot products of
-  // grouped and decode's moe_fc1/moe_fc2 (written by moe_gather and moe_fc1); only where a layer can use
-  // them (NVFP4, BF16 dot products on the device), else null.
+  // grouped and decode's moe_fc1/moe_fc2 (written by moe_gather and moe_fc1), or their integer form
+  // for the integer dot products (MOE_INT_CODES); only where a layer can use them (NVFP4, BF16 or
+  // integer dot products on the device), else null.
   cl::Buffer x1q, x2q;
 };
 
@@ -41,9 +42,10 @@ struct MoeWorkspace {
 std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m);
 
 // Allocates for `max_tokens` tokens, fewer when a buffer would exceed the device's largest
-// allocation (the layer then runs more chunks).
+// allocation (the layer then runs more chunks). `int_codes`: the layer's kernels use the integer
+// dot products (moe_int_dot_enabled), whose activations go in x1q and x2q.
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens);
+                                    std::int64_t max_tokens, bool int_codes);
 
 // The caller's routing inputs: topk ids + weights, or router logits.
 struct MoeRoutingInput {

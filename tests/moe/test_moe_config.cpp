@@ -386,6 +386,67 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
   EXPECT_GT(nonzero, H / 2) << "token 0's outputs vanished: its denormal activations were flushed";
 }
 
+// Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
+// W4A4 with the 8-lane layout (forced here, so that any CPU runs it), against the reference, with
+// the AVX2 builtins (where the OpenCL compiler has them), without them (FP4CL_MOE_INT_DOT=portable:
+// the same bits) and off (the float decode); T = 1 only one-pair tiles, T = 5 and 16 over 8 experts
+// with k = 2 tiles of 1 to 8 pairs (8: the float decode, in the same call); decode's FC2 always
+// has one pair. K = 320 and 288: blocks of 16 past any power of two.
+TEST(MoeConfig, IntDotProductsMatchReference) {
+  if (test_context().info().kind != DeviceKind::cpu) GTEST_SKIP() << "the integer dot products are for CPU devices";
+  {
+    ScopedEnv bad("FP4CL_MOE_INT_DOT", "yes");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A4, 2),
+                        "FP4CL_MOE_INT_DOT = 'yes': expected 0 (the float decode), 1 (integer dot products");
+  }
+  ScopedEnv layout("FP4CL_MOE_TILES", "vec=8,group=8");
+  {
+    ScopedEnv unset("FP4CL_MOE_INT_DOT", "");
+    const bool bf16 = moe_bf16_dot_enabled(test_context());
+    EXPECT_EQ(moe_int_dot_enabled(test_context(), kNvW4A4, 8, 8), !bf16);
+    EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8)) << "W4A16 has no integer products";
+    EXPECT_FALSE(moe_int_dot_enabled(test_context(), {WeightFormat::mxfp4, Activations::fp4_dynamic}, 8, 8));
+    EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A4, 16, 16)) << "16-lane layouts keep their own paths";
+    if (bf16) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+  }
+  for (const char* strategy : {"grouped", "decode"}) {
+    const std::int64_t E = 8, H = 320, I = 288;
+    const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 61});
+    MoeConfig cfg = config(kNvW4A4, 2);
+    cfg.kernel = strategy;
+    for (const std::int64_t T : {1, 5, 16}) {
+      const auto x = make_activations(T, H, Data::exact, 62 + T);
+      const auto ids = make_ids(T, 2, E, 63 + T);
+      const auto w = make_weights(T, 2, 64 + T);
+      const auto ref =
+          reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+      std::vector<std::uint16_t> x86;
+      for (const char* choice : {"1", "portable", "0"}) {
+        ScopedEnv env("FP4CL_MOE_INT_DOT", choice);
+        LogCapture log;
+        MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+        // The integer form reaches FC1's build (and, portable, without the x86 builtins), or not.
+        bool int_codes = false, no_x86 = false;
+        for (const std::string& m : log.at(log::Level::debug))
+          if (m.find("program moe_fc1.cl") != std::string::npos) {
+            int_codes = int_codes || m.find("MOE_INT_CODES") != std::string::npos;
+            no_x86 = no_x86 || m.find("MOE_INT_NO_X86") != std::string::npos;
+          }
+        EXPECT_EQ(int_codes, std::string(choice) != "0") << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+        EXPECT_EQ(no_x86, std::string(choice) == "portable") << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+        const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
+        EXPECT_TRUE(matches_reference(ref, dev, cfg.output))
+            << strategy << " FP4CL_MOE_INT_DOT=" << choice << " T=" << T;
+        EXPECT_EQ(dev.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
+        if (std::string(choice) == "1") x86 = dev.bf16;
+        if (std::string(choice) == "portable") {
+          EXPECT_EQ(dev.bf16, x86) << strategy << " T=" << T << ": the portable integer path gave other bits";
+        }
+      }
+    }
+  }
+}
+
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
 // work-groups — run on whatever device the tests use (tiles of 4 rather than 8: a shorter build).
 TEST(MoeConfig, GpuLayoutMatchesReference) {
