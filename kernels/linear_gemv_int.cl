@@ -36,7 +36,7 @@
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4
 //   INT_TOKENS          tokens per work-item of linear_gemv_int_tokens (_single: 1, _pair: 2)
 //   INT_PREFETCH        chunks of 16 elements (64 bytes of codes) ahead to prefetch into L2 (0:
-//                       none). On 2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6
+//                       none; x86 only). On 2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6
 //                       alternating rounds, median µs: none 426-600, 16 chunks 335-495, 32
 //                       362-442, 64 341-425 (the CPU default; bench/pocl-history.md).
 // Launch: global (roundup(ceil(N / 8), local0), ceil(M / tokens)), any local size.
@@ -114,9 +114,10 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   }
 
   for (uint blk = 0; blk < blocks; ++blk) {
-#if INT_PREFETCH > 0
+#if INT_PREFETCH > 0 && defined(__x86_64__)
     // The block's weights INT_PREFETCH chunks ahead, into L2, and every 8th block the line of
-    // scales 8 blocks on. Never faults.
+    // scales 64 blocks on. Never faults. (x86 only: other OpenCL compilers, NVIDIA's among them,
+    // take no __global pointer here; the parameter then changes nothing.)
     for (uint c = 0; c < INT_BLOCK / 16u; ++c)
       __builtin_prefetch((const __global char*)(cp + (blk * (INT_BLOCK / 16u) + c + INT_PREFETCH) * 4u), 0, 2);
     if ((blk & 7u) == 0u) __builtin_prefetch((const __global char*)(sp + (blk + 64u) * 8u), 0, 2);

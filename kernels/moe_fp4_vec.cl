@@ -363,11 +363,15 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #ifndef MOE_INT_PREFETCH
 #define MOE_INT_PREFETCH 64
 #endif
+#if defined(__x86_64__)
 #define MOE_INT_PREFETCH_AT(w, s, b)                                                                    \
   if (MOE_INT_PREFETCH > 0) {                                                                           \
     __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_INT_PREFETCH)) * MOE_GROUP), 0, 2); \
     if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + MOE_INT_PREFETCH) * MOE_GROUP), 0, 2); \
   }
+#else
+#define MOE_INT_PREFETCH_AT(w, s, b)
+#endif
 
 // Row m's codes, block code sums and block scales (x: the row's first uint, kk its elements).
 #define MOE_INT_SUMS(x, kk) ((const __global int*)((const __global char*)(x) + (kk)))
