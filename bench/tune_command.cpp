@@ -10,7 +10,8 @@
 // MoE strategies to tune (default: those automatic selection can choose on the device; e.g.
 // --kernel mma tunes the tensor-core strategy alone, and forces its emulation off NVIDIA);
 // --max-candidates bounds the candidates timed per strategy and bucket. The output file is
-// merged into (entries of the same device and key are replaced) unless --replace; its default is
+// merged into (entries of the same device and key are replaced); --replace first drops all of this
+// device's entries (other devices' stay: tuning/pocl-cpu.json holds two CPUs); its default is
 // the user's database (~/.config/fp4cl/tuning.json). While tuning, no database is loaded
 // (FP4CL_TUNING_FILE=none): candidates are compared from the built-in defaults.
 #include <CLI/CLI.hpp>
@@ -107,7 +108,7 @@ void run_tune(const TuneArgs& a) {
   if (output.empty()) throw Error("no --output given and neither XDG_CONFIG_HOME nor HOME is set");
   tuning::Database db;
   std::error_code ec;
-  if (!a.replace && std::filesystem::exists(output, ec)) db = tuning::load_database(output);  // errors: never clobber
+  if (std::filesystem::exists(output, ec)) db = tuning::load_database(output);  // errors: never clobber
 
   // Candidates are compared from the built-in defaults, with no database in the way.
   ::setenv("FP4CL_TUNING_FILE", "none", 1);
@@ -127,6 +128,8 @@ void run_tune(const TuneArgs& a) {
   fmt::print(stderr, "tuning on {}\n", ctx.info().describe());
 
   const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(ctx.info());
+  // --replace: this device's earlier entries go; other devices' stay (a shipped file holds several).
+  if (a.replace) db.remove_device(device);
   const auto start = std::chrono::steady_clock::now();
   std::size_t written = 0;
   for (const QuantScheme& scheme : schemes) {
@@ -169,7 +172,8 @@ void register_tune(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
       ->capture_default_str();
   t->add_option("--output", a->output, "the database file to write (default: the user's ~/.config/fp4cl/tuning.json)");
-  t->add_flag("--replace", a->replace, "write only this run's entries (default: merge into the file)");
+  t->add_flag("--replace", a->replace,
+              "drop this device's earlier entries from the file, keep other devices' (default: merge into them)");
   t->add_option("--iters", a->iters, "timed calls per candidate")->check(CLI::Range(1, 1000))->capture_default_str();
   t->add_option("--passes", a->passes, "coordinate-descent passes")->check(CLI::Range(1, 10))->capture_default_str();
   t->add_option("--kernel", a->moe_kernels,

@@ -210,6 +210,12 @@ void Database::put(const DeviceIdentity& device, const Entry& entry) {
   it->entries.push_back(entry);
 }
 
+void Database::remove_device(const DeviceIdentity& device) {
+  devices.erase(std::remove_if(devices.begin(), devices.end(),
+                               [&](const DeviceTuning& d) { return same_identity(d.device, device); }),
+                devices.end());
+}
+
 void Database::merge(const Database& newer) {
   for (const DeviceTuning& d : newer.devices)
     for (const Entry& e : d.entries) put(d.device, e);

@@ -80,6 +80,8 @@ struct Database {
   void merge(const Database& newer);
   // Adds or replaces one entry of `device`.
   void put(const DeviceIdentity& device, const Entry& entry);
+  // Drops every entry of `device` (the same identity as put's); other devices' stay.
+  void remove_device(const DeviceIdentity& device);
 };
 
 // The schemes as the database (and fp4cl-bench --scheme) names them: "nvfp4-w4a16",

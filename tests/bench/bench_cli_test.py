@@ -223,6 +223,21 @@ class Tuning(unittest.TestCase):
             self.assertIn("[tuned bucket 1 (" + path, out)
             _, out, _ = run("devices", env={"FP4CL_TUNING_FILE": path}, check=0)
             self.assertIn(path, out)
+            # --replace drops this device's earlier entries but keeps another device's.
+            with open(path) as f:
+                db = json.load(f)
+            other = json.loads(json.dumps(db["devices"][0]))
+            other["device"]["name"] = "another CPU"
+            db["devices"].append(other)
+            with open(path, "w") as f:
+                json.dump(db, f)
+            run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "4",
+                "--iters", "1", "--passes", "1", "--output", path, "--replace", check=0)
+            with open(path) as f:
+                devices = json.load(f)["devices"]
+            self.assertEqual(sorted(d["device"]["name"] for d in devices), sorted([device["name"], "another CPU"]))
+            for d in devices:
+                self.assertEqual(len(d["entries"]), 1 if d["device"]["name"] == device["name"] else 2, d["device"])
 
     def test_tune_mma_merges_into_a_database_with_linear_entries(self):
         # The tensor-core strategy forced (emulated on PoCL): one candidate per bucket, one timed call.
