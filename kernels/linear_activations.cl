@@ -20,6 +20,16 @@
 //                         linear_quantize_fp4 (e2m1 × block scale: 6 significant bits at most,
 //                         exact in BF16), written as BF16 rows [M, K] in element order, the
 //                         layout of a W4A16 layer's input.
+//   linear_block_scale_bf16, linear_block_scale_fp4
+//                         For gemv_denorm (linear_gemv_denorm.cl), W4A16 (the BF16 values) and W4A4
+//                         (linear_quantize_fp4's values, e2m1 × scale): per token KPAD floats in
+//                         element order (zeros past K), each 16-element chunk scaled by 2^(126 - E),
+//                         E the exponent of its largest magnitude (the BF16 exponent field - 127,
+//                         clamped to -126..127: a subnormal chunk counts as -126, one holding NaN or
+//                         infinity as 127), so that its largest magnitude lies in [2^126, 2^127);
+//                         after the rows of max_tokens tokens, per token KPAD/16 floats 2^E (1 past
+//                         K). The scaling is exact (a power of two; ldexp) but for elements that
+//                         fall below 2^-126 after it, i.e. more than 2^252 below their chunk's largest.
 //   linear_quantize_fp4_codes
 //                         W4A4 for the integer GEMV (linear_gemv_int.cl): the same quantization,
 //                         written as integers 2·e2m1(code) (int8, per token a row of KPAD in
@@ -85,6 +95,55 @@ __kernel void linear_split_bf16(const __global ushort* restrict x, __global floa
     vstore16(g, c, v);
   }
   act_store_step(v, out, m, s, kpad);
+}
+
+// One 16-element chunk v scaled by 2^(126 - E) into dst, and 2^E into *factor
+// (linear_block_scale_bf16 / _fp4 above).
+inline void act_store_chunk_scaled(float16 v, __global float* dst, __global float* factor) {
+  const uint16 e = (as_uint16(v) >> 23) & 0xFFu;
+  const uint8 e8 = max(e.lo, e.hi);
+  const uint4 e4 = max(e8.lo, e8.hi);
+  const uint2 e2 = max(e4.lo, e4.hi);
+  const int exponent = clamp((int)max(e2.x, e2.y) - 127, -126, 127);
+  vstore16(ldexp(v, 126 - exponent), 0, dst);
+  *factor = ldexp(1.0f, exponent);
+}
+
+__kernel void linear_block_scale_bf16(const __global ushort* restrict x, __global float* restrict out,
+                                      uint m_tokens, uint k, uint kpad, uint max_tokens) {
+  const uint s = get_global_id(0), m = get_global_id(1);
+  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
+  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
+  __global float* dst = out + (size_t)m * kpad + s * FP4CL_STEP;
+  __global float* factor = out + (size_t)max_tokens * kpad + (size_t)m * (kpad / 16u) + s * (FP4CL_STEP / 16);
+  // K is a multiple of 16: a step holds 0..4 valid chunks of 16 elements (zeros, factor 1, past K).
+  for (uint c = 0; c < FP4CL_STEP / 16; ++c) {
+    float16 v = (float16)(0.0f);
+    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) v = as_float16(convert_uint16(vload16(c, src)) << 16);
+    act_store_chunk_scaled(v, dst + 16u * c, factor + c);
+  }
+}
+
+// The same for W4A4: each block quantized first (linear_quantize_fp4's values, e2m1 × scale).
+__kernel void linear_block_scale_fp4(const __global ushort* restrict x, __global float* restrict out,
+                                     uint m_tokens, uint k, uint kpad, float gs, uint max_tokens) {
+  const uint s = get_global_id(0), m = get_global_id(1);
+  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
+  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
+  __global float* dst = out + (size_t)m * kpad + s * FP4CL_STEP;
+  __global float* factor = out + (size_t)max_tokens * kpad + (size_t)m * (kpad / 16u) + s * (FP4CL_STEP / 16);
+  float v[FP4CL_STEP];
+  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
+    const uint first = b * FP4CL_ACT_BLOCK;
+    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
+      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
+      continue;
+    }
+    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
+      v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], block_scale.x)) * block_scale.y;
+  }
+  for (uint c = 0; c < FP4CL_STEP / 16; ++c) act_store_chunk_scaled(vload16(c, v), dst + 16u * c, factor + c);
 }
 
 __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global float* restrict out, uint m_tokens,

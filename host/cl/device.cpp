@@ -120,6 +120,7 @@ DeviceInfo query_device_info(const cl::Device& device, int platform_index, int d
   info.has_fp64 = fp64 != 0 || info.has_extension("cl_khr_fp64");
   const cl_device_fp_config fp32 = info_of<CL_DEVICE_SINGLE_FP_CONFIG>(device, "the fp32 capabilities");
   info.correctly_rounded_divide = (fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  info.fp32_denormals = (fp32 & CL_FP_DENORM) != 0;
   if (info.has_extension("cl_nv_device_attribute_query")) {
     // CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV / _MINOR_NV (cl_ext.h of the extension).
     constexpr cl_device_info kMajor = 0x4000, kMinor = 0x4001;

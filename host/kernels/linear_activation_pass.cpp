@@ -27,6 +27,16 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
     if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4_bf16", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
+  } else if (form == ActivationForm::block_scaled) {
+    if (scheme.w4a16()) {
+      kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_block_scale_bf16", options);
+      check_cl(kernel_.setArg(5, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
+    } else {
+      if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
+      kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_block_scale_fp4", options);
+      check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
+      check_cl(kernel_.setArg(6, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
+    }
   } else if (scheme.w4a16()) {
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_split_bf16", options);
   } else {
@@ -42,6 +52,12 @@ std::size_t LinearActivationPass::workspace_bytes() const {
   if (form_ == ActivationForm::int_codes)
     return scales_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);
   if (form_ == ActivationForm::bf16_rows) return static_cast<std::size_t>(max_tokens_ * k_) * sizeof(std::uint16_t);
+  if (form_ == ActivationForm::block_scaled)
+    return factors_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);
+  return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(float);
+}
+
+std::size_t LinearActivationPass::factors_offset() const {
   return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(float);
 }
 

@@ -18,6 +18,7 @@ enum class ActivationForm {
   split_float,  // fp32 rows, even elements then odd ones (W4A16: BF16 values; W4A4: e2m1 × scale)
   int_codes,    // W4A4 only: int8 2·e2m1 rows, their sums per 16-element chunk, then fp32 chunk scales
   bf16_rows,    // W4A4 only: BF16 rows [m, k] of e2m1 × scale (exact), element order
+  block_scaled, // fp32 rows (W4A4: e2m1 × scale), each 16-element chunk scaled by 2^(126 - E), then 2^E per chunk
 };
 
 class LinearActivationPass {
@@ -33,6 +34,8 @@ class LinearActivationPass {
   std::size_t sums_offset() const;
   // int_codes: where the block scales start in the workspace (bytes).
   std::size_t scales_offset() const;
+  // block_scaled: where the chunks' factors 2^E start in the workspace (bytes; the rows start at 0).
+  std::size_t factors_offset() const;
 
   // Enqueues the pass for m ≥ 1 tokens after `wait` (may be null) and returns its event.
   cl::Event enqueue(const Context& ctx, const cl::Buffer& x, const cl::Buffer& workspace, std::int64_t m,

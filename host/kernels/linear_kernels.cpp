@@ -29,6 +29,7 @@ const LinearKernelRegistry& linear_kernels() {
     r.add("gemm_tiled", make_gemm_tiled_kernel);  // prefill (refuses decode by design)
     r.add("gemv_words", make_gemv_words_kernel);  // decode on CPUs: 16 rows per work-item, permute decode
     r.add("gemv_int", make_gemv_int_kernel);      // W4A4 decode on CPUs: integer block sums
+    r.add("gemv_denorm", make_gemv_denorm_kernel);  // W4A16 decode on CPUs: shift decode, scaled activations
     r.add("gemv_lanes", make_gemv_lanes_kernel);  // decode on CPUs: 8 rows per work-item as lanes
     r.add("gemv_split", make_gemv_split_kernel);  // decode on GPUs: rows split over lanes, coalesced loads
     r.add("gemv_rows", make_gemv_rows_kernel);    // decode elsewhere, and any call nothing else serves

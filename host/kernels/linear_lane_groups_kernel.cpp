@@ -20,7 +20,9 @@ long long LaneGroupsGemvKernel::tuning_value(const LinearConfig& config, const c
 }
 
 Verdict LaneGroupsGemvKernel::is_supported(const Context& ctx) const {
-  (void)ctx;  // plain OpenCL C 1.2: runs anywhere (fast where vector lanes are SIMD lanes)
+  // Plain OpenCL C 1.2: runs anywhere (fast where vector lanes are SIMD lanes).
+  if (needs_fp32_denormals() && !ctx.info().fp32_denormals)
+    return Verdict::no("its E2M1 decode makes fp32 denormals, which the device flushes");
   return Verdict::yes();
 }
 

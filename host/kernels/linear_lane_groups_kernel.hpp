@@ -1,5 +1,5 @@
 // The common part of the CPU GEMV strategies whose weights are rows in groups as vector lanes
-// (prepare/fp4_lane_groups.hpp): gemv_lanes, gemv_int and gemv_words. Strategy S with tuning
+// (prepare/fp4_lane_groups.hpp): gemv_lanes, gemv_int, gemv_words and gemv_denorm. Strategy S with tuning
 // prefix P has kernels/linear_S.cl with three kernels, linear_S_single, linear_S_pair and
 // linear_S_tokens (1, 2 and P_TOKENS tokens per work-item), taking the arguments
 //   0 codes, 1 block scales, 2 activations, 3 y, 4 bias, 5 n, 6 m, 7 padded k, 8 k,
@@ -53,6 +53,8 @@ class LaneGroupsGemvKernel : public LinearKernel {
   virtual bool reads_bf16_input(const Context& ctx, const LinearConfig& config) const;
   // its own build options, and its own arguments (13 on), set once at prepare() and per call.
   virtual void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const;
+  // whether its decode needs fp32 denormals kept (is_supported refuses devices that flush them);
+  virtual bool needs_fp32_denormals() const { return false; }
   // its tuning parameters besides P_TOKENS and P_LOCAL (default: none).
   virtual std::vector<std::string> own_tuning_parameters() const;
   virtual void set_own_arguments(const LinearConfig& config);

@@ -41,19 +41,12 @@ struct DeviceFp4MmaWeight : DeviceCodesAndScales {
   int scale_exp = 0;
 };
 
-bool has_fp32_denormals(const Context& ctx) {
-  cl_device_fp_config config = 0;
-  check_cl(ctx.device().getInfo(CL_DEVICE_SINGLE_FP_CONFIG, &config), "querying the fp32 capabilities of {}",
-           ctx.info().name);
-  return (config & CL_FP_DENORM) != 0;
-}
-
 class LinearMmaKernel final : public LinearKernel {
  public:
   Verdict is_supported(const Context& ctx) const override {
     if (mma_native(ctx.info())) return Verdict::yes();
     // The emulated MMA multiplies the decoded weights (BF16 subnormals) in fp32.
-    if (!has_fp32_denormals(ctx))
+    if (!ctx.info().fp32_denormals)
       return Verdict::no("the emulated MMA (no tensor cores) needs fp32 denormals, which the device flushes");
     return Verdict::yes();
   }

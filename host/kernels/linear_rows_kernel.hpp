@@ -62,6 +62,7 @@ std::unique_ptr<LinearKernel> make_gemm_tiled_kernel();
 std::unique_ptr<LinearKernel> make_gemv_lanes_kernel();  // linear_gemv_lanes.cpp
 std::unique_ptr<LinearKernel> make_gemv_words_kernel();  // linear_gemv_words.cpp
 std::unique_ptr<LinearKernel> make_gemv_int_kernel();    // linear_gemv_int.cpp
+std::unique_ptr<LinearKernel> make_gemv_denorm_kernel(); // linear_gemv_denorm.cpp
 std::unique_ptr<LinearKernel> make_gemv_split_kernel();  // linear_gemv_split.cpp
 std::unique_ptr<LinearKernel> make_linear_mma_kernel();  // linear_mma.cpp
 

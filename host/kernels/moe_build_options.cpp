@@ -10,17 +10,6 @@
 
 namespace fp4cl {
 
-namespace {
-
-bool has_fp32_denormals(const Context& ctx) {
-  cl_device_fp_config config = 0;
-  check_cl(ctx.device().getInfo(CL_DEVICE_SINGLE_FP_CONFIG, &config), "querying the fp32 capabilities of {}",
-           ctx.info().name);
-  return (config & CL_FP_DENORM) != 0;
-}
-
-}  // namespace
-
 bool moe_bf16_dot_enabled(const Context& ctx) { return cpu_bf16_dot_enabled(ctx, "FP4CL_MOE_BF16_DOT"); }
 
 namespace {
@@ -58,7 +47,7 @@ MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   const std::string choice = decode ? decode : "";
   if (!choice.empty() && choice != "exact" && choice != "subnormal")
     fail("FP4CL_MOE_E2M1_DECODE = '{}': expected 'exact' or 'subnormal'", choice);
-  const bool denormals = has_fp32_denormals(ctx);
+  const bool denormals = ctx.info().fp32_denormals;
   if (choice == "subnormal" && !denormals)
     fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
   if (choice == "exact" || !denormals) {

@@ -1,5 +1,6 @@
-// The "words" weight layout of the CPU GEMV with 16-lane vectors (kernels/linear_gemv_words.cl):
-// rows in groups of 16 as vector lanes (fp4_lane_groups.hpp: the group order and the block
+// The "words" weight layout of the CPU GEMV with 16-lane vectors (kernels/linear_gemv_words.cl),
+// and with 8 rows in checkpoint order that of gemv_denorm (kernels/linear_gemv_denorm.cl): rows in
+// groups of 16 (or 8) as vector lanes (fp4_lane_groups.hpp: the group order and the block
 // scales, [ceil(n/16)][k/block][16]).
 //
 //   codes   [ceil(n/16)][k/8][16] 32-bit words: word w of row r holds the row's elements
@@ -29,7 +30,11 @@ struct Fp4WordsLayout {
   std::vector<std::uint8_t> scales;
 };
 
-Fp4WordsLayout make_fp4_words_layout(const Fp4Weight& weight);
+// `rows` per group (16: gemv_words; 8: gemv_denorm) and the nibble order: pair order (above), or
+// the checkpoint's (element 8w + j in bits 4j .. 4j+3: gemv_denorm's shift decode).
+enum class Fp4WordsOrder { pairs, checkpoint };
+Fp4WordsLayout make_fp4_words_layout(const Fp4Weight& weight, std::int64_t rows = kFp4WordRows,
+                                     Fp4WordsOrder order = Fp4WordsOrder::pairs);
 
 // A checkpoint word (element j in bits 4j .. 4j+3) in pair order (above).
 std::uint32_t fp4_words_pair_order(std::uint32_t checkpoint_word);

@@ -45,6 +45,7 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     // GB/s without, where the probe reads ~30 (README, PoCL section).
     return {{"WORDS_TOKENS", 4}, {"WORDS_LOCAL", cpu(kind) ? 1 : 64}, {"WORDS_PREFETCH", cpu(kind) ? 32 : 0}};
   }
+  if (kernel == "gemv_denorm") return {{"DENORM_TOKENS", 4}, {"DENORM_LOCAL", cpu(kind) ? 1 : 64}};
   if (kernel == "gemv_int") {
     // The weights prefetched 64 chunks (4 KB) ahead into L2 on CPUs: 4096x4096 W4A4 M = 1 on 2 AVX2
     // cores ~510 -> ~365 µs median (kernels/linear_gemv_int.cl).

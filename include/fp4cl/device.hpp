@@ -29,6 +29,7 @@ struct DeviceInfo {
   std::size_t max_work_group_size = 0;
   bool has_fp64 = false;                 // cl_khr_fp64 (or fp64 in the core of the device)
   bool correctly_rounded_divide = false; // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT for fp32
+  bool fp32_denormals = false;           // CL_FP_DENORM for fp32 (the device does not flush them)
   // NVIDIA devices (cl_nv_device_attribute_query): compute capability as 10·major + minor (90
   // for an H100); 0 elsewhere. Tensor-core kernels (inline PTX mma.sync) need 80 or more.
   int nv_compute_capability = 0;

@@ -148,6 +148,63 @@ TEST(LinearApi, GemvIntPrefetchChangesNoBits) {
   }
 }
 
+// gemv_denorm scales each 16-element chunk of the activations by 2^(126 - E) and multiplies the
+// chunk's sum back by 2^E: against the reference for chunks whose largest element is 2^100 beside
+// elements near 2^-20, chunks of BF16 denormals (with the weight's global scale raised by 2^100 so
+// that their sums reach the output), a chunk of zeros and ordinary ones; NVFP4 and MXFP4, 1, 2 and
+// 5 tokens. An infinite activation gives infinite or NaN outputs, as fp32 arithmetic does.
+TEST(LinearApi, GemvDenormScalesActivationChunks) {
+  if (!context().info().fp32_denormals) GTEST_SKIP() << "gemv_denorm needs fp32 denormals";
+  const std::int64_t n = 40, k = 1056, m = 5;
+  for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16}) {
+    Fp4Weight w = test::random_weight(scheme.weight, n, k, 71);
+    std::vector<std::uint16_t> x = test::random_activations(m, k, 72);
+    for (std::int64_t t = 0; t < m; ++t)
+      for (std::int64_t i = 0; i < k; ++i) {
+        std::uint16_t& v = x[static_cast<std::size_t>(t * k + i)];
+        const std::int64_t chunk = i / 16;
+        if (chunk % 4 == 1) {  // one element at 2^100, the rest near 2^-20
+          const unsigned exponent = i % 16 == 3 ? 127u + 100u : 127u - 20u - static_cast<unsigned>(i % 3);
+          v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
+        } else if (chunk % 4 == 2 && t == 1) {
+          v = static_cast<std::uint16_t>(v & 0x807Fu);  // denormals (or zeros)
+        } else if (chunk == 3) {
+          v = 0;
+        }
+      }
+    for (const std::int64_t mm : {std::int64_t{1}, std::int64_t{2}, m}) {
+      std::vector<float> y;
+      Linear layer = Linear::create(context(), w, scheme, options_for("gemv_denorm", OutputType::fp32, m));
+      const std::vector<std::uint16_t> xm(x.begin(), x.begin() + mm * k);
+      layer.run(xm, mm, y);
+      test::check_against_reference(scheme, w, xm, mm, {}, test::as_doubles(y), false,
+                                    "gemv_denorm wide " + std::string(scheme.name()) + " m=" + std::to_string(mm));
+    }
+    // Only denormal chunks, with sums lifted into the normal range by the weight scales.
+    if (scheme.weight == WeightFormat::nvfp4) {
+      w.global_scale = std::ldexp(w.global_scale, 100);
+    } else {
+      for (std::uint8_t& s : w.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
+    }
+    std::vector<std::uint16_t> tiny = test::random_activations(1, k, 73);
+    for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
+    std::vector<float> y;
+    Linear layer = Linear::create(context(), w, scheme, options_for("gemv_denorm", OutputType::fp32, 1));
+    layer.run(tiny, 1, y);
+    test::check_against_reference(scheme, w, tiny, 1, {}, test::as_doubles(y), false,
+                                  "gemv_denorm denormal activations " + std::string(scheme.name()));
+    int nonzero = 0;
+    for (const float v : y) nonzero += v != 0.0f;
+    EXPECT_GT(nonzero, n / 2) << "the denormal activations were flushed";
+    // An infinity: no finite output where its row's weight is nonzero.
+    tiny[5] = 0x7F80;
+    layer.run(tiny, 1, y);
+    int finite = 0;
+    for (const float v : y) finite += std::isfinite(v);
+    EXPECT_LT(finite, n) << "an infinite activation left every output finite";
+  }
+}
+
 TEST(LinearApi, W4A16IgnoresTheInputGlobalScale) {
   Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 48, 256, 3);
   const std::vector<std::uint16_t> x = test::random_activations(2, 256, 4);
@@ -228,7 +285,7 @@ TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
   ScopedEnv env("FP4CL_LINEAR_KERNEL", std::nullopt);
   const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 1);
   // The decode GEMVs by device class: on CPUs the words kernel where the SIMD holds 16 floats
-  // (AVX-512), else the integer block sums (W4A4) and the lanes kernel (W4A16); on GPUs the split
+  // (AVX-512), else the integer block sums (W4A4) and the shift decode (W4A16); on GPUs the split
   // kernel (with tensor cores the mma kernel, for prefill too); on other devices the rows kernel.
   const DeviceKind kind = context().info().kind;
   const bool tensor_cores = mma_native(context().info());
@@ -239,7 +296,10 @@ TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
                                                      : "gemv_rows";
   const std::string gemm = tensor_cores ? "mma" : "gemm_tiled";
   const bool narrow_cpu = !tensor_cores && kind == DeviceKind::cpu && !simd16;
-  const std::string gemv_w4a4 = narrow_cpu ? "gemv_int" : gemv, gemv_w4a16 = narrow_cpu ? "gemv_lanes" : gemv;
+  // W4A16 on narrow CPUs: the shift decode where fp32 denormals are kept, else the lanes kernel.
+  const std::string gemv_w4a4 = narrow_cpu ? "gemv_int" : gemv;
+  const std::string gemv_w4a16 =
+      narrow_cpu ? (context().info().fp32_denormals ? "gemv_denorm" : "gemv_lanes") : gemv;
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), gemm);
@@ -269,7 +329,7 @@ TEST(LinearApi, EnvironmentForcesAKernel) {
     const std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, {}); });
     EXPECT_NE(e.find("unknown linear kernel 'turbo'"), std::string::npos) << e;
     EXPECT_NE(e.find("FP4CL_LINEAR_KERNEL"), std::string::npos) << e;
-    EXPECT_NE(e.find("valid names: mma, gemm_tiled, gemv_words, gemv_int, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
+    EXPECT_NE(e.find("valid names: mma, gemm_tiled, gemv_words, gemv_int, gemv_denorm, gemv_lanes, gemv_split, gemv_rows"), std::string::npos) << e;
   }
 }
 
