@@ -15,10 +15,13 @@
 // A chunk's 16 products accumulate unscaled in two chains; the chunk sum meets its 8 block scales
 // and the chunk's 2^E in one multiply and one FMA.
 //
-// Measured on 2 AVX2 cores (PoCL 3.1, pthread-haswell, Zen 3), 4096x4096 M = 1: see
-// host/kernels/linear_gemv_denorm.cpp. (A probe of this loop on gemv_lanes' data with the
-// activations unscaled, i.e. with subnormal products, ran 1.4x slower than gemv_lanes: subnormal
-// results cost there; subnormal inputs do not.)
+// Measured on 2 AVX2 cores (PoCL 3.1, pthread-haswell, Zen 3), NVFP4 W4A16 M = 1, 4 alternating
+// rounds against gemv_lanes, µs: 4096x4096 605, 1080, 694, 639 against 864, 843, 1536, 882;
+// 2048x768 67-89 against 85-98. (A probe of this loop on gemv_lanes' data with the activations
+// unscaled, i.e. with subnormal products, ran 1.4x slower than gemv_lanes: subnormal results cost
+// there; subnormal inputs do not.) Tried, not kept: decoding elements j and j + 4 from one 16-bit
+// shift pair (vpsllw, vpsraw; 19 instead of 23 decode instructions per 8 elements): 8 alternating
+// rounds within the noise (medians 578-1001 against 593-1062 µs).
 //
 // Inputs: the words layout (8 rows, checkpoint order) and its block scales; activations as the
 // pass writes them: per token KPAD scaled floats, then after max_tokens rows per token KPAD/16
