@@ -15,6 +15,7 @@
 #include "common/formats.cl"
 #include "moe_expert_map.cl"
 #include "moe_quant.cl"
+#include "moe_scaled_x.cl"
 
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
 // scans the pairs in index order, so every slot position is a function of the input alone. The
@@ -175,6 +176,15 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   }
 #endif
   moe_gather_block(src, fc1_input_scale, pair_expert[pair], dst);
+#if defined(MOE_SCALED_X) && !MOE_W4A4
+  // W4A16's scaled form beside x1 (moe_scaled_x.cl), 8-element chunks 2b .. 2b + MOE_QUANT_BLOCK / 8 - 1.
+  if (pack) {
+    __global float* row = (__global float*)x1q + (long)slot * MOE_SX_ROW(hidden);
+    for (int c = 0; c < MOE_QUANT_BLOCK / 8; ++c)
+      moe_sx_store8(vload8(c, dst), row, hidden, b * (MOE_QUANT_BLOCK / 8) + c);
+    return;
+  }
+#endif
   if (pack)
     for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c)
       vstore8(moe_bf16_quads16(as_uint16(vload16(c, dst))), c, x1q + (long)slot * (hidden / 2) + b * (MOE_QUANT_BLOCK / 2));

@@ -37,6 +37,12 @@
 #define MOE_FC1_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_SCALEDX
+MOE_SX_DOT2_N(moe_sx_fc1_1, 1)
+MOE_SX_DOT2_N(moe_sx_fc1_2, 2)
+MOE_SX_DOT2_N(moe_sx_fc1_4, 4)
+#endif
+
 #if MOE_INTDOT
 MOE_INT_DOT2_N(moe_int_fc1_1, 1)
 MOE_INT_DOT2_N(moe_int_fc1_2, 2)
@@ -77,6 +83,15 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
         for (int m = 4; m < 8; ++m) hg[m] = hg[3], hu[m] = hu[3];  // pairs past count repeat the last
     }
     if (!tiny) return;
+  }
+#elif MOE_SCALEDX
+  // Few pairs, NVFP4 W4A16 on 8-lane CPU vectors: scaled activations (moe_fp4_vec.cl, MOE_SCALEDX).
+  if (n <= MOE_SX_MAX_PAIRS) {
+    const __global uint* x = (const __global uint*)((const __global float*)x1q + (long)start * MOE_SX_ROW(hidden));
+    if (n == 1) moe_sx_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else if (n == 2) moe_sx_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    else moe_sx_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
+    return;
   }
 #elif MOE_INTDOT
   // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).
@@ -345,9 +360,12 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
       moe_storeV(a, x2 + (long)(start + m) * inter + r);
 #if MOE_BF16DOT
       vstore8(moe_bf16_quads16(as_uint16(a)), 0, x2q + (long)(start + m) * (inter / 2) + r / 2);  // MOE_VEC = 16
+#elif MOE_SCALEDX
+      // FC2's scaled form (moe_scaled_x.cl): this work-item's 8 rows are one chunk.
+      moe_sx_store8(a, (__global float*)x2q + (long)(start + m) * MOE_SX_ROW(inter), inter, r / 8);
 #endif
     }
-#if !MOE_BF16DOT
+#if !MOE_BF16DOT && !MOE_SCALEDX
   (void)x2q;
 #endif
 #endif

@@ -28,6 +28,12 @@
 #define MOE_FC2_CHAINS(n) MOE_CHAINS(n)
 #endif
 
+#if MOE_SCALEDX
+MOE_SX_DOT_N(moe_sx_fc2_1, 1)
+MOE_SX_DOT_N(moe_sx_fc2_2, 2)
+MOE_SX_DOT_N(moe_sx_fc2_4, 4)
+#endif
+
 #if MOE_INTDOT
 MOE_INT_DOT_N(moe_int_fc2_1, 1)
 MOE_INT_DOT_N(moe_int_fc2_2, 2)
@@ -59,6 +65,15 @@ static __attribute__((always_inline)) inline void moe_fc2_dot(const __global uin
     else if (n <= MOE_BF16_MAX_PAIRS) tiny = moe_bf16_fc2_4(w, s, inter, scale_exp, x, count, h);
     else tiny = moe_bf16_fc2_8(w, s, inter, scale_exp, x, count, h);
     if (!tiny) return;
+  }
+#elif MOE_SCALEDX
+  // Few pairs, NVFP4 W4A16 on 8-lane CPU vectors: scaled activations (moe_fp4_vec.cl, MOE_SCALEDX).
+  if (n <= MOE_SX_MAX_PAIRS) {
+    const __global uint* x = (const __global uint*)((const __global float*)x2q + (long)start * MOE_SX_ROW(inter));
+    if (n == 1) moe_sx_fc2_1(w, s, inter, scale_exp, x, count, h);
+    else if (n == 2) moe_sx_fc2_2(w, s, inter, scale_exp, x, count, h);
+    else moe_sx_fc2_4(w, s, inter, scale_exp, x, count, h);
+    return;
   }
 #elif MOE_INTDOT
   // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).

@@ -494,6 +494,102 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
 #define MOE_INT_MAX_PAIRS 0
 #endif
 
+// Tiles of few pairs under NVFP4 W4A16 on 8-lane CPU vectors with scaled activations (MOE_SCALEDX;
+// the host defines MOE_SCALED_X: host/kernels/moe_build_options.cpp). The float decode above
+// multiplies every decoded weight e2m1 × 2^-126 by its block scale before the FMA, so that the
+// product is a normal number; here the activations' producers write, beside x1 and x2, each row
+// with every 8-element chunk scaled by 2^(126 - E) (E the exponent of the chunk's largest
+// magnitude; as linear_gemv_denorm.cl's pre-pass), so the decoded weight meets the activation
+// directly and the product e2m1 · x · 2^-E is normal (but for elements ~2^125 below their chunk's
+// largest); each chunk's sum then meets 2^E, and each block's the block scales. Per 64 weights
+// and pair: 8 × (shift, shift, mask, FMA) and one FMA, against 8 × (shift, shift, mask, multiply,
+// FMA). Rows in x1q / x2q: kk floats, then kk/8 floats 2^E (moe_sx_store8). Tiles of up to
+// MOE_SX_MAX_PAIRS pairs; larger tiles and batch-invariant builds keep the float decode.
+#if defined(MOE_SCALED_X) && MOE_VEC == 8 && MOE_GROUP == 8 && defined(MOE_NVFP4) && \
+    !defined(MOE_BATCH_INVARIANT) && MOE_E2M1_EXP == -126
+#define MOE_SCALEDX 1
+#define MOE_SX_MAX_PAIRS 4
+#else
+#define MOE_SCALEDX 0
+#define MOE_SX_MAX_PAIRS 0
+#endif
+#include "moe_scaled_x.cl"
+
+#if MOE_SCALEDX
+#if defined(__x86_64__)
+#define MOE_SX_PREFETCH_AT(w, s, b)                                                                 \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + 64)) * MOE_GROUP), 0, 2);       \
+  if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + 64) * MOE_GROUP), 0, 2);
+#else
+#define MOE_SX_PREFETCH_AT(w, s, b)
+#endif
+// One word vector g (8 elements of the 8 rows) against pair m's chunk g: two FMA chains (even and
+// odd elements), their sum times the chunk's 2^E added to t.
+#define MOE_SX_WORD(word, t, m, g)                                                              \
+  {                                                                                              \
+    float8 e0 = (float8)(0.0f), e1 = (float8)(0.0f);                                             \
+    _Pragma("unroll") for (int j = 0; j < 8; j += 2) {                                           \
+      e0 = fma(moe_e2m1(word, j), (float8)(xr[m][8 * (g) + j]), e0);                             \
+      e1 = fma(moe_e2m1(word, j + 1), (float8)(xr[m][8 * (g) + j + 1]), e1);                     \
+    }                                                                                            \
+    t = fma(e0 + e1, (float8)(xr[m][kk + (g)]), t);                                              \
+  }
+#define MOE_SX_ROWS(N)                                                                           \
+  const __global float* xr[N];                                                                   \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                \
+    xr[m] = (const __global float*)xq + (long)min(m, count - 1) * MOE_SX_ROW(kk);
+// One matrix (FC2).
+#define MOE_SX_DOT_N(NAME, N)                                                                    \
+  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
+                   const __global uint* xq, int count, float8* out) {                            \
+    MOE_SX_ROWS(N)                                                                               \
+    float8 acc[N];                                                                               \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_SX_PREFETCH_AT(w, s, b)                                                                \
+      const uint8 w0 = vload8(0, w + (long)(2 * b) * MOE_GROUP), w1 = vload8(0, w + (long)(2 * b + 1) * MOE_GROUP); \
+      const float8 sv = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);           \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
+        float8 t = (float8)(0.0f);                                                               \
+        MOE_SX_WORD(w0, t, m, 2 * b)                                                             \
+        MOE_SX_WORD(w1, t, m, 2 * b + 1)                                                         \
+        acc[m] = fma(t, sv, acc[m]);                                                             \
+      }                                                                                          \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+  }
+// Two sharing x (FC1's gate and up).
+#define MOE_SX_DOT2_N(NAME, N)                                                                   \
+  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
+                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
+                   float8* out1, float8* out2) {                                                 \
+    MOE_SX_ROWS(N)                                                                               \
+    float8 acc1[N], acc2[N];                                                                     \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_SX_PREFETCH_AT(w1, s1, b)                                                              \
+      MOE_SX_PREFETCH_AT(w2, s2, b)                                                              \
+      const uint8 u0 = vload8(0, w1 + (long)(2 * b) * MOE_GROUP), u1 = vload8(0, w1 + (long)(2 * b + 1) * MOE_GROUP); \
+      const uint8 v0 = vload8(0, w2 + (long)(2 * b) * MOE_GROUP), v1 = vload8(0, w2 + (long)(2 * b + 1) * MOE_GROUP); \
+      const float8 sv1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);         \
+      const float8 sv2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);         \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
+        float8 t1 = (float8)(0.0f), t2 = (float8)(0.0f);                                         \
+        MOE_SX_WORD(u0, t1, m, 2 * b)                                                            \
+        MOE_SX_WORD(v0, t2, m, 2 * b)                                                            \
+        MOE_SX_WORD(u1, t1, m, 2 * b + 1)                                                        \
+        MOE_SX_WORD(v1, t2, m, 2 * b + 1)                                                        \
+        acc1[m] = fma(t1, sv1, acc1[m]);                                                         \
+        acc2[m] = fma(t2, sv2, acc2[m]);                                                         \
+      }                                                                                          \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      out1[m] = acc1[m];                                                                         \
+      out2[m] = acc2[m];                                                                         \
+    }                                                                                            \
+  }
+#endif
+
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
 inline floatV moe_round_bf16(floatV v) {
   const intV u = as_intV(v);

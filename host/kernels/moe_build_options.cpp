@@ -38,6 +38,22 @@ void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantSchem
   if (moe_int_dot_choice() == "portable") options.define("MOE_INT_NO_X86");
 }
 
+bool moe_scaled_x_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group, int e2m1_exp) {
+  const char* env = std::getenv("FP4CL_MOE_SCALED_X");
+  const std::string choice = env ? env : "";
+  if (!choice.empty() && choice != "0" && choice != "1")
+    fail("FP4CL_MOE_SCALED_X = '{}': expected 0 (the float decode with a scale multiply per weight) or 1 (scaled "
+         "activations where they apply, the default)",
+         choice);
+  return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
+         scheme.w4a16() && vec == 8 && group == 8 && e2m1_exp == -126 && !moe_bf16_dot_enabled(ctx);
+}
+
+void add_moe_scaled_x(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group,
+                      int e2m1_exp) {
+  if (moe_scaled_x_enabled(ctx, scheme, vec, group, e2m1_exp)) options.define("MOE_SCALED_X");
+}
+
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   MoeNumerics n;
   const DeviceInfo& info = ctx.info();

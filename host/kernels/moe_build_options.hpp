@@ -35,6 +35,16 @@ bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec,
 // Adds MOE_INT_CODES (and MOE_INT_NO_X86 for FP4CL_MOE_INT_DOT=portable) where enabled.
 void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group);
 
+// Whether the MoE layer's kernels read scaled activations for tiles of up to 4 pairs under NVFP4
+// W4A16 (kernels/moe_fp4_vec.cl, MOE_SCALEDX; the layer defines MOE_SCALED_X and its
+// activations' producers write each row with every 8-element chunk scaled by a power of two,
+// kernels/moe_scaled_x.cl): CPU devices, the 8-lane layout, the subnormal E2M1 decode (e2m1_exp
+// -126), no BF16 dot products, unless FP4CL_MOE_SCALED_X=0 (any value but 0 or 1 is an error).
+bool moe_scaled_x_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group, int e2m1_exp);
+// Adds MOE_SCALED_X where enabled.
+void add_moe_scaled_x(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group,
+                      int e2m1_exp);
+
 // `exact_division_needed`: the scheme quantizes activations with the NVFP4 recipe (W4A4).
 MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed);
 

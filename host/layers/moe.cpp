@@ -96,6 +96,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
   add_moe_int_dot(options.numerics, ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group);
+  add_moe_scaled_x(options.numerics, ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group,
+                   numerics.e2m1_exp);
 
   bool interleaved = false, split = false, mma = false;
   for (const auto& entry : impl->selection.usable)
@@ -106,9 +108,11 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
          ctx.info().name);
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
                                      interleaved, split, mma);
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens,
-                                    moe_int_dot_enabled(ctx, config.scheme, impl->selection.layout.vec,
-                                                        impl->selection.layout.group));
+  impl->ws = allocate_moe_workspace(
+      ctx, impl->shape, impl->selection, config.max_tokens,
+      moe_int_dot_enabled(ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group),
+      moe_scaled_x_enabled(ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group,
+                           numerics.e2m1_exp));
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
@@ -127,15 +131,20 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->shape = from.shape;
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens,
-                                    moe_int_dot_enabled(ctx, from.config.scheme, from.selection.layout.vec,
-                                                        from.selection.layout.group));
-  impl->router = std::make_unique<MoeRouter>(ctx);
   const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
-  MoeProgramOptions options{moe_numerics(ctx, nvfp4_w4a4).options, from.config.scheme, from.config.output};
+  const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
+  impl->ws = allocate_moe_workspace(
+      ctx, impl->shape, impl->selection, from.config.max_tokens,
+      moe_int_dot_enabled(ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group),
+      moe_scaled_x_enabled(ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group,
+                           numerics.e2m1_exp));
+  impl->router = std::make_unique<MoeRouter>(ctx);
+  MoeProgramOptions options{numerics.options, from.config.scheme, from.config.output};
   options.batch_invariant = from.config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
   add_moe_int_dot(options.numerics, ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group);
+  add_moe_scaled_x(options.numerics, ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group,
+                   numerics.e2m1_exp);
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
   for (const auto& entry : impl->selection.usable)

@@ -447,6 +447,74 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
   }
 }
 
+// Tiles of up to 4 pairs under NVFP4 W4A16 with scaled activations (kernels/moe_fp4_vec.cl,
+// MOE_SCALEDX): the 8-lane layout forced, against the reference with it on and off, for activations
+// whose 8-element chunks mix 2^20 with values near 2^-40, zero chunks and ordinary ones (T = 1, 5
+// and 16 over 8 experts with k = 2: tiles of 1 to 8 pairs, grouped and decode), and a token of
+// BF16 denormals whose sums the FC1 global scales, raised by 2^110, lift into the normal range (not
+// flushed); the option reaches FC1's build exactly when on.
+TEST(MoeConfig, ScaledActivationsMatchReference) {
+  if (test_context().info().kind != DeviceKind::cpu) GTEST_SKIP() << "the scaled activations are for CPU devices";
+  {
+    ScopedEnv bad("FP4CL_MOE_SCALED_X", "yes");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                        "FP4CL_MOE_SCALED_X = 'yes': expected 0 (the float decode");
+  }
+  ScopedEnv layout("FP4CL_MOE_TILES", "vec=8,group=8");
+  if (moe_bf16_dot_enabled(test_context())) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+  EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A4, 8, 8, -126)) << "W4A4 takes the integer products";
+  EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A16, 8, 8, 0)) << "needs the subnormal decode";
+  const std::int64_t E = 8, H = 320, I = 288;
+  const auto check = [&](const Fp4Experts& ex, const char* strategy, const std::vector<std::uint16_t>& x,
+                         std::int64_t T, const std::string& what) {
+    MoeConfig cfg = config(kNvW4A16, 2);
+    cfg.kernel = strategy;
+    const auto ids = make_ids(T, 2, E, 83 + T);
+    const auto w = make_weights(T, 2, 84 + T);
+    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+    std::vector<DeviceResult> results;
+    for (const char* choice : {"1", "0"}) {
+      ScopedEnv env("FP4CL_MOE_SCALED_X", choice);
+      LogCapture log;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      bool scaled = false;
+      for (const std::string& m : log.at(log::Level::debug))
+        if (m.find("program moe_fc1.cl") != std::string::npos)
+          scaled = scaled || m.find("MOE_SCALED_X") != std::string::npos;
+      EXPECT_EQ(scaled, std::string(choice) == "1") << what << " FP4CL_MOE_SCALED_X=" << choice;
+      results.push_back(run_topk(layer, cfg.output, x, ids, w, T));
+      EXPECT_TRUE(matches_reference(ref, results.back(), cfg.output)) << what << " FP4CL_MOE_SCALED_X=" << choice;
+      EXPECT_EQ(results.back().bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << what << ": a rerun differs";
+    }
+    return results.front();
+  };
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 81});
+  for (const char* strategy : {"grouped", "decode"}) {
+    for (const std::int64_t T : {1, 5, 16}) {
+      std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 82 + T);
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t i = 0; i < H; ++i) {
+          std::uint16_t& v = x[static_cast<std::size_t>(t * H + i)];
+          if (i / 8 % 3 == 1) {  // one element at 2^20, the others near 2^-40
+            const unsigned exponent = i % 8 == 5 ? 127u + 20u : 127u - 40u;
+            v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
+          } else if (i / 8 % 5 == 2) {
+            v = 0;
+          }
+        }
+      check(ex, strategy, x, T, std::string(strategy) + " wide T=" + std::to_string(T));
+    }
+  }
+  Fp4Experts lifted = ex;
+  for (float& g : lifted.w13_global_scale) g = std::ldexp(g, 110);
+  std::vector<std::uint16_t> tiny = make_activations(1, H, Data::exact, 91);
+  for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);  // denormals
+  const DeviceResult dev = check(lifted, "decode", tiny, 1, "denormal activations");
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
+  EXPECT_GT(nonzero, H / 2) << "the denormal activations were flushed";
+}
+
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide
 // work-groups — run on whatever device the tests use (tiles of 4 rather than 8: a shorter build).
 TEST(MoeConfig, GpuLayoutMatchesReference) {
