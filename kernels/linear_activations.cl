@@ -97,6 +97,22 @@ __kernel void linear_split_bf16(const __global ushort* restrict x, __global floa
   act_store_step(v, out, m, s, kpad);
 }
 
+// Step s of a token's row (src: its first element) quantized block by block with the recipe
+// (act_block_scale), as e2m1 × block scale into v[0 .. FP4CL_STEP - 1], zeros past K
+// (linear_quantize_fp4 and linear_block_scale_fp4).
+inline void act_quantize_step(const __global ushort* src, uint s, uint k, float gs, float* v) {
+  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
+    const uint first = b * FP4CL_ACT_BLOCK;
+    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
+      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
+      continue;
+    }
+    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
+    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
+      v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], block_scale.x)) * block_scale.y;
+  }
+}
+
 // One 16-element chunk v scaled by 2^(126 - E) into dst, and 2^E into *factor
 // (linear_block_scale_bf16 / _fp4 above).
 inline void act_store_chunk_scaled(float16 v, __global float* dst, __global float* factor) {
@@ -133,16 +149,7 @@ __kernel void linear_block_scale_fp4(const __global ushort* restrict x, __global
   __global float* dst = out + (size_t)m * kpad + s * FP4CL_STEP;
   __global float* factor = out + (size_t)max_tokens * kpad + (size_t)m * (kpad / 16u) + s * (FP4CL_STEP / 16);
   float v[FP4CL_STEP];
-  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
-    const uint first = b * FP4CL_ACT_BLOCK;
-    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
-      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
-      continue;
-    }
-    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
-      v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], block_scale.x)) * block_scale.y;
-  }
+  act_quantize_step(src, s, k, gs, v);
   for (uint c = 0; c < FP4CL_STEP / 16; ++c) act_store_chunk_scaled(vload16(c, v), dst + 16u * c, factor + c);
 }
 
@@ -152,17 +159,7 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
   if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
   const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
   float v[FP4CL_STEP];
-  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
-    const uint first = b * FP4CL_ACT_BLOCK;
-    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
-      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
-      continue;
-    }
-    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
-    const float mult = block_scale.x, scale = block_scale.y;
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
-      v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], mult)) * scale;
-  }
+  act_quantize_step(src, s, k, gs, v);
   act_store_step(v, out, m, s, kpad);
 }
 

@@ -323,6 +323,21 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
   }
 #endif
 
+// Software prefetch for the 8-lane layout's few-pair loops below (MOE_INTDOT, MOE_SCALEDX): the
+// block's line of 8 rows' words MOE_PREFETCH8 blocks ahead into L2, and every 4th block the line
+// of scales as far ahead (as MOE_PREFETCH, for this layout). Never faults; x86 only (other OpenCL
+// compilers, NVIDIA's among them, take no __global pointer in __builtin_prefetch).
+#ifndef MOE_PREFETCH8
+#define MOE_PREFETCH8 64
+#endif
+#if defined(__x86_64__) && MOE_PREFETCH8 > 0
+#define MOE_PREFETCH8_AT(w, s, b)                                                                    \
+  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH8)) * MOE_GROUP), 0, 2); \
+  if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + MOE_PREFETCH8) * MOE_GROUP), 0, 2);
+#else
+#define MOE_PREFETCH8_AT(w, s, b)
+#endif
+
 // Tiles of few pairs by exact integer dot products (MOE_INTDOT): NVFP4 W4A4 on 8-lane CPU vectors
 // (MOE_VEC = MOE_GROUP = 8, AVX2). Under W4A4 both operands of every product are E2M1 values, so
 // with 2·e2m1 codes a block's sum of products is an exact integer (|.| <= 16 · 144); the block's
@@ -356,21 +371,6 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #endif
 #ifndef MOE_INT_X86
 #define MOE_INT_X86 0
-#endif
-
-// Software prefetch into L2, MOE_INT_PREFETCH blocks (64-byte lines of 8 rows' words) ahead, and
-// every 4th block the line of scales as far ahead (as MOE_PREFETCH, for this layout). Never faults.
-#ifndef MOE_INT_PREFETCH
-#define MOE_INT_PREFETCH 64
-#endif
-#if defined(__x86_64__)
-#define MOE_INT_PREFETCH_AT(w, s, b)                                                                    \
-  if (MOE_INT_PREFETCH > 0) {                                                                           \
-    __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_INT_PREFETCH)) * MOE_GROUP), 0, 2); \
-    if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + MOE_INT_PREFETCH) * MOE_GROUP), 0, 2); \
-  }
-#else
-#define MOE_INT_PREFETCH_AT(w, s, b)
 #endif
 
 // Row m's codes, block code sums and block scales (x: the row's first uint, kk its elements).
@@ -453,7 +453,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
     MOE_INT_ROWS(N)                                                                              \
     for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_INT_PREFETCH_AT(w, s, b)                                                               \
+      MOE_PREFETCH8_AT(w, s, b)                                                               \
       MOE_INT_SUM_T s16[N];                                                                      \
       MOE_INT_BLOCK_SUMS(w, s16, N)                                                              \
       const float8 ws = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
@@ -471,8 +471,8 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
     MOE_INT_ROWS(N)                                                                              \
     for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_INT_PREFETCH_AT(w1, s1, b)                                                             \
-      MOE_INT_PREFETCH_AT(w2, s2, b)                                                             \
+      MOE_PREFETCH8_AT(w1, s1, b)                                                             \
+      MOE_PREFETCH8_AT(w2, s2, b)                                                             \
       MOE_INT_SUM_T s1_16[N], s2_16[N];                                                          \
       MOE_INT_BLOCK_SUMS(w1, s1_16, N)                                                           \
       MOE_INT_BLOCK_SUMS(w2, s2_16, N)                                                           \
@@ -516,13 +516,6 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
 #include "moe_scaled_x.cl"
 
 #if MOE_SCALEDX
-#if defined(__x86_64__)
-#define MOE_SX_PREFETCH_AT(w, s, b)                                                                 \
-  __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + 64)) * MOE_GROUP), 0, 2);       \
-  if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + 64) * MOE_GROUP), 0, 2);
-#else
-#define MOE_SX_PREFETCH_AT(w, s, b)
-#endif
 // One word vector g (8 elements of the 8 rows) against pair m's chunk g: two FMA chains (even and
 // odd elements), their sum times the chunk's 2^E added to t.
 #define MOE_SX_WORD(word, t, m, g)                                                              \
@@ -546,7 +539,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
     float8 acc[N];                                                                               \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
     for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_SX_PREFETCH_AT(w, s, b)                                                                \
+      MOE_PREFETCH8_AT(w, s, b)                                                                \
       const uint8 w0 = vload8(0, w + (long)(2 * b) * MOE_GROUP), w1 = vload8(0, w + (long)(2 * b + 1) * MOE_GROUP); \
       const float8 sv = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);           \
       _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
@@ -567,8 +560,8 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
     float8 acc1[N], acc2[N];                                                                     \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
     for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_SX_PREFETCH_AT(w1, s1, b)                                                              \
-      MOE_SX_PREFETCH_AT(w2, s2, b)                                                              \
+      MOE_PREFETCH8_AT(w1, s1, b)                                                              \
+      MOE_PREFETCH8_AT(w2, s2, b)                                                              \
       const uint8 u0 = vload8(0, w1 + (long)(2 * b) * MOE_GROUP), u1 = vload8(0, w1 + (long)(2 * b + 1) * MOE_GROUP); \
       const uint8 v0 = vload8(0, w2 + (long)(2 * b) * MOE_GROUP), v1 = vload8(0, w2 + (long)(2 * b + 1) * MOE_GROUP); \
       const float8 sv1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);         \

@@ -46,7 +46,7 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 // dot products (moe_int_dot_enabled), whose activations go in x1q and x2q; `scaled_x`: they read
 // scaled activations (moe_scaled_x_enabled), which go there too, 4.5 bytes an element.
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens, bool int_codes, bool scaled_x = false);
+                                    std::int64_t max_tokens, bool int_codes, bool scaled_x);
 
 // The caller's routing inputs: topk ids + weights, or router logits.
 struct MoeRoutingInput {
