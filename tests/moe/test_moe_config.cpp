@@ -28,6 +28,14 @@ MoeConfig config(const QuantScheme& scheme, int top_k) {
   return c;
 }
 
+// Whether the program cache's debug log, captured by `log`, built kernel file `file` with an option
+// containing `option` (the "program FILE with OPTIONS" line of each request).
+bool built_with(const LogCapture& log, const std::string& file, const std::string& option) {
+  for (const std::string& line : log.at(log::Level::debug))
+    if (line.find("program " + file) != std::string::npos && line.find(option) != std::string::npos) return true;
+  return false;
+}
+
 // Creating the layer throws fp4cl::Error whose message contains `expected`.
 void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::string& expected) {
   try {
@@ -223,10 +231,7 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
     EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, c.T), cfg.output))
         << c.scheme.name() << " T = " << c.T << " " << c.tiles;
     if (std::string(c.tiles) == "mma.row_loop=2") {  // the loop reached the one-token FC1's program
-      bool found = false;
-      for (const std::string& line : log.at(log::Level::debug))
-        found |= line.find("program moe_mma.cl") != std::string::npos && line.find("-DMMA_ROW_LOOP=2") != std::string::npos;
-      EXPECT_TRUE(found) << c.scheme.name();
+      EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_ROW_LOOP=2")) << c.scheme.name();
     }
   }
   EXPECT_EQ(mma_pair_row_loop(224, 2, 132), 2);  // mixtral-8x7b on an H100: 224 work-groups
@@ -426,14 +431,10 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
         LogCapture log;
         MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
         // The integer form reaches FC1's build (and, portable, without the x86 builtins), or not.
-        bool int_codes = false, no_x86 = false;
-        for (const std::string& m : log.at(log::Level::debug))
-          if (m.find("program moe_fc1.cl") != std::string::npos) {
-            int_codes = int_codes || m.find("MOE_INT_CODES") != std::string::npos;
-            no_x86 = no_x86 || m.find("MOE_INT_NO_X86") != std::string::npos;
-          }
-        EXPECT_EQ(int_codes, std::string(choice) != "0") << strategy << " FP4CL_MOE_INT_DOT=" << choice;
-        EXPECT_EQ(no_x86, std::string(choice) == "portable") << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+        EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_INT_CODES"), std::string(choice) != "0")
+            << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+        EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_INT_NO_X86"), std::string(choice) == "portable")
+            << strategy << " FP4CL_MOE_INT_DOT=" << choice;
         const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
         EXPECT_TRUE(matches_reference(ref, dev, cfg.output))
             << strategy << " FP4CL_MOE_INT_DOT=" << choice << " T=" << T;
@@ -477,11 +478,8 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
       ScopedEnv env("FP4CL_MOE_SCALED_X", choice);
       LogCapture log;
       MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-      bool scaled = false;
-      for (const std::string& m : log.at(log::Level::debug))
-        if (m.find("program moe_fc1.cl") != std::string::npos)
-          scaled = scaled || m.find("MOE_SCALED_X") != std::string::npos;
-      EXPECT_EQ(scaled, std::string(choice) == "1") << what << " FP4CL_MOE_SCALED_X=" << choice;
+      EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_SCALED_X"), std::string(choice) == "1")
+          << what << " FP4CL_MOE_SCALED_X=" << choice;
       results.push_back(run_topk(layer, cfg.output, x, ids, w, T));
       EXPECT_TRUE(matches_reference(ref, results.back(), cfg.output)) << what << " FP4CL_MOE_SCALED_X=" << choice;
       EXPECT_EQ(results.back().bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << what << ": a rerun differs";
