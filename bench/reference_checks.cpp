@@ -23,14 +23,9 @@ std::string check_linear_output(const QuantScheme& scheme, const Fp4Weight& w, c
   double worst = 0.0;
   for (const auto& [i, r] : picks) {
     const reference::LinearOutput o = ref.at(i, r);
-    // tests/linear/linear_test_data.hpp error_bound: fp32 accumulation of k + 2 terms, and the
+    // fp32 accumulation of k + 2 terms (W4A16: on the activations' integer grid or not), and the
     // BF16 output's rounding.
-    const double u = std::ldexp(1.0, -24), n = static_cast<double>(w.k + 2);
-    double bound = n * u / (1.0 - n * u) * o.abs_terms + std::ldexp(1.0, -149) * n;
-    if (bf16_output) {
-      const double mag = std::fabs(o.y) + bound;
-      bound += std::max(mag > 0 ? std::ldexp(1.0, std::ilogb(mag) - 8) : 0.0, std::ldexp(1.0, -134));
-    }
+    const double bound = reference::output_bound(o, w.k, 0.0, bf16_output);
     const double got = y[static_cast<std::size_t>(i * w.n + r)];
     const double err = std::fabs(got - o.y);
     if (!(err <= bound))

@@ -37,6 +37,21 @@
 //                         token KPAD/16 ints: the sum of each 16-element chunk's codes; and from
 //                         byte offset 2 · max_tokens · KPAD, per token KPAD/16 floats: the block
 //                         scale of each chunk (an MXFP4 block's for both of its chunks; 0 past K).
+//   linear_bf16_int_planes
+//                         W4A16 for the integer GEMV (linear_gemv_int.cl, INT_PLANES 2): each
+//                         16-element chunk of BF16 values as integers q on the grid 2^(E - 14),
+//                         E = (its largest magnitude's BF16 exponent field, at least 1) - 126, so
+//                         that |q| < 2^14: q = x · 2^(14 - E) exactly for elements within 2^7 of
+//                         the chunk's largest (the BF16 significand's 8 bits fit), rounded to
+//                         nearest-even below that (|error| <= 2^(E - 15)). Written as two int8
+//                         planes, q = 128 · hi + lo (hi -128..127, lo 0..127): per token a row of
+//                         KPAD hi bytes at 0, lo bytes from 3 · max_tokens · KPAD; per token KPAD/16
+//                         ints from max_tokens · KPAD: each chunk's sum of q; and from
+//                         2 · max_tokens · KPAD per token KPAD/16 float2 factors (a, b), a · b =
+//                         2^(E - 13), both normal (a = 2^max(E - 13, -126)), so that the GEMV's
+//                         block sum of 2·e2m1(w) · q times weight scale / 4 times a · b is the
+//                         chunk's Σ w·x. A chunk holding NaN or an infinity has q = 0 and a = NaN:
+//                         its token's outputs are NaN. Zeros (and factors 1) past K.
 //
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
@@ -220,5 +235,61 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
       sums[first / 16 + c] = sum;
       scales[first / 16 + c] = scale;
     }
+  }
+}
+
+// One 16-element chunk of BF16 values (bits b) on its integer grid (linear_bf16_int_planes above):
+// the planes into hi[0..15] and lo[0..15], the sum of q into *sum, the factors into *factor.
+inline void act_store_chunk_planes(ushort16 b, __global char* hi, __global char* lo, __global int* sum,
+                                   __global float2* factor) {
+  const int16 mag = convert_int16(b & (ushort)0x7FFF);
+  const int8 m8 = max(mag.lo, mag.hi);
+  const int4 m4 = max(m8.lo, m8.hi);
+  const int2 m2 = max(m4.lo, m4.hi);
+  const int largest = max(m2.x, m2.y);
+  if (largest >= 0x7F80) {  // NaN or an infinity
+    vstore16((char16)(0), 0, hi);
+    vstore16((char16)(0), 0, lo);
+    *sum = 0;
+    *factor = (float2)(NAN, 1.0f);
+    return;
+  }
+  const int emax = max(largest >> 7, 1);
+  const int16 e = max(mag >> 7, (int16)(1));
+  // The significand (8 bits; 7 for denormals), then shifted to the chunk's grid: left by 6 - d
+  // for d = emax - e <= 6, else right by d - 6 with rounding to nearest, ties to even (0 from 9 on).
+  const int16 sig = (mag & 0x7F) | select((int16)(0), (int16)(0x80), (mag >> 7) > 0);
+  const int16 d = emax - e;
+  const int16 r = clamp(d - 6, 0, 9);
+  const int16 down = (sig + (((int16)(1) << r) >> 1) - 1 + ((sig >> r) & 1)) >> r;
+  const int16 mq = select(down, sig << max(6 - d, 0), d <= 6);
+  const int16 q = select(mq, -mq, convert_int16(b >> (ushort)15) != 0);
+  vstore16(convert_char16(q >> 7), 0, hi);
+  vstore16(convert_char16(q & 0x7F), 0, lo);
+  const int8 s8 = q.lo + q.hi;
+  const int4 s4 = s8.lo + s8.hi;
+  const int2 s2 = s4.lo + s4.hi;
+  *sum = s2.x + s2.y;
+  const int exponent = emax - 139;  // E - 13
+  const int a = max(exponent, -126);
+  *factor = (float2)(ldexp(1.0f, a), ldexp(1.0f, exponent - a));
+}
+
+__kernel void linear_bf16_int_planes(const __global ushort* restrict x, __global uchar* restrict out, uint m_tokens,
+                                     uint k, uint kpad, uint max_tokens) {
+  const uint s = get_global_id(0), m = get_global_id(1);
+  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
+  const size_t row = (size_t)m * kpad + s * FP4CL_STEP, chunk = (size_t)m * (kpad / 16u) + s * (FP4CL_STEP / 16);
+  const size_t plane = (size_t)max_tokens * kpad;
+  __global char* hi = (__global char*)out + row;
+  __global char* lo = (__global char*)out + 3u * plane + row;
+  __global int* sums = (__global int*)(out + plane) + chunk;
+  __global float2* factors = (__global float2*)(out + 2u * plane) + chunk;
+  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
+  // K is a multiple of 16: a step holds 0..4 valid chunks of 16 elements (zeros past K).
+  for (uint c = 0; c < FP4CL_STEP / 16; ++c) {
+    ushort16 b = (ushort16)(0);
+    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) b = vload16(c, src);
+    act_store_chunk_planes(b, hi + 16u * c, lo + 16u * c, sums + c, factors + c);
   }
 }

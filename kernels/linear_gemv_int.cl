@@ -1,4 +1,5 @@
-// FP4 linear W4A4, GEMV shape for CPUs, in integer arithmetic: y[m, n] = x[m, :] · W[n, :].
+// FP4 linear W4A4 (and W4A16, below), GEMV shape for CPUs, in integer arithmetic:
+// y[m, n] = x[m, :] · W[n, :].
 //
 // Under W4A4 both operands of every product are E2M1 values, so 2·e2m1(w) · 2·e2m1(a) is an
 // integer (|.| <= 144) and a block's sum of products is an exact integer; the block's value is
@@ -28,13 +29,29 @@
 //   - elsewhere (and with INT_NO_X86, FP4CL_LINEAR_AVX2=0): signed 2·e2m1 codes from a table,
 //     int16 products with the activation codes, summed per row in plain OpenCL C.
 //
+// W4A16 (INT_PLANES 2): BF16 activations are not small integers, but on a grid of 2^(E - 14) per
+// 16-element chunk (linear_activations.cl, linear_bf16_int_planes) they are integers q of 15 bits,
+// exact for elements within 2^7 of their chunk's largest and rounded to nearest below that, held
+// as two int8 planes q = 128 · hi + lo (lo 0..127). Each load then takes two vpmaddubsw (one per
+// plane) into two int16 sums (|.| <= 4 · 2 · 24 · 128 = 24576 over a chunk of 4 loads), which one
+// vpmaddwd by 128 and one by 1 add in 32 bits; the offset subtracts 12 · Σq; the chunk's sum (at
+// most 12 · 2^14 · 16 in magnitude: exact in fp32) meets its two factors (a · b = 2^(E - 13), both
+// normal) and the weight scale / 4. One rounding per chunk, as elsewhere; the only other departure
+// from the exact product is the activations' rounding to the grid (README, Numerics). On 2 AVX2
+// cores (PoCL 3.1, pthread-haswell, Zen 3), NVFP4 W4A16 M = 1, 3 alternating rounds against
+// gemv_denorm, µs: 4096x4096 385-446 against 606-651, 2048x768 56-76 against 67-110 (a probe of
+// W4A4 with a second plane's multiply-adds ran within the noise of W4A4: memory-bound again).
+//
 // Inputs: the lanes layout (by_quad), and linear_quantize_fp4_codes's workspace: per token KPAD
 // int8 codes 2·e2m1 in element order; after max_tokens rows, per token KPAD/16 ints (each chunk's
-// code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales.
+// code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales. W4A16:
+// linear_bf16_int_planes's: the hi plane where the codes are, the sums of q where the code sums
+// are, float2 factors where the scales are, and the lo plane from byte 3 · max_tokens · KPAD.
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4
 //   INT_TOKENS          tokens per work-item of linear_gemv_int_tokens (_single: 1, _pair: 2)
+//   INT_PLANES          1: W4A4 codes; 2: W4A16 activations as two planes (default 1)
 //   INT_PREFETCH        chunks of 16 elements (64 bytes of codes) ahead to prefetch into L2 (0:
 //                       none; x86 only). On 2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6
 //                       alternating rounds, median µs: none 426-600, 16 chunks 335-495, 32
@@ -47,6 +64,12 @@
 #endif
 #ifndef INT_PREFETCH
 #define INT_PREFETCH 0
+#endif
+#ifndef INT_PLANES
+#define INT_PLANES 1
+#endif
+#if INT_PLANES != 1 && INT_PLANES != 2
+#error "INT_PLANES must be 1 (W4A4 codes) or 2 (W4A16 planes)"
 #endif
 #if FP4CL_FORMAT_MXFP4
 #define INT_BLOCK 32
@@ -87,6 +110,21 @@ inline short16 int_twice_e2m1(uchar16 codes) {
 inline int4 int_sum_quads(short16 v) {
   return convert_int4(v.s048c) + convert_int4(v.s159d) + convert_int4(v.s26ae) + convert_int4(v.s37bf);
 }
+inline int4 int_sum_quads32(int16 v) { return v.s048c + v.s159d + v.s26ae + v.s37bf; }
+#endif
+
+#if INT_PREFETCH > 0 && defined(__x86_64__)
+// The block's weights INT_PREFETCH chunks ahead, into L2, and every 8th block the line of scales
+// 64 blocks on. Never faults. (x86 only: other OpenCL compilers, NVIDIA's among them, take no
+// __global pointer here; the parameter then changes nothing.)
+#define INT_PREFETCH_BLOCK(cp, sp, blk)                                                                   \
+  do {                                                                                                    \
+    for (uint c_ = 0; c_ < INT_BLOCK / 16u; ++c_)                                                         \
+      __builtin_prefetch((const __global char*)((cp) + ((blk) * (INT_BLOCK / 16u) + c_ + INT_PREFETCH) * 4u), 0, 2); \
+    if (((blk) & 7u) == 0u) __builtin_prefetch((const __global char*)((sp) + ((blk) + 64u) * 8u), 0, 2); \
+  } while (0)
+#else
+#define INT_PREFETCH_BLOCK(cp, sp, blk) ((void)0)
 #endif
 
 inline void gemv_int(const __global uchar* restrict codes, const __global uchar* restrict scales,
@@ -114,14 +152,7 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   }
 
   for (uint blk = 0; blk < blocks; ++blk) {
-#if INT_PREFETCH > 0 && defined(__x86_64__)
-    // The block's weights INT_PREFETCH chunks ahead, into L2, and every 8th block the line of
-    // scales 64 blocks on. Never faults. (x86 only: other OpenCL compilers, NVIDIA's among them,
-    // take no __global pointer here; the parameter then changes nothing.)
-    for (uint c = 0; c < INT_BLOCK / 16u; ++c)
-      __builtin_prefetch((const __global char*)(cp + (blk * (INT_BLOCK / 16u) + c + INT_PREFETCH) * 4u), 0, 2);
-    if ((blk & 7u) == 0u) __builtin_prefetch((const __global char*)(sp + (blk + 64u) * 8u), 0, 2);
-#endif
+    INT_PREFETCH_BLOCK(cp, sp, blk);
     int8 sum[INT_TOKENS];
 #if INT_X86
     const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -173,12 +204,101 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   }
 }
 
+#if INT_PLANES == 2
+// W4A16: the chunk sums of 2·e2m1(w) · q from the two planes (above), chunk by chunk.
+inline void gemv_int_planes(const __global uchar* restrict codes, const __global uchar* restrict scales,
+                            const __global uchar* restrict acts, __global uchar* restrict y,
+                            const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
+                            int exp_bias, float epilogue, int has_bias, int out_bf16, uint max_tokens,
+                            const uint tokens) {
+  const uint g = get_global_id(0);
+  const uint m0 = get_global_id(1) * tokens;
+  if (g * 8u >= n_rows || m0 >= m_tokens) return;
+  const uint blocks = k / INT_BLOCK;
+  const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 64u);
+  const __global uchar* sp = scales + (size_t)g * blocks * 8u;
+  const size_t plane = (size_t)max_tokens * kpad;
+
+  // Token t's planes (4 elements to an int), chunk sums of q and chunk factors.
+  const __global int* hi[INT_TOKENS];
+  const __global int* lo[INT_TOKENS];
+  const __global int* qsum[INT_TOKENS];
+  const __global float2* f[INT_TOKENS];
+  float8 acc[INT_TOKENS];
+  for (uint t = 0; t < tokens; ++t) {
+    const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
+    hi[t] = (const __global int*)(acts + (size_t)m * kpad);
+    lo[t] = (const __global int*)(acts + 3u * plane + (size_t)m * kpad);
+    qsum[t] = (const __global int*)(acts + plane) + (size_t)m * (kpad / 16u);
+    f[t] = (const __global float2*)(acts + 2u * plane) + (size_t)m * (kpad / 16u);
+    acc[t] = (float8)(0.0f);
+  }
+
+  for (uint blk = 0; blk < blocks; ++blk) {
+    INT_PREFETCH_BLOCK(cp, sp, blk);
+    // The 8 rows' weight scales of the block, divided by 4 (2·e2m1 codes; the factors carry 2^(E - 13)).
+    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
+    for (uint c = blk * (INT_BLOCK / 16u); c < (blk + 1u) * (INT_BLOCK / 16u); ++c) {
+      int8 sum[INT_TOKENS];
+#if INT_X86
+      const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+      int_v16hi sh[INT_TOKENS], sl[INT_TOKENS];
+      for (uint t = 0; t < tokens; ++t) sh[t] = sl[t] = zero;
+#pragma unroll
+      for (uint q = 0; q < 4u; ++q) {
+        const int_v32qi w = int_offset_codes(cp[c * 4u + q]);
+        for (uint t = 0; t < tokens; ++t) {
+          const int h4 = hi[t][c * 4u + q], l4 = lo[t][c * 4u + q];
+          sh[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){h4, h4, h4, h4, h4, h4, h4, h4}));
+          sl[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){l4, l4, l4, l4, l4, l4, l4, l4}));
+        }
+      }
+      const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+      const int_v16hi h128 = {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128};
+      for (uint t = 0; t < tokens; ++t)
+        sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(sh[t], h128), int8) +
+                 __builtin_astype(__builtin_ia32_pmaddwd256(sl[t], ones), int8) - 12 * qsum[t][c];
+#else
+      int16 slo[INT_TOKENS], shi[INT_TOKENS];
+      for (uint t = 0; t < tokens; ++t) slo[t] = shi[t] = (int16)(0);
+#pragma unroll
+      for (uint q = 0; q < 4u; ++q) {
+        const uchar16 b = as_uchar16(cp[c * 4u + q]);
+        const int16 wlo = convert_int16(int_twice_e2m1(b & (uchar)15));
+        const int16 whi = convert_int16(int_twice_e2m1(b >> (uchar)4));
+        for (uint t = 0; t < tokens; ++t) {
+          const int4 x4 = convert_int4(as_char4(hi[t][c * 4u + q])) * 128 + convert_int4(as_uchar4(lo[t][c * 4u + q]));
+          const int16 x = (int16)(x4, x4, x4, x4);
+          slo[t] += wlo * x;
+          shi[t] += whi * x;
+        }
+      }
+      for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads32(slo[t]), int_sum_quads32(shi[t]));
+#endif
+      for (uint t = 0; t < tokens; ++t) {
+        const float2 fc = f[t][c];
+        acc[t] = fma(convert_float8(sum[t]) * fc.x, ws * fc.y, acc[t]);
+      }
+    }
+  }
+
+  for (uint t = 0; t < tokens; ++t) {
+    const uint m = m0 + t;
+    if (m >= m_tokens) break;
+    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
+  }
+}
+#define INT_GEMV gemv_int_planes
+#else
+#define INT_GEMV gemv_int
+#endif
+
 #define INT_KERNEL(name, tokens)                                                                                  \
   __kernel void name(const __global uchar* restrict codes, const __global uchar* restrict scales,                 \
                      const __global uchar* restrict acts, __global uchar* restrict y,                             \
                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,          \
                      int exp_bias, float epilogue, int has_bias, int out_bf16, uint max_tokens) {                 \
-    gemv_int(codes, scales, acts, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16,     \
+    INT_GEMV(codes, scales, acts, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16,     \
              max_tokens, tokens);                                                                                 \
   }
 INT_KERNEL(linear_gemv_int_single, 1u)

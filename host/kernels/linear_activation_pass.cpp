@@ -22,6 +22,10 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4_codes", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
     check_cl(kernel_.setArg(6, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
+  } else if (form == ActivationForm::int_planes) {
+    if (!scheme.w4a16()) fail("integer activation planes are for BF16 activations (W4A16), not {}", scheme.name());
+    kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_bf16_int_planes", options);
+    check_cl(kernel_.setArg(5, static_cast<cl_uint>(max_tokens)), "setting the token capacity");
   } else if (form == ActivationForm::bf16_rows) {
     if (scheme.w4a16()) fail("BF16 activation rows from the pass need FP4 activations (W4A4), not {}", scheme.name());
     if (scheme.weight == WeightFormat::nvfp4) add_exact_division(options, ctx.info(), "linear_activations.cl");
@@ -51,6 +55,8 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
 std::size_t LinearActivationPass::workspace_bytes() const {
   if (form_ == ActivationForm::int_codes)
     return scales_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);
+  // The hi plane, the sums of q (a quarter plane), the float2 factors (half a plane), the lo plane.
+  if (form_ == ActivationForm::int_planes) return static_cast<std::size_t>(max_tokens_ * kpad_) * 4;
   if (form_ == ActivationForm::bf16_rows) return static_cast<std::size_t>(max_tokens_ * k_) * sizeof(std::uint16_t);
   if (form_ == ActivationForm::block_scaled)
     return factors_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);

@@ -1,7 +1,8 @@
 // The activation pre-pass of the FP4 linear kernels (kernels/linear_activations.cl): BF16 x [m, k]
 // to split fp32 rows in the layer's workspace, quantized with the FP4 recipe under W4A4; or, for
-// the integer GEMV, W4A4 activations as integer codes and block scales; or, for BF16 dot
-// products, W4A4 activations as BF16 rows.
+// the integer GEMV, W4A4 activations as integer codes and block scales (W4A16: as integers on a
+// grid per 16-element chunk, in two planes); or, for BF16 dot products, W4A4 activations as BF16
+// rows.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ enum class ActivationForm {
   int_codes,    // W4A4 only: int8 2·e2m1 rows, their sums per 16-element chunk, then fp32 chunk scales
   bf16_rows,    // W4A4 only: BF16 rows [m, k] of e2m1 × scale (exact), element order
   block_scaled, // fp32 rows (W4A4: e2m1 × scale), each 16-element chunk scaled by 2^(126 - E), then 2^E per chunk
+  int_planes,   // W4A16 only: each 16-element chunk as 15-bit integers on a grid 2^(E - 14), in two int8 planes
 };
 
 class LinearActivationPass {

@@ -1,10 +1,13 @@
-// Strategy "gemv_int": kernels/linear_gemv_int.cl, W4A4 decode on CPUs in integer arithmetic (8
-// weight rows per work-item; block sums of E2M1 products as exact integers: vpshufb, vpmaddubsw
-// and vpmaddwd where the OpenCL compiler offers the AVX2 builtins, plain OpenCL C otherwise or
-// with FP4CL_LINEAR_AVX2=0, for comparison; both give the same bits). Its weights are the lanes
-// layout in by_quad order; its activations the pre-pass's int8 codes, chunk code sums and block
-// scales (argument 13: the token capacity, where the sums and scales start). The rest is
-// linear_lane_groups_kernel.hpp's.
+// Strategy "gemv_int": kernels/linear_gemv_int.cl, decode on CPUs in integer arithmetic (8 weight
+// rows per work-item; block sums of E2M1 products as integers: vpshufb, vpmaddubsw and vpmaddwd
+// where the OpenCL compiler offers the AVX2 builtins, plain OpenCL C otherwise or with
+// FP4CL_LINEAR_AVX2=0, for comparison; both give the same bits). Its weights are the lanes layout in
+// by_quad order. W4A4: its activations are the pre-pass's int8 codes, chunk code sums and block
+// scales, and the sums are exact. W4A16: the activations are the pre-pass's 15-bit integers on a
+// grid per 16-element chunk, in two int8 planes (exact for elements within 2^7 of their chunk's
+// largest, rounded to nearest below; FP4CL_W4A16_INT=0 refuses W4A16 here, so that automatic
+// selection keeps the exact products of gemv_denorm or gemv_lanes). Argument 13: the token
+// capacity, where the sums and scales start. The rest is linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -19,14 +22,26 @@ namespace fp4cl {
 
 namespace {
 
+// FP4CL_W4A16_INT: 1 (the default) lets gemv_int serve W4A16 with activations on the integer grid,
+// 0 refuses W4A16 here.
+bool w4a16_int_enabled() {
+  const char* env = std::getenv("FP4CL_W4A16_INT");
+  const std::string choice = env ? env : "";
+  if (!choice.empty() && choice != "0" && choice != "1")
+    fail("FP4CL_W4A16_INT = '{}': expected 0 (W4A16 keeps exact BF16 products: no integer activations) or 1 "
+         "(the default)",
+         choice);
+  return choice != "0";
+}
+
 class GemvIntKernel final : public LaneGroupsGemvKernel {
  public:
   GemvIntKernel() : LaneGroupsGemvKernel("gemv_int", "INT") {}
 
  protected:
   Verdict can_take(const LinearConfig& config) const override {
-    if (config.scheme.w4a16())
-      return Verdict::no("integer products need FP4 activations (W4A4); BF16 activations are not integers");
+    if (config.scheme.w4a16() && !w4a16_int_enabled())
+      return Verdict::no("FP4CL_W4A16_INT=0: BF16 activations (W4A16) are not rounded to integers");
     if (config.k % kFp4LaneChunk != 0)
       return Verdict::no(fmt::format("k = {} is not a multiple of {}", config.k, kFp4LaneChunk));
     return Verdict::yes();
@@ -40,8 +55,8 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
   }
 
   ActivationForm activation_form(const Context& ctx, const LinearConfig& config) const override {
-    (void)ctx, (void)config;
-    return ActivationForm::int_codes;
+    (void)ctx;
+    return config.scheme.w4a16() ? ActivationForm::int_planes : ActivationForm::int_codes;
   }
 
   std::vector<std::string> own_tuning_parameters() const override { return {"INT_PREFETCH"}; }
@@ -52,6 +67,7 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
     const long long prefetch = linear_tuning_value(config, "gemv_int", "INT_PREFETCH");
     if (prefetch < 0 || prefetch > 4096) fail("INT_PREFETCH = {} is outside 0..4096", prefetch);
     options.define("INT_PREFETCH", prefetch);
+    options.define("INT_PLANES", config.scheme.w4a16() ? 2 : 1);
     const char* env = std::getenv("FP4CL_LINEAR_AVX2");
     const std::string choice = env ? env : "";
     if (!choice.empty() && choice != "0" && choice != "1")

@@ -111,7 +111,8 @@ void LaneGroupsGemvKernel::apply(const Context& ctx, const LinearCall& call) {
     // Recorded at once: when the next command fails, the layer still knows what it enqueued.
     if (call.events) call.events->push_back(pass.front());
     set_arg(2, *call.workspace,
-            form_ == ActivationForm::int_codes   ? "the activation codes"
+            form_ == ActivationForm::int_codes    ? "the activation codes"
+            : form_ == ActivationForm::int_planes ? "the activation planes"
             : form_ == ActivationForm::bf16_rows ? "the BF16 activation rows"
                                                  : "the split activations");
   }

@@ -30,9 +30,34 @@ double block_scaled_weight(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
 }
 }  // namespace
 
+std::vector<std::uint16_t> w4a16_int_grid(const std::uint16_t* x_bf16, std::int64_t count) {
+  std::vector<std::uint16_t> out(x_bf16, x_bf16 + count);
+  for (std::int64_t c = 0; c + 16 <= count; c += 16) {
+    double largest = 0.0;
+    bool finite = true;
+    for (std::int64_t i = c; i < c + 16; ++i) {
+      const double v = bf16_to_float(x_bf16[i]);
+      finite = finite && std::isfinite(v);
+      largest = std::max(largest, std::fabs(v));
+    }
+    if (!finite || largest == 0.0) continue;
+    int e = 0;
+    std::frexp(largest, &e);  // largest < 2^e
+    e = std::max(e, -125);
+    for (std::int64_t i = c; i < c + 16; ++i) {
+      // At most 7 significant bits where it rounds (|q| < 2^7 there): a BF16 number, exactly.
+      const double q = std::nearbyint(std::ldexp(static_cast<double>(bf16_to_float(x_bf16[i])), 14 - e));
+      const auto rounded = static_cast<float>(std::ldexp(q, e - 14));
+      out[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>(float_to_bf16(rounded));
+    }
+  }
+  return out;
+}
+
 double output_bound(const LinearOutput& o, std::int64_t k, double bias_magnitude, bool bf16_output) {
   const double u = 0x1p-24, n = static_cast<double>(k + 2);
-  const double fp32 = n * u / (1.0 - n * u) * (o.abs_terms + bias_magnitude) + 0x1p-149 * n;
+  const double fp32 = n * u / (1.0 - n * u) * (o.abs_terms + o.grid_slack + bias_magnitude) + 0x1p-149 * n +
+                      o.grid_slack;
   if (!bf16_output) return fp32;
   const double magnitude = std::fabs(o.y) + fp32;
   const double half_ulp = magnitude > 0 ? std::ldexp(1.0, std::ilogb(magnitude) - 8) : 0.0;
@@ -97,6 +122,13 @@ LinearReference::LinearReference(const QuantScheme& scheme, const Fp4Weight& w, 
   if (scheme.w4a16()) {
     for (std::int64_t i = 0; i < m * k; ++i) a_[static_cast<std::size_t>(i)] = bf16_to_float(x_bf16[i]);
     alpha_ = nv ? static_cast<double>(w.global_scale) : 1.0;
+    const std::vector<std::uint16_t> grid = w4a16_int_grid(x_bf16, m * k);
+    grid_error_.resize(static_cast<std::size_t>(m * k));
+    for (std::int64_t i = 0; i < m * k; ++i) {
+      const double d = std::fabs(static_cast<double>(bf16_to_float(grid[static_cast<std::size_t>(i)])) -
+                                 a_[static_cast<std::size_t>(i)]);
+      grid_error_[static_cast<std::size_t>(i)] = std::isnan(d) ? 0.0 : d;  // non-finite chunks are not rounded
+    }
   } else {
     const QuantizedActivations q = quantize_activations(w.format, x_bf16, m, k, w.input_global_scale);
     for (std::int64_t i = 0; i < m; ++i)
@@ -112,15 +144,20 @@ void LinearReference::decode_row(std::int64_t row, std::vector<double>& out) con
 
 LinearOutput LinearReference::dot(const std::vector<double>& w_row, std::int64_t token, std::int64_t row) const {
   const double* a = a_.data() + token * w_.k;
-  double sum = 0.0, abs_sum = 0.0;
+  double sum = 0.0, abs_sum = 0.0, slack = 0.0;
   for (std::int64_t j = 0; j < w_.k; ++j) {
     const double t = a[j] * w_row[static_cast<std::size_t>(j)];
     sum += t;
     abs_sum += std::fabs(t);
   }
+  if (!grid_error_.empty()) {
+    const double* d = grid_error_.data() + token * w_.k;
+    for (std::int64_t j = 0; j < w_.k; ++j) slack += d[j] * std::fabs(w_row[static_cast<std::size_t>(j)]);
+  }
   LinearOutput o;
   o.y = alpha_ * sum + (bias_.empty() ? 0.0 : static_cast<double>(bias_[static_cast<std::size_t>(row)]));
   o.abs_terms = std::fabs(alpha_) * abs_sum;
+  o.grid_slack = std::fabs(alpha_) * slack;
   return o;
 }
 

@@ -29,17 +29,27 @@ struct QuantizedActivations {
 QuantizedActivations quantize_activations(WeightFormat format, const std::uint16_t* x_bf16, std::int64_t m,
                                           std::int64_t k, float gs);
 
+// W4A16 activations as the integer GEMV (gemv_int, CPUs) multiplies them (README, Numerics): each
+// 16-element chunk on the grid 2^(E - 14), 2^E the smallest power of two above its largest
+// magnitude (at least 2^-125, the bound of a chunk of BF16 denormals), rounded to nearest (ties to
+// even); exact for elements within 2^7 of their chunk's largest. The results are BF16 numbers; a
+// chunk holding NaN or an infinity is left as it is. `count` is a multiple of 16 (rows of k).
+std::vector<std::uint16_t> w4a16_int_grid(const std::uint16_t* x_bf16, std::int64_t count);
+
 // One output of the layer before it is rounded, and the magnitude it was summed from.
 struct LinearOutput {
-  double y = 0.0;          // alpha · Σ_k a·w + bias
-  double abs_terms = 0.0;  // |alpha| · Σ_k |a·w|
+  double y = 0.0;            // alpha · Σ_k a·w + bias
+  double abs_terms = 0.0;    // |alpha| · Σ_k |a·w|
+  double grid_slack = 0.0;   // W4A16: |alpha| · Σ_k |w| · |grid(a) - a| (w4a16_int_grid), else 0
 };
 
 // The largest |output - o.y| of a conforming fp32 implementation of the layer: the products a·w
 // are exact in fp32 (a decoded weight has at most 6 significant bits, an activation 8), so the
 // only fp32 roundings are the k - 1 additions (in any order), the epilogue's multiply by the fp32
 // alpha and the bias addition: γ(k+2)·(Σ|terms| + |bias|), γ(n) = n·u/(1 - n·u), u = 2^-24,
-// plus 2^-149 per rounding for results below the normal range. A BF16 output adds its own
+// plus 2^-149 per rounding for results below the normal range. Under W4A16 an implementation may
+// multiply the activations on their integer grid instead (gemv_int): that adds at most
+// o.grid_slack (and its terms' magnitude grows by at most as much). A BF16 output adds its own
 // rounding to nearest: half a BF16 ulp of the fp32 value.
 double output_bound(const LinearOutput& o, std::int64_t k, double bias_magnitude, bool bf16_output);
 
@@ -67,6 +77,7 @@ class LinearReference {
   const Fp4Weight& w_;
   std::int64_t m_;
   std::vector<double> a_;  // [m, k]
+  std::vector<double> grid_error_;  // W4A16: |w4a16_int_grid(x) - x| per element [m, k]; else empty
   std::vector<float> bias_;
   double alpha_ = 1.0;
 };

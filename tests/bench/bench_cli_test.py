@@ -86,14 +86,17 @@ class Outputs(unittest.TestCase):
         self.assertIn("ok: ", out)
 
     def test_all_kernels_skips_those_that_cannot_serve_the_scheme(self):
-        # gemv_int multiplies integers: W4A4 only. Under "all" it is skipped with a note; named, it fails.
-        _, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all", check=0)
+        # Under FP4CL_W4A16_INT=0 gemv_int refuses BF16 activations (W4A16). Under "all" it is then
+        # skipped with a note; named, it fails.
+        off = {"FP4CL_W4A16_INT": "0"}
+        _, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all", env=off, check=0)
         self.assertIn("skipped kernel gemv_int for 64x256 nvfp4-w4a16", err)
         self.assertIn("gemv_rows", out)
         self.assertNotRegex(out, r"\bgemv_int\b")
-        code, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all,gemv_int")
+        code, out, err = run(*TINY_LINEAR, "--tokens", "1", "--scheme", "nvfp4-w4a16", "--kernel", "all,gemv_int",
+                             env=off)
         self.assertNotEqual(code, 0, out)
-        self.assertIn("W4A4", err)
+        self.assertIn("FP4CL_W4A16_INT=0", err)
 
     def test_csv(self):
         _, out, _ = run(*TINY_LINEAR, "--tokens", "1,3", "--scheme", "nvfp4-w4a16,mxfp4-w4a4", "--csv", check=0)

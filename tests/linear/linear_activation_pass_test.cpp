@@ -6,6 +6,7 @@
 // form (gemv_words' BF16 dot products) the same values as BF16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -200,6 +201,98 @@ void expect_bf16_rows_match_host(WeightFormat format, float gs) {
   }
   for (std::int64_t j = 0; j < k; ++j) EXPECT_EQ(rows[static_cast<std::size_t>(m * k + j)], 0xABCD) << "past token m";
   EXPECT_EQ(mismatches, 0) << scheme.name();
+}
+
+// The integer planes (gemv_int under W4A16): per 16-element chunk, q = 128 · hi + lo (lo 0..127)
+// is the element on the chunk's grid, x · 2^(14 - e) rounded to nearest even, 2^e the smallest
+// power of two above the chunk's largest magnitude (at least 2^-125), computed here in doubles;
+// the chunk sums are Σq; the two factors are normal and multiply to 2^(e - 13); a chunk with NaN or
+// an infinity has q = 0 and a NaN factor; zeros past K. The rows: special_rows (huge, tiny, denormal,
+// NaN and infinite elements), and a token whose chunks hold elements 2^0 .. 2^10 below their
+// largest with every significand (ties of each rounding step among them).
+TEST(LinearActivationPass, IntegerPlanesHoldTheChunkGrid) {
+  const std::int64_t m = 4, k = 208, kpad = 256, mt = m + 1;
+  std::vector<std::uint16_t> x = special_rows(k);
+  x.resize(static_cast<std::size_t>(m * k));
+  for (std::int64_t j = 0; j < k; ++j) {
+    const std::int64_t chunk = j / 16, e = j % 16;
+    const unsigned exponent = e == 0 ? 130u : 130u - static_cast<unsigned>((chunk + e) % 11);
+    const unsigned mantissa = static_cast<unsigned>(j * 37 + chunk) & 0x7Fu;
+    x[static_cast<std::size_t>(3 * k + j)] =
+        static_cast<std::uint16_t>(((j % 3 == 0) ? 0x8000u : 0u) | (exponent << 7) | mantissa);
+  }
+  Context& ctx = test::context();
+  LinearActivationPass pass;
+  pass.prepare(ctx, {WeightFormat::nvfp4, Activations::bf16}, k, kpad, 1.0f, mt, ActivationForm::int_planes);
+  const std::size_t plane = static_cast<std::size_t>(mt * kpad);
+  ASSERT_EQ(pass.workspace_bytes(), 4 * plane);
+  cl_int err = CL_SUCCESS;
+  cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, x.size() * 2, x.data(), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  std::vector<std::uint8_t> out(4 * plane, 0x5A);
+  cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, out.size(), out.data(), &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, 0, out.size(), out.data(), &wait), CL_SUCCESS);
+  const auto hi = [&](std::int64_t i, std::int64_t j) {
+    return static_cast<int>(static_cast<std::int8_t>(out[static_cast<std::size_t>(i * kpad + j)]));
+  };
+  const auto lo = [&](std::int64_t i, std::int64_t j) {
+    return static_cast<int>(static_cast<std::int8_t>(out[3 * plane + static_cast<std::size_t>(i * kpad + j)]));
+  };
+  const auto sum = [&](std::int64_t i, std::int64_t c) {
+    std::int32_t v;
+    std::memcpy(&v, &out[plane + static_cast<std::size_t>(4 * (i * (kpad / 16) + c))], 4);
+    return v;
+  };
+  const auto factor = [&](std::int64_t i, std::int64_t c, int which) {
+    float v;
+    std::memcpy(&v, &out[2 * plane + static_cast<std::size_t>(8 * (i * (kpad / 16) + c) + 4 * which)], 4);
+    return v;
+  };
+  int mismatches = 0, rounded = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t c = 0; c < kpad / 16; ++c) {
+      double largest = 0.0;
+      bool finite = true;
+      for (std::int64_t j = c * 16; j < c * 16 + 16 && j < k; ++j) {
+        const double v = bf16_to_float(x[static_cast<std::size_t>(i * k + j)]);
+        finite = finite && std::isfinite(v);
+        largest = std::max(largest, std::fabs(v));
+      }
+      int e = 0;
+      std::frexp(largest, &e);
+      e = std::max(e, -125);
+      std::int64_t expected_sum = 0;
+      for (std::int64_t j = c * 16; j < c * 16 + 16; ++j) {
+        double q = 0.0;
+        if (j < k && finite) {
+          const double v = bf16_to_float(x[static_cast<std::size_t>(i * k + j)]);
+          q = std::nearbyint(std::ldexp(v, 14 - e));
+          rounded += std::ldexp(q, e - 14) != v;
+        }
+        expected_sum += static_cast<std::int64_t>(q);
+        const int l = lo(i, j);
+        if ((128 * hi(i, j) + l != q || l < 0) && ++mismatches <= 5)
+          ADD_FAILURE() << "token " << i << " element " << j << ": hi " << hi(i, j) << ", lo " << l << ", q " << q;
+      }
+      if (sum(i, c) != expected_sum && ++mismatches <= 5)
+        ADD_FAILURE() << "token " << i << " chunk " << c << ": sum " << sum(i, c) << ", expected " << expected_sum;
+      const float a = factor(i, c, 0), b = factor(i, c, 1);
+      if (!finite) {
+        EXPECT_TRUE(std::isnan(a)) << "token " << i << " chunk " << c;
+      } else if (largest > 0.0) {  // (a zero chunk's factors multiply zeros)
+        EXPECT_EQ(static_cast<double>(a) * static_cast<double>(b), std::ldexp(1.0, e - 13)) << i << " " << c;
+        EXPECT_TRUE(std::isnormal(a) && std::isnormal(b)) << "token " << i << " chunk " << c << ": " << a << ", " << b;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(rounded, 50) << "the data should exercise the rounding";
+  EXPECT_EQ(out[static_cast<std::size_t>(m * kpad)], 0x5A) << "past token m";
+  test::expect_error([&] {
+    pass.prepare(ctx, {WeightFormat::nvfp4, Activations::fp4_dynamic}, 64, 64, 1.0f, 1, ActivationForm::int_planes);
+  }, {"integer activation planes are for BF16 activations (W4A16)"});
 }
 
 TEST(LinearActivationPass, Bf16RowsOfFp4ActivationsMatchTheRecipe) {

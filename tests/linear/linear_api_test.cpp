@@ -85,10 +85,10 @@ TEST(LinearApi, RunsAreBitIdentical) {
 
 // gemv_int's two ways to sum its exact integer products (vpmaddubsw on offset codes where the
 // OpenCL compiler offers the AVX2 builtins; FP4CL_LINEAR_AVX2=0: the portable OpenCL C sums) give
-// the same bits, for NVFP4 and MXFP4 (blocks of 16 and 32) and 1 to 5 tokens a call; any other
-// value of the switch is an error naming it.
+// the same bits, for NVFP4 and MXFP4 (blocks of 16 and 32), W4A4 and W4A16 (two planes), and 1 to
+// 5 tokens a call; any other value of the switch is an error naming it.
 TEST(LinearApi, GemvIntSumsAreTheSameWithAndWithoutAvx2) {
-  for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
+  for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4, kNvW4A16, kMxW4A16}) {
     const Fp4Weight w = test::random_weight(scheme.weight, 72, 1024, 13);
     const std::vector<std::uint16_t> x = test::random_activations(5, 1024, 14);
     for (const std::int64_t m : {1, 2, 5}) {
@@ -205,6 +205,125 @@ TEST(LinearApi, GemvDenormScalesActivationChunks) {
   }
 }
 
+// gemv_int under W4A16 multiplies each activation on its chunk's integer grid (q · 2^(E - 14),
+// |q| < 2^14): exactly the products of the activations rounded to that grid, which the reference
+// computes in doubles (reference::w4a16_int_grid, independently of the kernel's integer shifts), so
+// that the layer gives the same bits for x and for the rounded x, and the reference's bound holds
+// against the rounded x. The data: chunks whose largest element is 2^4 beside elements near 2^-20
+// (rounded to zero), elements 2^6, 2^7 (ties), 2^8 and 2^9 below their chunk's largest, BF16
+// denormals (with the weight's scale raised by 2^100), negative largest elements, zeros and
+// ordinary chunks (outputs of order 1 to 100, where one step of the grid shows in fp32); chunks
+// whose largest is 2^100 against the reference's bound; NVFP4 and MXFP4, 1, 2 and 5 tokens. A NaN
+// or an infinity makes its token's outputs NaN and leaves the other tokens' bits alone.
+TEST(LinearApi, GemvIntW4A16MultipliesTheActivationsOnTheirGrid) {
+  const std::int64_t n = 40, k = 1056, m = 5;
+  for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16}) {
+    Fp4Weight w = test::random_weight(scheme.weight, n, k, 81);
+    std::vector<std::uint16_t> x = test::random_activations(m, k, 82);
+    for (std::int64_t t = 0; t < m; ++t)
+      for (std::int64_t i = 0; i < k; ++i) {
+        std::uint16_t& v = x[static_cast<std::size_t>(t * k + i)];
+        const std::int64_t chunk = i / 16, j = i % 16;
+        if (chunk % 5 == 1) {  // one element at 2^4, the rest near 2^-20
+          const unsigned exponent = j == 3 ? 127u + 4u : 127u - 20u - static_cast<unsigned>(i % 3);
+          v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
+        } else if (chunk % 5 == 2) {  // largest -1.xxx · 2^0 (j = 0), the others 2^6 .. 2^9 below
+          const unsigned exponent = j == 0 ? 127u : 127u - 6u - static_cast<unsigned>(j % 4);
+          v = static_cast<std::uint16_t>(((j == 0 ? (v | 0x8000u) : v) & 0x807Fu) | (exponent << 7));
+        } else if (chunk % 5 == 3 && t == 1) {
+          v = static_cast<std::uint16_t>(v & 0x807Fu);  // denormals (or zeros)
+        } else if (chunk == 4) {
+          v = 0;
+        }
+      }
+    const std::vector<std::uint16_t> grid = reference::w4a16_int_grid(x.data(), static_cast<std::int64_t>(x.size()));
+    int rounded = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) rounded += grid[i] != x[i];
+    EXPECT_GT(rounded, 100) << "the data should exercise the rounding";
+    // Wide chunks: 2^100 beside 2^-20.
+    std::vector<std::uint16_t> wide = x;
+    for (std::size_t i = 3; i < wide.size(); i += 80)
+      wide[i] = static_cast<std::uint16_t>((wide[i] & 0x807Fu) | (227u << 7));
+    for (const std::int64_t mm : {std::int64_t{1}, std::int64_t{2}, m}) {
+      Linear layer = Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, m));
+      const std::vector<std::uint16_t> xm(x.begin(), x.begin() + mm * k), gm(grid.begin(), grid.begin() + mm * k);
+      std::vector<float> y, yg;
+      layer.run(xm, mm, y);
+      layer.run(gm, mm, yg);
+      ASSERT_EQ(y.size(), yg.size());
+      EXPECT_EQ(std::memcmp(y.data(), yg.data(), y.size() * sizeof(float)), 0) << scheme.name() << " m=" << mm;
+      test::check_against_reference(scheme, w, gm, mm, {}, test::as_doubles(y), false,
+                                    "gemv_int W4A16 grid " + std::string(scheme.name()) + " m=" + std::to_string(mm));
+      const std::vector<std::uint16_t> wm(wide.begin(), wide.begin() + mm * k);
+      layer.run(wm, mm, y);
+      test::check_against_reference(scheme, w, wm, mm, {}, test::as_doubles(y), false,
+                                    "gemv_int W4A16 wide " + std::string(scheme.name()) + " m=" + std::to_string(mm));
+    }
+    // Only denormal chunks, with sums lifted into the normal range by the weight scales.
+    Fp4Weight lifted = w;
+    if (scheme.weight == WeightFormat::nvfp4) {
+      lifted.global_scale = std::ldexp(lifted.global_scale, 100);
+    } else {
+      for (std::uint8_t& s : lifted.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
+    }
+    std::vector<std::uint16_t> tiny = test::random_activations(1, k, 83);
+    for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
+    ASSERT_EQ(reference::w4a16_int_grid(tiny.data(), static_cast<std::int64_t>(tiny.size())), tiny)
+        << "BF16 denormals lie on their chunk's grid";
+    std::vector<float> y;
+    Linear small = Linear::create(context(), lifted, scheme, options_for("gemv_int", OutputType::fp32, 1));
+    small.run(tiny, 1, y);
+    test::check_against_reference(scheme, lifted, tiny, 1, {}, test::as_doubles(y), false,
+                                  "gemv_int W4A16 denormal activations " + std::string(scheme.name()));
+    int nonzero = 0;
+    for (const float v : y) nonzero += v != 0.0f;
+    EXPECT_GT(nonzero, n / 2) << "the denormal activations were flushed";
+    // NaN and an infinity in token 1 of 3: its outputs are NaN, the others' bits unchanged.
+    Linear layer = Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 3));
+    const std::vector<std::uint16_t> x3(x.begin(), x.begin() + 3 * k);
+    std::vector<float> clean, spoiled;
+    layer.run(x3, 3, clean);
+    for (const std::uint16_t bad : {std::uint16_t{0x7FC0}, std::uint16_t{0xFF80}}) {
+      std::vector<std::uint16_t> xb = x3;
+      xb[static_cast<std::size_t>(k + 37)] = bad;
+      layer.run(xb, 3, spoiled);
+      for (std::int64_t r = 0; r < n; ++r) {
+        EXPECT_TRUE(std::isnan(spoiled[static_cast<std::size_t>(n + r)])) << std::hex << bad << " row " << r;
+        for (const std::int64_t t : {std::int64_t{0}, std::int64_t{2}}) {
+          const auto i = static_cast<std::size_t>(t * n + r);
+          EXPECT_EQ(std::memcmp(&spoiled[i], &clean[i], sizeof(float)), 0) << "token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// FP4CL_W4A16_INT=0 keeps W4A16 off the integer grid: gemv_int refuses W4A16 by that name, and
+// automatic selection takes a kernel with exact BF16 products; any other value is an error naming it.
+TEST(LinearApi, W4A16IntSwitch) {
+  const Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 64, 128, 91);
+  {
+    ScopedEnv env("FP4CL_W4A16_INT", "0");
+    try {
+      Linear::create(context(), w, kNvW4A16, options_for("gemv_int", OutputType::fp32, 1));
+      ADD_FAILURE() << "gemv_int took W4A16 under FP4CL_W4A16_INT=0";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FP4CL_W4A16_INT=0"), std::string::npos) << e.what();
+    }
+    ScopedEnv automatic("FP4CL_LINEAR_KERNEL", std::nullopt);
+    EXPECT_NE(Linear::create(context(), w, kNvW4A16, options_for("", OutputType::fp32, 1)).kernel_name(1), "gemv_int");
+    // W4A4 is not affected.
+    Linear::create(context(), w, kNvW4A4, options_for("gemv_int", OutputType::fp32, 1));
+  }
+  ScopedEnv env("FP4CL_W4A16_INT", "maybe");
+  try {
+    Linear::create(context(), w, kNvW4A16, options_for("gemv_int", OutputType::fp32, 1));
+    ADD_FAILURE() << "no error for FP4CL_W4A16_INT=maybe";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FP4CL_W4A16_INT = 'maybe'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LinearApi, W4A16IgnoresTheInputGlobalScale) {
   Fp4Weight w = test::random_weight(WeightFormat::nvfp4, 48, 256, 3);
   const std::vector<std::uint16_t> x = test::random_activations(2, 256, 4);
@@ -296,10 +415,9 @@ TEST(LinearApi, SelectsGemvForDecodeAndGemmForPrefill) {
                                                      : "gemv_rows";
   const std::string gemm = tensor_cores ? "mma" : "gemm_tiled";
   const bool narrow_cpu = !tensor_cores && kind == DeviceKind::cpu && !simd16;
-  // W4A16 on narrow CPUs: the shift decode where fp32 denormals are kept, else the lanes kernel.
+  // W4A16 on narrow CPUs: the integer sums too (activations on their grid).
   const std::string gemv_w4a4 = narrow_cpu ? "gemv_int" : gemv;
-  const std::string gemv_w4a16 =
-      narrow_cpu ? (context().info().fp32_denormals ? "gemv_denorm" : "gemv_lanes") : gemv;
+  const std::string gemv_w4a16 = narrow_cpu ? "gemv_int" : gemv;
   Linear layer = Linear::create(context(), w, kNvW4A4, options_for("", OutputType::bf16, 512));
   EXPECT_EQ(layer.kernel_name(1), gemv_w4a4);
   EXPECT_EQ(layer.kernel_name(512), gemm);

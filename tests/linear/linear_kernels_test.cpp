@@ -89,7 +89,8 @@ TEST(LinearKernelSchemes, SchemesAStrategyRefuses) {
       }
     }
   }
-  EXPECT_FALSE(test::kernel_serves("gemv_int", {WeightFormat::nvfp4, Activations::bf16}));
+  // gemv_int serves W4A16 (activations on its integer grid) unless FP4CL_W4A16_INT=0.
+  EXPECT_TRUE(test::kernel_serves("gemv_int", {WeightFormat::nvfp4, Activations::bf16}));
 }
 
 class LinearKernelTest : public testing::TestWithParam<Case> {
@@ -125,8 +126,13 @@ TEST_P(LinearKernelTest, MatchesReference) {
     layer.run(x, s.m, out);
     y = test::as_doubles(out);
   }
+  // gemv_int under W4A16 multiplies the activations rounded to its grid (README, Numerics): its
+  // outputs are checked as the exact products of those (linear_api_test checks the rounding).
+  const bool grid = c.kernel == "gemv_int" && c.scheme.w4a16();
+  const std::vector<std::uint16_t> x_ref =
+      grid ? reference::w4a16_int_grid(x.data(), static_cast<std::int64_t>(x.size())) : x;
   const test::CheckStats stats =
-      test::check_against_reference(c.scheme, w, x, s.m, {}, y, s.output == OutputType::bf16, case_label(c));
+      test::check_against_reference(c.scheme, w, x_ref, s.m, {}, y, s.output == OutputType::bf16, case_label(c));
   EXPECT_GT(stats.checked, 0u);
   // FP32 outputs: at most 1e-5 of Σ|terms| (W4A4: against the activations quantized on the host
   // with the scalar recipe, then the exact product). The bound above is a worst case over every

@@ -7,6 +7,8 @@ Rounding points it models (FP4.md §3, §4, §6):
   - W4A4 activation quantization per block (NVFP4 recipe with IEEE fp32 steps; MXFP4 "ceil" rule),
     reproduced bit for bit in float32 NumPy arithmetic;
   - the linear epilogue alpha = fp32(input gs_d × weight gs_d), one fp32 product;
+  - W4A16 linear: a conforming implementation may multiply each activation on its 16-element
+    chunk's integer grid (README "Numerics": the CPUs' integer GEMV); the bound adds that deviation;
   - MoE: FC1 (gate, up with their own global scales) → SwiGLU → BF16 rounding → (W4A4: per-block
     re-quantization with global scale 1) → FC2 → top-k weighted sum in slot order.
 
@@ -320,15 +322,35 @@ def _activation_values(w, x):
     return a, float(np.float32(w.in_gs_d * w.gs_d) if w.fmt == "nvfp4" else 1.0)
 
 
+def w4a16_int_grid(a):
+    """BF16 activations a (float64 [m, k], k a multiple of 16) on their chunks' integer grid: each
+    16-element chunk rounded (to nearest, ties to even) to a multiple of 2^(e - 14), 2^e the smallest
+    power of two above its largest magnitude, at least 2^-125; chunks with NaN or infinities unchanged."""
+    c = a.reshape(a.shape[0], -1, 16)
+    largest = np.max(np.abs(c), axis=2, keepdims=True)
+    _, e = np.frexp(largest)  # largest < 2^e
+    e = np.maximum(e, -125)
+    with np.errstate(invalid="ignore"):
+        g = np.ldexp(np.rint(np.ldexp(c, 14 - e)), e - 14)
+    keep = ~np.all(np.isfinite(c), axis=2, keepdims=True) | (largest == 0)
+    return np.where(keep, c, g).reshape(a.shape)
+
+
 def linear(w, x_bits):
     """y = alpha · Σ_k a·w for BF16 bits x [m, k]; the bound of an fp32 implementation (fp32
-    output; accepts() widens it for BF16 outputs)."""
+    output; accepts() widens it for BF16 outputs). W4A16: plus Σ_k |w|·|grid(a) - a|, for an
+    implementation that multiplies the activations on their integer grid (w4a16_int_grid)."""
     a, alpha = _activation_values(w, x_bits)
     wb = w.block_scaled()
     k = wb.shape[1]
     value = alpha * (a @ wb.T)
     abs_terms = abs(alpha) * (np.abs(a) @ np.abs(wb).T)
-    bound = gamma(k + 4) * abs_terms + TINY
+    slack = 0.0
+    if not w.w4a4:
+        with np.errstate(invalid="ignore"):
+            deviation = np.nan_to_num(np.abs(w4a16_int_grid(a) - a), nan=0.0)
+        slack = abs(alpha) * (deviation @ np.abs(wb).T)
+    bound = gamma(k + 4) * (abs_terms + slack) + slack + TINY
     return Result(value, bound)
 
 
