@@ -57,6 +57,7 @@
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
 // Launch: global (KPAD / 64, M), any local size. One work-item writes one 64-element step.
 #include "common/fp4_dot.cl"
+#include "common/int_grid.cl"
 
 #if FP4CL_FORMAT_MXFP4
 #define FP4CL_ACT_BLOCK 32
@@ -238,41 +239,17 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
   }
 }
 
-// One 16-element chunk of BF16 values (bits b) on its integer grid (linear_bf16_int_planes above):
-// the planes into hi[0..15] and lo[0..15], the sum of q into *sum, the factors into *factor.
+// One 16-element chunk of BF16 values (bits b) on its integer grid (common/int_grid.cl): the planes
+// into hi[0..15] and lo[0..15], the sum of q into *sum, the factors into *factor.
 inline void act_store_chunk_planes(ushort16 b, __global char* hi, __global char* lo, __global int* sum,
                                    __global float2* factor) {
-  const int16 mag = convert_int16(b & (ushort)0x7FFF);
-  const int8 m8 = max(mag.lo, mag.hi);
-  const int4 m4 = max(m8.lo, m8.hi);
-  const int2 m2 = max(m4.lo, m4.hi);
-  const int largest = max(m2.x, m2.y);
-  if (largest >= 0x7F80) {  // NaN or an infinity
-    vstore16((char16)(0), 0, hi);
-    vstore16((char16)(0), 0, lo);
-    *sum = 0;
-    *factor = (float2)(NAN, 1.0f);
-    return;
-  }
-  const int emax = max(largest >> 7, 1);
-  const int16 e = max(mag >> 7, (int16)(1));
-  // The significand (8 bits; 7 for denormals), then shifted to the chunk's grid: left by 6 - d
-  // for d = emax - e <= 6, else right by d - 6 with rounding to nearest, ties to even (0 from 9 on).
-  const int16 sig = (mag & 0x7F) | select((int16)(0), (int16)(0x80), (mag >> 7) > 0);
-  const int16 d = emax - e;
-  const int16 r = clamp(d - 6, 0, 9);
-  const int16 down = (sig + (((int16)(1) << r) >> 1) - 1 + ((sig >> r) & 1)) >> r;
-  const int16 mq = select(down, sig << max(6 - d, 0), d <= 6);
-  const int16 q = select(mq, -mq, convert_int16(b >> (ushort)15) != 0);
+  int16 q;
+  int e13, finite;
+  *sum = int_grid_chunk16(b, &q, &e13, &finite);
+  const int a = max(e13, -126);
+  *factor = finite ? (float2)(ldexp(1.0f, a), ldexp(1.0f, e13 - a)) : (float2)(NAN, 1.0f);
   vstore16(convert_char16(q >> 7), 0, hi);
   vstore16(convert_char16(q & 0x7F), 0, lo);
-  const int8 s8 = q.lo + q.hi;
-  const int4 s4 = s8.lo + s8.hi;
-  const int2 s2 = s4.lo + s4.hi;
-  *sum = s2.x + s2.y;
-  const int exponent = emax - 139;  // E - 13
-  const int a = max(exponent, -126);
-  *factor = (float2)(ldexp(1.0f, a), ldexp(1.0f, exponent - a));
 }
 
 __kernel void linear_bf16_int_planes(const __global ushort* restrict x, __global uchar* restrict out, uint m_tokens,

@@ -15,6 +15,7 @@
 #include "common/formats.cl"
 #include "moe_expert_map.cl"
 #include "moe_quant.cl"
+#include "moe_int_planes.cl"
 #include "moe_scaled_x.cl"
 
 // A counting sort in one work-group. Each work-item owns experts e = lid, lid + size, ... and
@@ -176,6 +177,13 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   }
 #endif
   moe_gather_block(src, fc1_input_scale, pair_expert[pair], dst);
+#if defined(MOE_INT_PLANES) && !MOE_W4A4 && defined(MOE_NVFP4)
+  // W4A16's integer planes beside x1 (moe_int_planes.cl): block b is chunk b (NVFP4: 16 elements).
+  if (pack) {
+    moe_ip_store16(vload16(0, dst), x1q + (long)slot * MOE_IP_ROW(hidden, 16), hidden, b);
+    return;
+  }
+#endif
 #if defined(MOE_SCALED_X) && !MOE_W4A4
   // W4A16's scaled form beside x1 (moe_scaled_x.cl), 8-element chunks 2b .. 2b + MOE_QUANT_BLOCK / 8 - 1.
   if (pack) {

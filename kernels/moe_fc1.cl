@@ -96,7 +96,7 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
 #elif MOE_INTDOT
   // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).
   if (n <= MOE_INT_MAX_PAIRS) {
-    const __global uint* x = x1q + (long)start * (hidden / 2);
+    const __global uint* x = x1q + (long)start * MOE_INT_ROW1(hidden);
     if (n == 1) moe_int_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
     else if (n == 2) moe_int_fc1_2(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
     else moe_int_fc1_4(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
@@ -363,9 +363,12 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
 #elif MOE_SCALEDX
       // FC2's scaled form (moe_scaled_x.cl): this work-item's 8 rows are one chunk.
       moe_sx_store8(a, (__global float*)x2q + (long)(start + m) * MOE_SX_ROW(inter), inter, r / 8);
+#elif MOE_INTDOT
+      // FC2's integer planes (moe_int_planes.cl): this work-item's 8 rows are one chunk.
+      moe_ip_store8(a, x2q + (long)(start + m) * MOE_IP_ROW(inter, 8), inter, r / 8);
 #endif
     }
-#if !MOE_BF16DOT && !MOE_SCALEDX
+#if !MOE_BF16DOT && !MOE_SCALEDX && !MOE_INTDOT
   (void)x2q;
 #endif
 #endif

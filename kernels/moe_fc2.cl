@@ -78,7 +78,7 @@ static __attribute__((always_inline)) inline void moe_fc2_dot(const __global uin
 #elif MOE_INTDOT
   // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).
   if (n <= MOE_INT_MAX_PAIRS) {
-    const __global uint* x = x2q + (long)start * (inter / 2);
+    const __global uint* x = x2q + (long)start * MOE_INT_ROW2(inter);
     if (n == 1) moe_int_fc2_1(w, s, inter, scale_exp, x, count, h);
     else if (n == 2) moe_int_fc2_2(w, s, inter, scale_exp, x, count, h);
     else moe_int_fc2_4(w, s, inter, scale_exp, x, count, h);

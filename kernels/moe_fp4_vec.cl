@@ -360,7 +360,15 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 //   - elsewhere: the same integers from a select decode and int multiplies in plain OpenCL C.
 // Tiles of up to MOE_INT_MAX_PAIRS pairs; larger tiles and batch-invariant builds keep the float
 // decode (a pair's bits would otherwise depend on its tile's size).
-#if defined(MOE_INT_CODES) && MOE_VEC == 8 && MOE_GROUP == 8 && defined(MOE_NVFP4) && !defined(MOE_BATCH_INVARIANT)
+// NVFP4 W4A16 takes the same loops with MOE_INT_PLANES instead of MOE_INT_CODES (host: CPU devices
+// that keep fp32 denormals, the 8-lane layout, FP4CL_W4A16_INT not 0): BF16 activations are not
+// small integers, but on a grid per chunk they are (moe_int_planes.cl), two planes of int8 a row,
+// and each load takes two vpmaddubsw, one a plane. Measured on 2 AVX2 cores (PoCL 3.1, Zen 3),
+// qwen3-30b-a3b NVFP4 W4A16, 2 alternating rounds against the scaled activations (MOE_SCALEDX),
+// µs: T = 1 1414, 1356 against 1140, 1169; T = 8 11414, 10964 against 10398, 7649 (the entries
+// tuned for the scaled activations in both).
+#if (defined(MOE_INT_CODES) || defined(MOE_INT_PLANES)) && MOE_VEC == 8 && MOE_GROUP == 8 && defined(MOE_NVFP4) && \
+    !defined(MOE_BATCH_INVARIANT)
 #define MOE_INTDOT 1
 #define MOE_INT_MAX_PAIRS 4
 #if defined(__has_builtin) && !defined(MOE_INT_NO_X86) && defined(__AVX2__)
@@ -371,6 +379,20 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #endif
 #ifndef MOE_INT_X86
 #define MOE_INT_X86 0
+#endif
+
+// NVFP4 W4A16 (MOE_INT_PLANES): BF16 activations as integers on a grid per chunk, in two int8
+// planes (moe_int_planes.cl; README, Numerics): per 8 words, two vpmaddubsw a plane; per chunk one
+// vpmaddwd by 128 and one by 1, the chunk's offset added, and the sum meets the chunk's factor.
+// FC1's inputs come in chunks of 16 (a block), FC2's in chunks of 8. Uints per input row of FC1
+// (MOE_INT_ROW1) and FC2 (MOE_INT_ROW2):
+#include "moe_int_planes.cl"
+#ifdef MOE_INT_PLANES
+#define MOE_INT_ROW1(kk) MOE_IP_ROW(kk, 16)
+#define MOE_INT_ROW2(kk) MOE_IP_ROW(kk, 8)
+#else
+#define MOE_INT_ROW1(kk) ((kk) / 2)
+#define MOE_INT_ROW2(kk) ((kk) / 2)
 #endif
 
 // Row m's codes, block code sums and block scales (x: the row's first uint, kk its elements).
@@ -405,7 +427,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
 // blocks meet its scales in one FMA chain in block order, whatever N is.
 #define MOE_INT_ROWS(N)                                                                          \
   const __global uint* xr[N];                                                                    \
-  _Pragma("unroll") for (int m = 0; m < (N); ++m) xr[m] = xq + (long)min(m, count - 1) * (kk / 2);
+  _Pragma("unroll") for (int m = 0; m < (N); ++m) xr[m] = xq + (long)min(m, count - 1) * ((kk) / 2);
 
 #if MOE_INT_X86
 #define MOE_INT_BLOCK_SUMS(W, S16, N)                                                            \
@@ -445,6 +467,105 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
 #define MOE_INT_SUM_T int8
 #endif
 
+#ifdef MOE_INT_PLANES
+// W4A16: the sums of 2·e2m1(w) · q over words 2b + q0 .. 2b + q1 - 1 (each 8 elements of the 8 rows)
+// for the N pairs into S[m] (int8, 8 rows; C: the rows' chunk size, their planes xr and xl).
+#if MOE_INT_X86
+#define MOE_IP_SPLAT16(v) ((moe_v16hi_i){v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v})
+#define MOE_IP_SUMS(W, q0, q1, S, N, C, c)                                                       \
+  {                                                                                              \
+    moe_v16hi_i sh[N], sl[N];                                                                    \
+    _Pragma("unroll") for (int q = (q0); q < (q1); ++q) {                                        \
+      const moe_v8su wv = __builtin_astype(vload8(0, (W) + (long)(2 * b + q) * MOE_GROUP), moe_v8su); \
+      const moe_v32qi ev = moe_int_offset_codes(wv & 0x0F0F0F0Fu);                               \
+      const moe_v32qi od = moe_int_offset_codes((wv >> 4) & 0x0F0F0F0Fu);                        \
+      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
+        const moe_v16hi_i h = moe_int_madd(ev, xr[m][4 * b + 2 * q]) + moe_int_madd(od, xr[m][4 * b + 2 * q + 1]); \
+        const moe_v16hi_i l = moe_int_madd(ev, xl[m][4 * b + 2 * q]) + moe_int_madd(od, xl[m][4 * b + 2 * q + 1]); \
+        sh[m] = q == (q0) ? h : sh[m] + h;                                                       \
+        sl[m] = q == (q0) ? l : sl[m] + l;                                                       \
+      }                                                                                          \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m)                                              \
+      S[m] = __builtin_astype(__builtin_ia32_pmaddwd256(sh[m], MOE_IP_SPLAT16(128)), int8) +     \
+             __builtin_astype(__builtin_ia32_pmaddwd256(sl[m], MOE_IP_SPLAT16(1)), int8) +       \
+             MOE_IP_OFFSETS(xr[m], kk, C)[c];                                                    \
+  }
+#else
+#define MOE_IP_SUMS(W, q0, q1, S, N, C, c)                                                       \
+  {                                                                                              \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) S[m] = (int8)(0);                            \
+    _Pragma("unroll") for (int q = (q0); q < (q1); ++q) {                                        \
+      const uint8 word = vload8(0, (W) + (long)(2 * b + q) * MOE_GROUP);                         \
+      _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                            \
+        const int8 wj = moe_int_twice_e2m1(word, j);                                             \
+        _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                        \
+          const char4 h4 = as_char4(xr[m][4 * b + 2 * q + (j & 1)]);                             \
+          const uchar4 l4 = as_uchar4(xl[m][4 * b + 2 * q + (j & 1)]);                           \
+          const int i = j >> 1;                                                                  \
+          const int hj = i == 0 ? h4.s0 : i == 1 ? h4.s1 : i == 2 ? h4.s2 : h4.s3;               \
+          const int lj = i == 0 ? l4.s0 : i == 1 ? l4.s1 : i == 2 ? l4.s2 : l4.s3;               \
+          S[m] += wj * (128 * hj + lj);                                                          \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }
+#endif
+#define MOE_IP_ROWS(N, C)                                                                        \
+  const __global uint* xr[N];                                                                    \
+  const __global uint* xl[N];                                                                    \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                              \
+    xr[m] = xq + (long)min(m, count - 1) * MOE_IP_ROW(kk, C);                                    \
+    xl[m] = MOE_IP_LO(xr[m], kk, C);                                                             \
+  }
+// Chunk c's sums S[m] into acc[m], times the block's weight scales ws and the chunk's factor.
+#define MOE_IP_ACC(S, ws, acc, C, c, N)                                                          \
+  _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                \
+    acc[m] = fma(convert_float8(S[m]), (ws) * MOE_IP_FACTORS(xr[m], kk, C)[c], acc[m]);
+
+// One matrix (FC2): its inputs in chunks of 8, two a block.
+#define MOE_INT_DOT_N(NAME, N)                                                                   \
+  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
+                   const __global uint* xq, int count, float8* out) {                            \
+    float8 acc[N];                                                                               \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
+    MOE_IP_ROWS(N, 8)                                                                            \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_PREFETCH8_AT(w, s, b)                                                                  \
+      const float8 ws = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+      int8 s0[N], s1[N];                                                                         \
+      MOE_IP_SUMS(w, 0, 1, s0, N, 8, 2 * b)                                                      \
+      MOE_IP_SUMS(w, 1, 2, s1, N, 8, 2 * b + 1)                                                  \
+      MOE_IP_ACC(s0, ws, acc, 8, 2 * b, N)                                                       \
+      MOE_IP_ACC(s1, ws, acc, 8, 2 * b + 1, N)                                                   \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+  }
+// Two sharing x (FC1's gate and up): inputs in chunks of 16, one a block.
+#define MOE_INT_DOT2_N(NAME, N)                                                                  \
+  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
+                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
+                   float8* out1, float8* out2) {                                                 \
+    float8 acc1[N], acc2[N];                                                                     \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
+    MOE_IP_ROWS(N, 16)                                                                           \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_PREFETCH8_AT(w1, s1, b)                                                                \
+      MOE_PREFETCH8_AT(w2, s2, b)                                                                \
+      const float8 ws1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
+      const float8 ws2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
+      int8 t1[N], t2[N];                                                                         \
+      MOE_IP_SUMS(w1, 0, 2, t1, N, 16, b)                                                        \
+      MOE_IP_SUMS(w2, 0, 2, t2, N, 16, b)                                                        \
+      MOE_IP_ACC(t1, ws1, acc1, 16, b, N)                                                        \
+      MOE_IP_ACC(t2, ws2, acc2, 16, b, N)                                                        \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      out1[m] = acc1[m];                                                                         \
+      out2[m] = acc2[m];                                                                         \
+    }                                                                                            \
+  }
+#else
 // One matrix (FC2).
 #define MOE_INT_DOT_N(NAME, N)                                                                   \
   inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
@@ -489,6 +610,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
       out2[m] = acc2[m];                                                                         \
     }                                                                                            \
   }
+#endif  // MOE_INT_PLANES
 #else
 #define MOE_INTDOT 0
 #define MOE_INT_MAX_PAIRS 0

@@ -15,24 +15,13 @@
 
 #include "kernels/linear_lane_groups_kernel.hpp"
 #include "kernels/linear_rows_kernel.hpp"
+#include "kernels/w4a16_int_switch.hpp"
 #include "prepare/fp4_lanes_layout.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
 
 namespace {
-
-// FP4CL_W4A16_INT: 1 (the default) lets gemv_int serve W4A16 with activations on the integer grid,
-// 0 refuses W4A16 here.
-bool w4a16_int_enabled() {
-  const char* env = std::getenv("FP4CL_W4A16_INT");
-  const std::string choice = env ? env : "";
-  if (!choice.empty() && choice != "0" && choice != "1")
-    fail("FP4CL_W4A16_INT = '{}': expected 0 (W4A16 keeps exact BF16 products: no integer activations) or 1 "
-         "(the default)",
-         choice);
-  return choice != "0";
-}
 
 class GemvIntKernel final : public LaneGroupsGemvKernel {
  public:

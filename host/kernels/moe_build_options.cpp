@@ -5,6 +5,7 @@
 
 #include "cl/exact_division.hpp"
 #include "kernels/cpu_bf16_dot.hpp"
+#include "kernels/w4a16_int_switch.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 
@@ -29,12 +30,13 @@ std::string moe_int_dot_choice() {
 bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group) {
   const std::string choice = moe_int_dot_choice();
   return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
-         !scheme.w4a16() && vec == 8 && group == 8 && !moe_bf16_dot_enabled(ctx);
+         (!scheme.w4a16() || (w4a16_int_enabled() && ctx.info().fp32_denormals)) && vec == 8 && group == 8 &&
+         !moe_bf16_dot_enabled(ctx);
 }
 
 void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group) {
   if (!moe_int_dot_enabled(ctx, scheme, vec, group)) return;
-  options.define("MOE_INT_CODES");
+  options.define(scheme.w4a16() ? "MOE_INT_PLANES" : "MOE_INT_CODES");
   if (moe_int_dot_choice() == "portable") options.define("MOE_INT_NO_X86");
 }
 
@@ -46,7 +48,13 @@ bool moe_scaled_x_enabled(const Context& ctx, const QuantScheme& scheme, int vec
          "activations where they apply, the default)",
          choice);
   return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
-         scheme.w4a16() && vec == 8 && group == 8 && e2m1_exp == -126 && !moe_bf16_dot_enabled(ctx);
+         scheme.w4a16() && vec == 8 && group == 8 && e2m1_exp == -126 && !moe_bf16_dot_enabled(ctx) &&
+         !moe_int_dot_enabled(ctx, scheme, vec, group);
+}
+
+int moe_x_form_bytes(const Context& ctx, const QuantScheme& scheme, int vec, int group, int e2m1_exp) {
+  if (moe_int_dot_enabled(ctx, scheme, vec, group)) return scheme.w4a16() ? 6 : 4;
+  return moe_scaled_x_enabled(ctx, scheme, vec, group, e2m1_exp) ? 9 : 0;
 }
 
 void add_moe_scaled_x(BuildOptions& options, const Context& ctx, const QuantScheme& scheme, int vec, int group,

@@ -108,11 +108,9 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
          ctx.info().name);
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
                                      interleaved, split, mma);
-  impl->ws = allocate_moe_workspace(
-      ctx, impl->shape, impl->selection, config.max_tokens,
-      moe_int_dot_enabled(ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group),
-      moe_scaled_x_enabled(ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group,
-                           numerics.e2m1_exp));
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens,
+                                    moe_x_form_bytes(ctx, config.scheme, impl->selection.layout.vec,
+                                                     impl->selection.layout.group, numerics.e2m1_exp));
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
@@ -133,11 +131,9 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->weights = from.weights;  // the same device buffers: read-only after creation
   const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
   const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  impl->ws = allocate_moe_workspace(
-      ctx, impl->shape, impl->selection, from.config.max_tokens,
-      moe_int_dot_enabled(ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group),
-      moe_scaled_x_enabled(ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group,
-                           numerics.e2m1_exp));
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens,
+                                    moe_x_form_bytes(ctx, from.config.scheme, from.selection.layout.vec,
+                                                     from.selection.layout.group, numerics.e2m1_exp));
   impl->router = std::make_unique<MoeRouter>(ctx);
   MoeProgramOptions options{numerics.options, from.config.scheme, from.config.output};
   options.batch_invariant = from.config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)

@@ -34,16 +34,16 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 }
 
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens, bool int_codes, bool scaled_x) {
+                                    std::int64_t max_tokens, int x_form_bytes) {
   // y [pairs, H]: the per-pair FC2 outputs that moe_reduce sums (grouped and mma).
   const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
     return e.id == MoeStrategy::grouped || e.id == MoeStrategy::mma;
   });
   // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products (NVFP4);
-  // or, in the same buffers, their integer form for the integer dot products (int_codes: 1.5 bytes
-  // an element of the 2 allocated; kernels/moe_fp4_vec.cl, MOE_INTDOT).
-  // With scaled_x (W4A16), the scaled activations (kernels/moe_scaled_x.cl: 4.5 bytes an element).
-  const bool packed = shape.block == 16 && (moe_bf16_dot_enabled(ctx) || int_codes || scaled_x) &&
+  // or, in the same buffers, their integer form for the integer dot products (W4A4: 1.5 bytes an
+  // element of the 2 allocated; W4A16's planes up to 3; kernels/moe_fp4_vec.cl, MOE_INTDOT), or the
+  // scaled activations (kernels/moe_scaled_x.cl: 4.5 bytes an element): x_form_bytes per two.
+  const bool packed = shape.block == 16 && (moe_bf16_dot_enabled(ctx) || x_form_bytes > 0) &&
                       std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
                         return e.id == MoeStrategy::grouped || e.id == MoeStrategy::decode;
                       });
@@ -62,9 +62,10 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
     ws.max_tiles = std::max(ws.max_tiles, moe_max_tiles(ws.max_pairs, shape.local_experts, tile_m));
   }
   const std::int64_t P = ws.max_pairs;
+  const std::int64_t packed_bytes = x_form_bytes > 0 ? x_form_bytes : 4;  // per 2 elements
   const std::int64_t total = 16 * P + 12 * ws.max_tiles + 24 + 4 * (shape.hidden / 16 + 1) + 4 * P * shape.hidden +
                              4 * P * shape.intermediate + (grouped ? 4 * P * shape.hidden : 0) +
-                             (packed ? (scaled_x ? 9 : 4) * P * (shape.hidden + shape.intermediate) / 2 : 0);
+                             (packed ? packed_bytes * P * (shape.hidden + shape.intermediate) / 2 : 0);
   // The weights and the caller's buffers need room too: a workspace may take half the memory.
   if (static_cast<std::uint64_t>(total) > ctx.info().global_mem_bytes / 2)
     fail("MoE: max_tokens = {} needs a workspace of {} bytes (for {} tokens a chunk); {} has {} bytes of memory in "
@@ -83,9 +84,8 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   ws.x2 = device_buffer(ctx, "x2 (FC2 inputs)", 4 * P * shape.intermediate);
   if (grouped) ws.y = device_buffer(ctx, "y (expert outputs)", 4 * P * shape.hidden);
   if (packed) {
-    const std::int64_t bytes = scaled_x ? 9 : 4;  // per 2 elements
-    ws.x1q = device_buffer(ctx, "x1q (FC1 inputs packed)", bytes * P * shape.hidden / 2);
-    ws.x2q = device_buffer(ctx, "x2q (FC2 inputs packed)", bytes * P * shape.intermediate / 2);
+    ws.x1q = device_buffer(ctx, "x1q (FC1 inputs packed)", packed_bytes * P * shape.hidden / 2);
+    ws.x2q = device_buffer(ctx, "x2q (FC2 inputs packed)", packed_bytes * P * shape.intermediate / 2);
   }
   return ws;
 }

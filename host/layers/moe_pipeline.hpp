@@ -42,11 +42,11 @@ struct MoeWorkspace {
 std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m);
 
 // Allocates for `max_tokens` tokens, fewer when a buffer would exceed the device's largest
-// allocation (the layer then runs more chunks). `int_codes`: the layer's kernels use the integer
-// dot products (moe_int_dot_enabled), whose activations go in x1q and x2q; `scaled_x`: they read
-// scaled activations (moe_scaled_x_enabled), which go there too, 4.5 bytes an element.
+// allocation (the layer then runs more chunks). `x_form_bytes` (moe_x_form_bytes): bytes per two
+// elements of the integer or scaled activation forms that the layer's kernels read from x1q and
+// x2q (0: none; the BF16 pairs, where used, take 4).
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens, bool int_codes, bool scaled_x);
+                                    std::int64_t max_tokens, int x_form_bytes);
 
 // The caller's routing inputs: topk ids + weights, or router logits.
 struct MoeRoutingInput {

@@ -30,27 +30,32 @@ double block_scaled_weight(const Fp4Weight& w, std::int64_t n, std::int64_t k) {
 }
 }  // namespace
 
-std::vector<std::uint16_t> w4a16_int_grid(const std::uint16_t* x_bf16, std::int64_t count) {
-  std::vector<std::uint16_t> out(x_bf16, x_bf16 + count);
-  for (std::int64_t c = 0; c + 16 <= count; c += 16) {
+void w4a16_int_grid_values(const double* x, std::int64_t count, int chunk, double* out) {
+  for (std::int64_t c = 0; c < count; c += chunk) {
+    const std::int64_t end = std::min(count, c + chunk);
     double largest = 0.0;
     bool finite = true;
-    for (std::int64_t i = c; i < c + 16; ++i) {
-      const double v = bf16_to_float(x_bf16[i]);
-      finite = finite && std::isfinite(v);
-      largest = std::max(largest, std::fabs(v));
+    for (std::int64_t i = c; i < end; ++i) {
+      finite = finite && std::isfinite(x[i]);
+      largest = std::max(largest, std::fabs(x[i]));
     }
+    for (std::int64_t i = c; i < end; ++i) out[i] = x[i];
     if (!finite || largest == 0.0) continue;
     int e = 0;
     std::frexp(largest, &e);  // largest < 2^e
     e = std::max(e, -125);
-    for (std::int64_t i = c; i < c + 16; ++i) {
-      // At most 7 significant bits where it rounds (|q| < 2^7 there): a BF16 number, exactly.
-      const double q = std::nearbyint(std::ldexp(static_cast<double>(bf16_to_float(x_bf16[i])), 14 - e));
-      const auto rounded = static_cast<float>(std::ldexp(q, e - 14));
-      out[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>(float_to_bf16(rounded));
-    }
+    // At most 7 significant bits where it rounds (|q| < 2^7 there): a BF16 number, exactly.
+    for (std::int64_t i = c; i < end; ++i) out[i] = std::ldexp(std::nearbyint(std::ldexp(x[i], 14 - e)), e - 14);
   }
+}
+
+std::vector<std::uint16_t> w4a16_int_grid(const std::uint16_t* x_bf16, std::int64_t count) {
+  std::vector<double> v(static_cast<std::size_t>(count)), g(v.size());
+  for (std::int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = bf16_to_float(x_bf16[i]);
+  w4a16_int_grid_values(v.data(), count, 16, g.data());
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = std::isnan(v[i]) ? x_bf16[i] : static_cast<std::uint16_t>(float_to_bf16(static_cast<float>(g[i])));
   return out;
 }
 

@@ -35,6 +35,9 @@ QuantizedActivations quantize_activations(WeightFormat format, const std::uint16
 // even); exact for elements within 2^7 of their chunk's largest. The results are BF16 numbers; a
 // chunk holding NaN or an infinity is left as it is. `count` is a multiple of 16 (rows of k).
 std::vector<std::uint16_t> w4a16_int_grid(const std::uint16_t* x_bf16, std::int64_t count);
+// The same for values given as doubles (BF16 numbers) in chunks of `chunk` elements (the MoE
+// layer's integer planes: 16 for FC1's inputs, 8 for FC2's), into out[0 .. count - 1].
+void w4a16_int_grid_values(const double* x, std::int64_t count, int chunk, double* out);
 
 // One output of the layer before it is rounded, and the magnitude it was summed from.
 struct LinearOutput {

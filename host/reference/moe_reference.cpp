@@ -9,6 +9,7 @@
 #include "common/quant_recipe.cl"
 #include "layers/moe_experts_check.hpp"
 #include "layers/moe_expert_map.hpp"
+#include "reference/linear_reference.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl::reference {
@@ -241,6 +242,35 @@ double silu_derivative(double g) {
   return sigma * (1.0 + g * (1.0 - sigma));
 }
 
+// NVFP4 W4A16 on CPUs may multiply FC2's inputs on their integer grid (chunks of 8; README,
+// Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the largest
+// any of its elements' BF16 candidates may take; an element all of whose candidates lie on that
+// grid is exact under any smaller E too, any other may move by half a step.
+void add_fc2_grid_deviation(const std::vector<std::vector<double>>& cand, std::vector<double>& dev) {
+  for (std::size_t c = 0; c < cand.size(); c += 8) {
+    const std::size_t end = std::min(cand.size(), c + 8);
+    double largest = 0.0;
+    bool finite = true;
+    for (std::size_t r = c; r < end; ++r)
+      for (const double v : cand[r]) {
+        finite = finite && std::isfinite(v);
+        largest = std::max(largest, std::fabs(v));
+      }
+    if (!finite || largest == 0.0) continue;
+    int e = 0;
+    std::frexp(largest, &e);
+    e = std::max(e, -125);
+    for (std::size_t r = c; r < end; ++r) {
+      bool on_grid = true;
+      for (const double v : cand[r]) {
+        const double q = std::ldexp(v, 14 - e);
+        on_grid = on_grid && q == std::floor(q);
+      }
+      if (!on_grid) dev[r] += std::ldexp(1.0, e - 15);
+    }
+  }
+}
+
 // One (token, expert) pair: y [H] and its bound.
 void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std::vector<double>& y,
                     std::vector<double>& y_bound) {
@@ -263,6 +293,18 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
   }
   std::vector<int> qx(xin.size());
   for (std::size_t i = 0; i < xin.size(); ++i) qx[i] = q_of(xin[i]);
+  // NVFP4 W4A16 on CPUs may multiply the inputs on their integer grid (chunks of 16; README,
+  // Numerics): each FC1 sum may then move by Σ |w| · |grid(x) - x|.
+  const bool grid = s.w4a16() && nv;
+  std::vector<double> xdev;
+  if (grid) {
+    xdev.resize(xin.size());
+    w4a16_int_grid_values(xin.data(), H, 16, xdev.data());
+    for (std::size_t i = 0; i < xin.size(); ++i) {
+      const double d = std::fabs(xdev[i] - xin[i]);
+      xdev[i] = std::isnan(d) ? 0.0 : d;
+    }
+  }
 
   // FC1 + SwiGLU, then the BF16 rounding of a.
   std::vector<double> a(static_cast<std::size_t>(I));
@@ -271,10 +313,15 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
     Scaled h[2];
     for (int shard = 0; shard < 2; ++shard) {
       Dot d;
+      double dev = 0;  // Σ |w| · |grid(x) - x|
       const std::size_t row = static_cast<std::size_t>((shard * I + r) * H);
       for (std::int64_t i = 0; i < H; ++i) d.add(xin[static_cast<std::size_t>(i)], qx[static_cast<std::size_t>(i)], w.w13[row + static_cast<std::size_t>(i)], w.q13[row + static_cast<std::size_t>(i)]);
+      if (grid)
+        for (std::size_t i = 0; i < xdev.size(); ++i) dev += xdev[i] * std::fabs(static_cast<double>(w.w13[row + i]));
       const float gsd = nv ? ex.w13_global_scale[2 * ei + static_cast<std::size_t>(shard)] : 1.0f;
       h[shard] = scale_dot(d, in_scale * gsd);
+      if (dev > 0)  // as FC2's deviating inputs below
+        h[shard].bound = (dev + dot_rounding(d.n, d.abs_sum + dev)) * std::fabs(static_cast<double>(in_scale * gsd));
       ++c.res.fc1_rows;
       if (d.exact()) ++c.res.fc1_rows_exact;
     }
@@ -302,6 +349,7 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
     in.dev.resize(a.size());
     for (std::size_t r = 0; r < a.size(); ++r)
       in.dev[r] = std::max(std::fabs(cand[r].front() - a[r]), std::fabs(cand[r].back() - a[r]));
+    if (grid) add_fc2_grid_deviation(cand, in.dev);
   } else {
     const bool calibrated = nv && c.opt.calibrated_fc2_input_scale;
     const float gs = calibrated ? ex.w2_input_global_scale[ei] : 1.0f;

@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "moe_test_support.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
+#include "common/formats.cl"
+#include "reference/linear_reference.hpp"
 #include "support/check.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
@@ -409,7 +412,12 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
     ScopedEnv unset("FP4CL_MOE_INT_DOT", "");
     const bool bf16 = moe_bf16_dot_enabled(test_context());
     EXPECT_EQ(moe_int_dot_enabled(test_context(), kNvW4A4, 8, 8), !bf16);
-    EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8)) << "W4A16 has no integer products";
+    // W4A16: activations on their integer grid (MoeConfig.W4A16IntegerPlanes), where denormals are kept.
+    EXPECT_EQ(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8), !bf16 && test_context().info().fp32_denormals);
+    {
+      ScopedEnv off("FP4CL_W4A16_INT", "0");
+      EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8)) << "FP4CL_W4A16_INT=0";
+    }
     EXPECT_FALSE(moe_int_dot_enabled(test_context(), {WeightFormat::mxfp4, Activations::fp4_dynamic}, 8, 8));
     EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A4, 16, 16)) << "16-lane layouts keep their own paths";
     if (bf16) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
@@ -463,6 +471,10 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
   }
   ScopedEnv layout("FP4CL_MOE_TILES", "vec=8,group=8");
   if (moe_bf16_dot_enabled(test_context())) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+  if (test_context().info().fp32_denormals) {
+    EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A16, 8, 8, -126)) << "W4A16 takes the integer planes";
+  }
+  ScopedEnv exact("FP4CL_W4A16_INT", "0");  // the scaled activations serve W4A16 where the planes do not
   EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A4, 8, 8, -126)) << "W4A4 takes the integer products";
   EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A16, 8, 8, 0)) << "needs the subnormal decode";
   const std::int64_t E = 8, H = 320, I = 288;
@@ -511,6 +523,122 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
   int nonzero = 0;
   for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
   EXPECT_GT(nonzero, H / 2) << "the denormal activations were flushed";
+}
+
+// Tiles of up to 4 pairs under NVFP4 W4A16 with the activations on their integer grid (chunks of
+// 16 for FC1, 8 for FC2; kernels/moe_int_planes.cl, README Numerics): the 8-lane layout forced;
+// against the reference (whose bound covers the grid) with the AVX2 builtins, without them
+// (FP4CL_MOE_INT_DOT=portable: the same bits) and off (FP4CL_W4A16_INT=0), for activations whose
+// 16-element chunks put 2^20 beside values near 2^-40 (rounded to zero), or elements 2^6 to 2^9
+// below the largest with every significand (ties among them), zero chunks and ordinary ones (T =
+// 1, 5 and 16 over 8 experts, k = 2: tiles of 1 to 8 pairs, grouped and decode); a
+// token of BF16 denormals lifted into the normal range by the FC1 global scales (not flushed).
+// Where every tile has at most 4 pairs (T = 1 and 5) the layer gives the same bits for x and for x
+// on FC1's grid (reference::w4a16_int_grid_values): the planes are all it reads. A NaN or an
+// infinity in a token makes that token's outputs NaN and leaves the others' bits alone. (Rounding
+// ties move FC1's sums by one step of the grid, which FC2's BF16 inputs mostly hide: the rounding
+// itself, common/int_grid.cl for chunks of 8 and 16 alike, is checked element by element by
+// LinearActivationPass.IntegerPlanesHoldTheChunkGrid; a wrong element order or offset here fails.)
+TEST(MoeConfig, W4A16IntegerPlanes) {
+  if (test_context().info().kind != DeviceKind::cpu) GTEST_SKIP() << "the integer planes are for CPU devices";
+  ScopedEnv layout("FP4CL_MOE_TILES", "vec=8,group=8");
+  ScopedEnv unset("FP4CL_W4A16_INT", std::nullopt);
+  if (moe_bf16_dot_enabled(test_context())) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+  if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the planes' factors need fp32 denormals";
+  {
+    ScopedEnv bad("FP4CL_W4A16_INT", "yes");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
+                        "FP4CL_W4A16_INT = 'yes': expected 0");
+  }
+  const std::int64_t E = 8, H = 320, I = 288;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 101});
+  const auto on_grid = [&](const std::vector<std::uint16_t>& x) {
+    std::vector<double> v(x.size()), g(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) v[i] = bf16_to_float(x[i]);
+    reference::w4a16_int_grid_values(v.data(), static_cast<std::int64_t>(v.size()), 16, g.data());
+    std::vector<std::uint16_t> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = static_cast<std::uint16_t>(float_to_bf16(static_cast<float>(g[i])));
+    return out;
+  };
+  const auto check = [&](const Fp4Experts& experts, const char* strategy, const std::vector<std::uint16_t>& x,
+                         std::int64_t T, const std::string& what) {
+    MoeConfig cfg = config(kNvW4A16, 2);
+    cfg.kernel = strategy;
+    cfg.output = MoeOutput::fp32;
+    const auto ids = make_ids(T, 2, E, 103 + T);
+    const auto w = make_weights(T, 2, 104 + T);
+    const auto ref =
+        reference::moe_reference(experts, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+    std::vector<DeviceResult> results;
+    for (const auto& [var, choice] : {std::pair{"FP4CL_MOE_INT_DOT", "1"}, std::pair{"FP4CL_MOE_INT_DOT", "portable"},
+                                      std::pair{"FP4CL_W4A16_INT", "0"}}) {
+      ScopedEnv env(var, choice);
+      LogCapture log;
+      MoeLayer layer = MoeLayer::create(test_context(), experts, cfg);
+      const bool planes = std::string(choice) != "0";
+      EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_INT_PLANES"), planes) << what << " " << var << "=" << choice;
+      results.push_back(run_topk(layer, cfg.output, x, ids, w, T));
+      EXPECT_TRUE(matches_reference(ref, results.back(), cfg.output)) << what << " " << var << "=" << choice;
+      EXPECT_EQ(results.back().fp32, run_topk(layer, cfg.output, x, ids, w, T).fp32) << what << ": a rerun differs";
+      if (planes && T <= 5) {
+        EXPECT_EQ(results.back().fp32, run_topk(layer, cfg.output, on_grid(x), ids, w, T).fp32)
+            << what << " " << var << "=" << choice << ": x and x on its grid gave other bits";
+      }
+    }
+    EXPECT_EQ(results[0].fp32, results[1].fp32) << what << ": the portable integer path gave other bits";
+    return results;
+  };
+  for (const char* strategy : {"grouped", "decode"}) {
+    for (const std::int64_t T : {1, 5, 16}) {
+      std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 102 + T);
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t i = 0; i < H; ++i) {
+          std::uint16_t& v = x[static_cast<std::size_t>(t * H + i)];
+          if (i / 16 % 3 == 1) {  // one element at 2^20, the others near 2^-40
+            const unsigned exponent = i % 16 == 5 ? 127u + 20u : 127u - 40u;
+            v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
+          } else if (i / 16 % 5 == 2) {
+            v = 0;
+          } else if (i / 16 % 3 == 0) {  // largest 1.xxx (j = 0), the others 2^6 .. 2^9 below, every significand
+            const unsigned j = static_cast<unsigned>(i % 16), exponent = j == 0 ? 127u : 121u - j % 4;
+            v = static_cast<std::uint16_t>(((static_cast<unsigned>(i * 37 + t * 11) & 0x807Fu)) | (exponent << 7));
+          }
+        }
+      ASSERT_NE(on_grid(x), x) << "the data should exercise the rounding";
+      const auto r = check(ex, strategy, x, T, std::string(strategy) + " wide T=" + std::to_string(T));
+      EXPECT_NE(r[0].fp32, r[2].fp32) << "the grid should show in the outputs";
+    }
+  }
+  Fp4Experts lifted = ex;
+  for (float& g : lifted.w13_global_scale) g = std::ldexp(g, 110);
+  std::vector<std::uint16_t> tiny = make_activations(1, H, Data::exact, 111);
+  for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);  // denormals
+  const auto dev = check(lifted, "decode", tiny, 1, "denormal activations");
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < H; ++i) nonzero += dev[0].fp32[static_cast<std::size_t>(i)] != 0.0f;
+  EXPECT_GT(nonzero, H / 2) << "the denormal activations were flushed";
+  // NaN and an infinity in token 1 of 3.
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "decode";
+  cfg.output = MoeOutput::fp32;
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const std::vector<std::uint16_t> x3 = make_activations(3, H, Data::exact, 121);
+  const auto ids = make_ids(3, 2, E, 122);
+  const auto w = make_weights(3, 2, 123);
+  const DeviceResult clean = run_topk(layer, cfg.output, x3, ids, w, 3);
+  for (const std::uint16_t bad : {std::uint16_t{0x7FC0}, std::uint16_t{0xFF80}}) {
+    std::vector<std::uint16_t> xb = x3;
+    xb[static_cast<std::size_t>(H + 37)] = bad;
+    const DeviceResult spoiled = run_topk(layer, cfg.output, xb, ids, w, 3);
+    for (std::int64_t h = 0; h < H; ++h) {
+      EXPECT_TRUE(std::isnan(spoiled.fp32[static_cast<std::size_t>(H + h)])) << std::hex << bad << " " << h;
+      for (const std::int64_t t : {std::int64_t{0}, std::int64_t{2}}) {
+        const auto i = static_cast<std::size_t>(t * H + h);
+        EXPECT_EQ(std::memcmp(&spoiled.fp32[i], &clean.fp32[i], 4), 0) << "token " << t << " element " << h;
+      }
+    }
+  }
 }
 
 // The GPU configuration — one row per work-item, rows interleaved in groups of 64, 64-wide

@@ -322,11 +322,12 @@ def _activation_values(w, x):
     return a, float(np.float32(w.in_gs_d * w.gs_d) if w.fmt == "nvfp4" else 1.0)
 
 
-def w4a16_int_grid(a):
-    """BF16 activations a (float64 [m, k], k a multiple of 16) on their chunks' integer grid: each
-    16-element chunk rounded (to nearest, ties to even) to a multiple of 2^(e - 14), 2^e the smallest
-    power of two above its largest magnitude, at least 2^-125; chunks with NaN or infinities unchanged."""
-    c = a.reshape(a.shape[0], -1, 16)
+def w4a16_int_grid(a, chunk=16):
+    """BF16 activations a (float64 [m, k], k a multiple of `chunk`) on their chunks' integer grid:
+    each chunk rounded (to nearest, ties to even) to a multiple of 2^(e - 14), 2^e the smallest power
+    of two above its largest magnitude, at least 2^-125; chunks with NaN or infinities unchanged.
+    The linear W4A16 decode on CPUs takes chunks of 16; the MoE layer's FC1 inputs 16, FC2's 8."""
+    c = a.reshape(a.shape[0], -1, chunk)
     largest = np.max(np.abs(c), axis=2, keepdims=True)
     _, e = np.frexp(largest)  # largest < 2^e
     e = np.maximum(e, -125)
@@ -398,6 +399,25 @@ def _bf16_neighbours(lo, hi):
     return vals
 
 
+def _fc2_grid_deviation(lo, hi):
+    """NVFP4 W4A16 on CPUs: how far FC2's inputs may move on their integer grid (chunks of 8) when
+    each element is one of the BF16 values in [lo, hi]: the grid step 2^(e - 14) from the largest
+    magnitude any element may take; an element whose every candidate has a BF16 exponent at least
+    e - 7 lies on the grid (a multiple of its own ulp, 2^(e - 14) or more), any other may move by
+    half a step."""
+    T, I = lo.shape
+    l, h = lo.reshape(T, I // 8, 8), hi.reshape(T, I // 8, 8)
+    largest = np.maximum(np.abs(l), np.abs(h)).max(axis=2, keepdims=True)
+    finite = np.isfinite(l).all(axis=2, keepdims=True) & np.isfinite(h).all(axis=2, keepdims=True)
+    _, e = np.frexp(np.where(finite, largest, 0.0))
+    e = np.maximum(e, -125)
+    smallest = np.where(np.sign(l) * np.sign(h) > 0, np.minimum(np.abs(l), np.abs(h)), 0.0)
+    exact = (l == h) & (np.ldexp(l, 14 - e) == np.floor(np.ldexp(l, 14 - e)))
+    on_grid = exact | (smallest >= np.ldexp(1.0, e - 7))
+    dev = np.where(on_grid | ~finite | (largest == 0), 0.0, np.ldexp(1.0, e - 15))
+    return dev.reshape(T, I)
+
+
 class _Expert:
     def __init__(self, gate, up, down):
         self.fmt, self.w4a4 = gate.fmt, gate.w4a4
@@ -452,8 +472,16 @@ class _Expert:
         u_fac = float(np.float32(in_d * self.gs_up)) if nv else 1.0
         g = g_fac * (xin @ self.gate.T)
         u = u_fac * (xin @ self.up.T)
-        e_g = gamma(H + 4) * g_fac * (np.abs(xin) @ np.abs(self.gate).T) + TINY
-        e_u = gamma(H + 4) * u_fac * (np.abs(xin) @ np.abs(self.up).T) + TINY
+        # NVFP4 W4A16 on CPUs may multiply the inputs on their integer grid (chunks of 16):
+        # Σ|w|·|grid(x) - x| more, and terms as much larger.
+        grid = nv and not self.w4a4
+        xdev = np.zeros_like(xin)
+        if grid:
+            with np.errstate(invalid="ignore"):
+                xdev = np.nan_to_num(np.abs(w4a16_int_grid(xin, 16) - xin), nan=0.0)
+        dg, du = xdev @ np.abs(self.gate).T, xdev @ np.abs(self.up).T
+        e_g = g_fac * (gamma(H + 4) * (np.abs(xin) @ np.abs(self.gate).T + dg) + dg) + TINY
+        e_u = u_fac * (gamma(H + 4) * (np.abs(xin) @ np.abs(self.up).T + du) + du) + TINY
         sg = _silu(g)
         e_s = (_silu_slope(g) + 0.25 * e_g) * e_g + 16 * U * np.abs(sg) + TINY
         av = sg * u
@@ -468,6 +496,8 @@ class _Expert:
         if not self.w4a4:
             fc2_in = a
             dev = np.maximum(np.abs(lo - a), np.abs(hi - a))
+            if grid:
+                dev = dev + _fc2_grid_deviation(lo, hi)
         else:
             fc2_in = self.quantize_fc2(a)
             dev = self._fc2_deviation(a, lo, hi, ambiguous, fc2_in, stats)
