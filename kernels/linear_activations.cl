@@ -46,7 +46,7 @@
 //                         nearest-even below that (|error| <= 2^(E - 15)). Written as two int8
 //                         planes, q = 128 · hi + lo (hi -128..127, lo 0..127): per token a row of
 //                         KPAD hi bytes at 0, lo bytes from 3 · max_tokens · KPAD; per token KPAD/16
-//                         ints from max_tokens · KPAD: each chunk's sum of q; and from
+//                         ints from max_tokens · KPAD: each chunk's offset -12 · Σq (for codes 2·e2m1 + 12); and from
 //                         2 · max_tokens · KPAD per token KPAD/16 float2 factors (a, b), a · b =
 //                         2^(E - 13), both normal (a = 2^max(E - 13, -126)), so that the GEMV's
 //                         block sum of 2·e2m1(w) · q times weight scale / 4 times a · b is the
@@ -240,12 +240,12 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
 }
 
 // One 16-element chunk of BF16 values (bits b) on its integer grid (common/int_grid.cl): the planes
-// into hi[0..15] and lo[0..15], the sum of q into *sum, the factors into *factor.
-inline void act_store_chunk_planes(ushort16 b, __global char* hi, __global char* lo, __global int* sum,
+// into hi[0..15] and lo[0..15], the offset -12 · Σq into *offset, the factors into *factor.
+inline void act_store_chunk_planes(ushort16 b, __global char* hi, __global char* lo, __global int* offset,
                                    __global float2* factor) {
   int16 q;
   int e13, finite;
-  *sum = int_grid_chunk16(b, &q, &e13, &finite);
+  *offset = -12 * int_grid_chunk16(b, &q, &e13, &finite);
   const int a = max(e13, -126);
   *factor = finite ? (float2)(ldexp(1.0f, a), ldexp(1.0f, e13 - a)) : (float2)(NAN, 1.0f);
   vstore16(convert_char16(q >> 7), 0, hi);

@@ -34,7 +34,8 @@
 // exact for elements within 2^7 of their chunk's largest and rounded to nearest below that, held
 // as two int8 planes q = 128 · hi + lo (lo 0..127). Each load then takes two vpmaddubsw (one per
 // plane) into two int16 sums (|.| <= 4 · 2 · 24 · 128 = 24576 over a chunk of 4 loads), which one
-// vpmaddwd by 128 and one by 1 add in 32 bits; the offset subtracts 12 · Σq; the chunk's sum (at
+// vpmaddwd by 128 and one by 1 add in 32 bits; the chunk's offset -12 · Σq (from the pre-pass) is
+// added; the chunk's sum (at
 // most 12 · 2^14 · 16 in magnitude: exact in fp32) meets its two factors (a · b = 2^(E - 13), both
 // normal) and the weight scale / 4. One rounding per chunk, as elsewhere; the only other departure
 // from the exact product is the activations' rounding to the grid (README, Numerics). On 2 AVX2
@@ -45,7 +46,7 @@
 // Inputs: the lanes layout (by_quad), and linear_quantize_fp4_codes's workspace: per token KPAD
 // int8 codes 2·e2m1 in element order; after max_tokens rows, per token KPAD/16 ints (each chunk's
 // code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales. W4A16:
-// linear_bf16_int_planes's: the hi plane where the codes are, the sums of q where the code sums
+// linear_bf16_int_planes's: the hi plane where the codes are, the offsets -12 · Σq where the code sums
 // are, float2 factors where the scales are, and the lo plane from byte 3 · max_tokens · KPAD.
 //
 // Build options:
@@ -219,17 +220,17 @@ inline void gemv_int_planes(const __global uchar* restrict codes, const __global
   const __global uchar* sp = scales + (size_t)g * blocks * 8u;
   const size_t plane = (size_t)max_tokens * kpad;
 
-  // Token t's planes (4 elements to an int), chunk sums of q and chunk factors.
+  // Token t's planes (4 elements to an int), chunk offsets -12 · Σq and chunk factors.
   const __global int* hi[INT_TOKENS];
   const __global int* lo[INT_TOKENS];
-  const __global int* qsum[INT_TOKENS];
+  const __global int* qoff[INT_TOKENS];
   const __global float2* f[INT_TOKENS];
   float8 acc[INT_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
     hi[t] = (const __global int*)(acts + (size_t)m * kpad);
     lo[t] = (const __global int*)(acts + 3u * plane + (size_t)m * kpad);
-    qsum[t] = (const __global int*)(acts + plane) + (size_t)m * (kpad / 16u);
+    qoff[t] = (const __global int*)(acts + plane) + (size_t)m * (kpad / 16u);
     f[t] = (const __global float2*)(acts + 2u * plane) + (size_t)m * (kpad / 16u);
     acc[t] = (float8)(0.0f);
   }
@@ -257,7 +258,7 @@ inline void gemv_int_planes(const __global uchar* restrict codes, const __global
       const int_v16hi h128 = {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128};
       for (uint t = 0; t < tokens; ++t)
         sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(sh[t], h128), int8) +
-                 __builtin_astype(__builtin_ia32_pmaddwd256(sl[t], ones), int8) - 12 * qsum[t][c];
+                 __builtin_astype(__builtin_ia32_pmaddwd256(sl[t], ones), int8) + qoff[t][c];
 #else
       int16 slo[INT_TOKENS], shi[INT_TOKENS];
       for (uint t = 0; t < tokens; ++t) slo[t] = shi[t] = (int16)(0);

@@ -206,7 +206,7 @@ void expect_bf16_rows_match_host(WeightFormat format, float gs) {
 // The integer planes (gemv_int under W4A16): per 16-element chunk, q = 128 · hi + lo (lo 0..127)
 // is the element on the chunk's grid, x · 2^(14 - e) rounded to nearest even, 2^e the smallest
 // power of two above the chunk's largest magnitude (at least 2^-125), computed here in doubles;
-// the chunk sums are Σq; the two factors are normal and multiply to 2^(e - 13); a chunk with NaN or
+// the chunk offsets are -12 · Σq; the two factors are normal and multiply to 2^(e - 13); a chunk with NaN or
 // an infinity has q = 0 and a NaN factor; zeros past K. The rows: special_rows (huge, tiny, denormal,
 // NaN and infinite elements), and a token whose chunks hold elements 2^0 .. 2^10 below their
 // largest with every significand (ties of each rounding step among them).
@@ -276,8 +276,8 @@ TEST(LinearActivationPass, IntegerPlanesHoldTheChunkGrid) {
         if ((128 * hi(i, j) + l != q || l < 0) && ++mismatches <= 5)
           ADD_FAILURE() << "token " << i << " element " << j << ": hi " << hi(i, j) << ", lo " << l << ", q " << q;
       }
-      if (sum(i, c) != expected_sum && ++mismatches <= 5)
-        ADD_FAILURE() << "token " << i << " chunk " << c << ": sum " << sum(i, c) << ", expected " << expected_sum;
+      if (sum(i, c) != -12 * expected_sum && ++mismatches <= 5)
+        ADD_FAILURE() << "token " << i << " chunk " << c << ": offset " << sum(i, c) << ", expected " << -12 * expected_sum;
       const float a = factor(i, c, 0), b = factor(i, c, 1);
       if (!finite) {
         EXPECT_TRUE(std::isnan(a)) << "token " << i << " chunk " << c;
