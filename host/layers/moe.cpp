@@ -29,6 +29,27 @@ void check_buffer(const cl::Buffer& b, const char* what, std::int64_t bytes, con
     fail("MoE: the {} buffer has {} bytes; {} needs {}", what, size, shape, bytes);
 }
 
+// How a layer's kernels are built on `ctx`, and what their x1q / x2q hold: the same for a layer
+// and for its copies on other queues of the device (MoeLayer::with_context).
+struct MoeBuildPlan {
+  MoeNumerics numerics;
+  MoeProgramOptions options;
+  int x_form_bytes = 0;  // moe_x_form_bytes
+};
+
+MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeLayout& layout) {
+  MoeBuildPlan plan;
+  const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
+  plan.numerics = moe_numerics(ctx, nvfp4_w4a4);
+  plan.options = {plan.numerics.options, config.scheme, config.output};
+  plan.options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
+  if (moe_bf16_dot_enabled(ctx)) plan.options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
+  add_moe_int_dot(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group);
+  add_moe_scaled_x(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
+  plan.x_form_bytes = moe_x_form_bytes(ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
+  return plan;
+}
+
 }  // namespace
 
 struct MoeLayer::Impl {
@@ -90,14 +111,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
            "querying the preferred fp32 vector width of {}", ctx.info().name);
   impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel);
 
-  const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
-  const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  MoeProgramOptions options{numerics.options, config.scheme, config.output};
-  options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
-  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
-  add_moe_int_dot(options.numerics, ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group);
-  add_moe_scaled_x(options.numerics, ctx, config.scheme, impl->selection.layout.vec, impl->selection.layout.group,
-                   numerics.e2m1_exp);
+  const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection.layout);
+  const MoeNumerics& numerics = plan.numerics;
 
   bool interleaved = false, split = false, mma = false;
   for (const auto& entry : impl->selection.usable)
@@ -108,12 +123,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
          ctx.info().name);
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
                                      interleaved, split, mma);
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens,
-                                    moe_x_form_bytes(ctx, config.scheme, impl->selection.layout.vec,
-                                                     impl->selection.layout.group, numerics.e2m1_exp));
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes);
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
   return MoeLayer(std::move(impl));
@@ -129,22 +142,13 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->shape = from.shape;
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
-  const bool nvfp4_w4a4 = from.config.scheme.weight == WeightFormat::nvfp4 && !from.config.scheme.w4a16();
-  const MoeNumerics numerics = moe_numerics(ctx, nvfp4_w4a4);
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens,
-                                    moe_x_form_bytes(ctx, from.config.scheme, from.selection.layout.vec,
-                                                     from.selection.layout.group, numerics.e2m1_exp));
+  const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection.layout);
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes);
   impl->router = std::make_unique<MoeRouter>(ctx);
-  MoeProgramOptions options{numerics.options, from.config.scheme, from.config.output};
-  options.batch_invariant = from.config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
-  if (moe_bf16_dot_enabled(ctx)) options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
-  add_moe_int_dot(options.numerics, ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group);
-  add_moe_scaled_x(options.numerics, ctx, from.config.scheme, from.selection.layout.vec, from.selection.layout.group,
-                   numerics.e2m1_exp);
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
   return MoeLayer(std::move(impl));
 }
 
