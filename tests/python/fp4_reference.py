@@ -302,6 +302,7 @@ class Result:
     value: np.ndarray  # float64, the output before its final rounding
     bound: np.ndarray  # |conforming fp32 output - value| <= bound
     stats: dict = field(default_factory=dict)
+    slack: object = 0.0  # the part of bound that only the W4A16 integer grid needs (linear)
 
     def accepts(self, out):
         """Boolean mask: BF16 outputs must lie between the BF16 roundings of value ∓ bound, fp32
@@ -352,7 +353,7 @@ def linear(w, x_bits):
             deviation = np.nan_to_num(np.abs(w4a16_int_grid(a) - a), nan=0.0)
         slack = abs(alpha) * (deviation @ np.abs(wb).T)
     bound = gamma(k + 4) * (abs_terms + slack) + slack + TINY
-    return Result(value, bound)
+    return Result(value, bound, slack=gamma(k + 4) * slack + slack)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,3 +79,43 @@ def test_linear_layers_by_index(fp4cl, context, checkpoints):
             with model.linear(info.index, max_tokens=4) as layer:
                 x = inputs(layer.k, rows=4, seed=info.index)
                 check(ref.linear(w, x.view(np.uint16)), layer.run(x), info.name)
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4a16", "mxfp4a16"])
+def test_w4a16_integer_gemv_multiplies_the_activations_on_their_grid(fp4cl, context, checkpoints, scheme,
+                                                                     monkeypatch):
+    """gemv_int (forced: it runs on any device) under W4A16 puts each 16-element chunk of activations on
+    an integer grid (README "Numerics"): its outputs are those of the activations rounded to that grid,
+    which fp4_reference.w4a16_int_grid computes with NumPy (rint, frexp), within the tight bound of
+    exact products, though the unrounded activations' own values lie outside it."""
+    monkeypatch.setenv("FP4CL_LINEAR_KERNEL", "gemv_int")
+    monkeypatch.delenv("FP4CL_W4A16_INT", raising=False)
+    path = checkpoints.get(scheme, "compressed-tensors")
+    reference = ref.Checkpoint(path)
+    w = reference.weight(LINEAR)
+    rng = np.random.default_rng(5)
+    k = w.codes.shape[1]
+    x = rng.standard_normal((4, k))
+    chunks = x.reshape(4, -1, 16)
+    chunks[:, ::3, 0] *= 2.0**9  # one element 2^9 above its chunk: the others round to 7 bits or fewer
+    chunks[:, 1::3, 5] = 3.0  # the others 2^6 to 2^9 below it, ties among them
+    chunks[:, 1::3, 6:] = np.ldexp(rng.integers(-255, 256, (4, chunks[:, 1::3].shape[1], 10)), -14)
+    x = x.astype(ml_dtypes.bfloat16)
+    a = x.astype(np.float64)
+    grid = ref.w4a16_int_grid(a).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(grid.astype(np.float64), ref.w4a16_int_grid(a)), "the grid values are BF16 numbers"
+    assert np.count_nonzero(grid != x) > 100, "the data should exercise the rounding"
+    with context.open(path) as model, model.linear(LINEAR, max_tokens=8, output="fp32") as layer:
+        y = layer.run(x)
+        y_grid = layer.run(grid)
+    assert np.array_equal(y, y_grid), "x and x on its grid should give the same bits"
+    on_grid = ref.linear(w, grid.view(np.uint16))
+    exact = ref.linear(w, x.view(np.uint16))
+    check(ref.Result(on_grid.value, on_grid.bound), y, f"{scheme} gemv_int on the grid")
+    tight = np.abs(y.astype(np.float64) - exact.value) <= gamma_bound(exact)
+    assert not tight.all(), "the unrounded activations' exact products should differ beyond their fp32 bound"
+
+
+def gamma_bound(result):
+    """The bound of exact products alone, without the grid's slack: what an exact kernel must meet."""
+    return result.bound - result.slack
