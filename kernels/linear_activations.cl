@@ -46,12 +46,13 @@
 //                         nearest-even below that (|error| <= 2^(E - 15)). Written as two int8
 //                         planes, q = 128 · hi + lo (hi -128..127, lo 0..127): per token a row of
 //                         KPAD hi bytes at 0, lo bytes from 3 · max_tokens · KPAD; per token KPAD/16
-//                         ints from max_tokens · KPAD: each chunk's offset -12 · Σq (for codes 2·e2m1 + 12); and from
-//                         2 · max_tokens · KPAD per token KPAD/16 float2 factors (a, b), a · b =
-//                         2^(E - 13), both normal (a = 2^max(E - 13, -126)), so that the GEMV's
-//                         block sum of 2·e2m1(w) · q times weight scale / 4 times a · b is the
-//                         chunk's Σ w·x. A chunk holding NaN or an infinity has q = 0 and a = NaN:
-//                         its token's outputs are NaN. Zeros (and factors 1) past K.
+//                         ints from max_tokens · KPAD: each chunk's offset -12 · Σq (the GEMV's
+//                         weight codes are 2·e2m1 + 12); and from 2 · max_tokens · KPAD per token
+//                         KPAD/16 float2 factors (a, b), a · b = 2^(E - 13), both normal (a =
+//                         2^max(E - 13, -126)), so that the GEMV's block sum of 2·e2m1(w) · q times
+//                         weight scale / 4 times a · b is the chunk's Σ w·x. A chunk holding NaN or
+//                         an infinity has q = 0 and a = NaN: its token's outputs are NaN. Past K,
+//                         zero chunks (q = 0: their factors multiply zeros).
 //
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
@@ -260,13 +261,13 @@ __kernel void linear_bf16_int_planes(const __global ushort* restrict x, __global
   const size_t plane = (size_t)max_tokens * kpad;
   __global char* hi = (__global char*)out + row;
   __global char* lo = (__global char*)out + 3u * plane + row;
-  __global int* sums = (__global int*)(out + plane) + chunk;
+  __global int* offsets = (__global int*)(out + plane) + chunk;
   __global float2* factors = (__global float2*)(out + 2u * plane) + chunk;
   const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
   // K is a multiple of 16: a step holds 0..4 valid chunks of 16 elements (zeros past K).
   for (uint c = 0; c < FP4CL_STEP / 16; ++c) {
     ushort16 b = (ushort16)(0);
     if (s * FP4CL_STEP + (c + 1u) * 16u <= k) b = vload16(c, src);
-    act_store_chunk_planes(b, hi + 16u * c, lo + 16u * c, sums + c, factors + c);
+    act_store_chunk_planes(b, hi + 16u * c, lo + 16u * c, offsets + c, factors + c);
   }
 }

@@ -35,9 +35,8 @@
 // as two int8 planes q = 128 · hi + lo (lo 0..127). Each load then takes two vpmaddubsw (one per
 // plane) into two int16 sums (|.| <= 4 · 2 · 24 · 128 = 24576 over a chunk of 4 loads), which one
 // vpmaddwd by 128 and one by 1 add in 32 bits; the chunk's offset -12 · Σq (from the pre-pass) is
-// added; the chunk's sum (at
-// most 12 · 2^14 · 16 in magnitude: exact in fp32) meets its two factors (a · b = 2^(E - 13), both
-// normal) and the weight scale / 4. One rounding per chunk, as elsewhere; the only other departure
+// added; the chunk's sum (at most 12 · 2^14 · 16 in magnitude: exact in fp32) meets its two
+// factors (a · b = 2^(E - 13), both normal) and the weight scale / 4. One rounding per chunk, as elsewhere; the only other departure
 // from the exact product is the activations' rounding to the grid (README, Numerics). On 2 AVX2
 // cores (PoCL 3.1, pthread-haswell, Zen 3), NVFP4 W4A16 M = 1, 3 alternating rounds against
 // gemv_denorm, µs: 4096x4096 385-446 against 606-651, 2048x768 56-76 against 67-110 (a probe of
@@ -46,8 +45,8 @@
 // Inputs: the lanes layout (by_quad), and linear_quantize_fp4_codes's workspace: per token KPAD
 // int8 codes 2·e2m1 in element order; after max_tokens rows, per token KPAD/16 ints (each chunk's
 // code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales. W4A16:
-// linear_bf16_int_planes's: the hi plane where the codes are, the offsets -12 · Σq where the code sums
-// are, float2 factors where the scales are, and the lo plane from byte 3 · max_tokens · KPAD.
+// linear_bf16_int_planes's: the hi plane where the codes are, the offsets -12 · Σq where the code
+// sums are, float2 factors where the scales are, and the lo plane from byte 3 · max_tokens · KPAD.
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4

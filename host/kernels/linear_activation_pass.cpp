@@ -55,7 +55,7 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
 std::size_t LinearActivationPass::workspace_bytes() const {
   if (form_ == ActivationForm::int_codes)
     return scales_offset() + static_cast<std::size_t>(max_tokens_ * (kpad_ / 16)) * sizeof(float);
-  // The hi plane, the sums of q (a quarter plane), the float2 factors (half a plane), the lo plane.
+  // The hi plane, the offsets -12·Σq (a quarter plane), the float2 factors (half a plane), the lo plane.
   if (form_ == ActivationForm::int_planes) return static_cast<std::size_t>(max_tokens_ * kpad_) * 4;
   if (form_ == ActivationForm::bf16_rows) return static_cast<std::size_t>(max_tokens_ * k_) * sizeof(std::uint16_t);
   if (form_ == ActivationForm::block_scaled)
