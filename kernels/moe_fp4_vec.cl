@@ -338,6 +338,42 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #define MOE_PREFETCH8_AT(w, s, b)
 #endif
 
+// The few-pair loops of the 8-lane layout below (MOE_INTDOT, MOE_SCALEDX) share one shape: ROWS(N)
+// finds the N pairs' activation rows in xq (pairs past `count` repeat the last), and for each block
+// b of 16 elements BLOCK(w, s, acc, N) adds the block's contribution of one matrix (weights w,
+// scales s) to the pairs' accumulators acc: FC2 one matrix, FC1 gate and up against the same rows.
+// Each accumulator takes its blocks in block order, whatever N is.
+#define MOE_FEW_DOT_N(NAME, N, ROWS, BLOCK)                                                      \
+  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
+                   const __global uint* xq, int count, float8* out) {                            \
+    ROWS(N)                                                                                      \
+    float8 acc[N];                                                                               \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_PREFETCH8_AT(w, s, b)                                                                  \
+      BLOCK(w, s, acc, N)                                                                        \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+  }
+#define MOE_FEW_DOT2_N(NAME, N, ROWS, BLOCK)                                                     \
+  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
+                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
+                   float8* out1, float8* out2) {                                                 \
+    ROWS(N)                                                                                      \
+    float8 acc1[N], acc2[N];                                                                     \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
+    for (int b = 0; b < kk / 16; ++b) {                                                          \
+      MOE_PREFETCH8_AT(w1, s1, b)                                                                \
+      MOE_PREFETCH8_AT(w2, s2, b)                                                                \
+      BLOCK(w1, s1, acc1, N)                                                                     \
+      BLOCK(w2, s2, acc2, N)                                                                     \
+    }                                                                                            \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
+      out1[m] = acc1[m];                                                                         \
+      out2[m] = acc2[m];                                                                         \
+    }                                                                                            \
+  }
+
 // Tiles of few pairs by exact integer dot products (MOE_INTDOT): NVFP4 W4A4 on 8-lane CPU vectors
 // (MOE_VEC = MOE_GROUP = 8, AVX2). Under W4A4 both operands of every product are E2M1 values, so
 // with 2·e2m1 codes a block's sum of products is an exact integer (|.| <= 16 · 144); the block's
@@ -523,93 +559,39 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
   _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                \
     acc[m] = fma(convert_float8(S[m]), (ws) * MOE_IP_FACTORS(xr[m], kk, C)[c], acc[m]);
 
-// One matrix (FC2): its inputs in chunks of 8, two a block.
-#define MOE_INT_DOT_N(NAME, N)                                                                   \
-  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
-                   const __global uint* xq, int count, float8* out) {                            \
-    float8 acc[N];                                                                               \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
-    MOE_IP_ROWS(N, 8)                                                                            \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w, s, b)                                                                  \
-      const float8 ws = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
-      int8 s0[N], s1[N];                                                                         \
-      MOE_IP_SUMS(w, 0, 1, s0, N, 8, 2 * b)                                                      \
-      MOE_IP_SUMS(w, 1, 2, s1, N, 8, 2 * b + 1)                                                  \
-      MOE_IP_ACC(s0, ws, acc, 8, 2 * b, N)                                                       \
-      MOE_IP_ACC(s1, ws, acc, 8, 2 * b + 1, N)                                                   \
-    }                                                                                            \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+// Block b: FC2's inputs in chunks of 8 (two a block), FC1's in chunks of 16 (one a block).
+#define MOE_IP_BLOCK8(w, s, acc, N)                                                              \
+  {                                                                                              \
+    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    int8 t0[N], t1[N];                                                                           \
+    MOE_IP_SUMS(w, 0, 1, t0, N, 8, 2 * b)                                                        \
+    MOE_IP_SUMS(w, 1, 2, t1, N, 8, 2 * b + 1)                                                    \
+    MOE_IP_ACC(t0, ws, acc, 8, 2 * b, N)                                                         \
+    MOE_IP_ACC(t1, ws, acc, 8, 2 * b + 1, N)                                                     \
   }
-// Two sharing x (FC1's gate and up): inputs in chunks of 16, one a block.
-#define MOE_INT_DOT2_N(NAME, N)                                                                  \
-  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
-                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
-                   float8* out1, float8* out2) {                                                 \
-    float8 acc1[N], acc2[N];                                                                     \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
-    MOE_IP_ROWS(N, 16)                                                                           \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w1, s1, b)                                                                \
-      MOE_PREFETCH8_AT(w2, s2, b)                                                                \
-      const float8 ws1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
-      const float8 ws2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
-      int8 t1[N], t2[N];                                                                         \
-      MOE_IP_SUMS(w1, 0, 2, t1, N, 16, b)                                                        \
-      MOE_IP_SUMS(w2, 0, 2, t2, N, 16, b)                                                        \
-      MOE_IP_ACC(t1, ws1, acc1, 16, b, N)                                                        \
-      MOE_IP_ACC(t2, ws2, acc2, 16, b, N)                                                        \
-    }                                                                                            \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      out1[m] = acc1[m];                                                                         \
-      out2[m] = acc2[m];                                                                         \
-    }                                                                                            \
+#define MOE_IP_BLOCK16(w, s, acc, N)                                                             \
+  {                                                                                              \
+    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    int8 t[N];                                                                                   \
+    MOE_IP_SUMS(w, 0, 2, t, N, 16, b)                                                            \
+    MOE_IP_ACC(t, ws, acc, 16, b, N)                                                             \
   }
+#define MOE_IP_ROWS8(N) MOE_IP_ROWS(N, 8)
+#define MOE_IP_ROWS16(N) MOE_IP_ROWS(N, 16)
+#define MOE_INT_DOT_N(NAME, N) MOE_FEW_DOT_N(NAME, N, MOE_IP_ROWS8, MOE_IP_BLOCK8)
+#define MOE_INT_DOT2_N(NAME, N) MOE_FEW_DOT2_N(NAME, N, MOE_IP_ROWS16, MOE_IP_BLOCK16)
 #else
-// One matrix (FC2).
-#define MOE_INT_DOT_N(NAME, N)                                                                   \
-  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
-                   const __global uint* xq, int count, float8* out) {                            \
-    float8 acc[N];                                                                               \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
-    MOE_INT_ROWS(N)                                                                              \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w, s, b)                                                               \
-      MOE_INT_SUM_T s16[N];                                                                      \
-      MOE_INT_BLOCK_SUMS(w, s16, N)                                                              \
-      const float8 ws = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
-      _Pragma("unroll") for (int m = 0; m < (N); ++m)                                            \
-        acc[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s16, m)), ws * MOE_INT_SCALES(xr[m], kk)[b], acc[m]); \
-    }                                                                                            \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
+// Block b (W4A4): one exact integer sum per row and pair, times the block's weight and activation scales.
+#define MOE_INT_BLOCK(w, s, acc, N)                                                              \
+  {                                                                                              \
+    MOE_INT_SUM_T s16[N];                                                                        \
+    MOE_INT_BLOCK_SUMS(w, s16, N)                                                                \
+    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    _Pragma("unroll") for (int m = 0; m < (N); ++m)                                              \
+      acc[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s16, m)), ws * MOE_INT_SCALES(xr[m], kk)[b], acc[m]); \
   }
-// Two sharing x (FC1's gate and up).
-#define MOE_INT_DOT2_N(NAME, N)                                                                  \
-  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
-                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
-                   float8* out1, float8* out2) {                                                 \
-    float8 acc1[N], acc2[N];                                                                     \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
-    MOE_INT_ROWS(N)                                                                              \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w1, s1, b)                                                             \
-      MOE_PREFETCH8_AT(w2, s2, b)                                                             \
-      MOE_INT_SUM_T s1_16[N], s2_16[N];                                                          \
-      MOE_INT_BLOCK_SUMS(w1, s1_16, N)                                                           \
-      MOE_INT_BLOCK_SUMS(w2, s2_16, N)                                                           \
-      const float8 ws1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
-      const float8 ws2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);     \
-      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
-        const float xs = MOE_INT_SCALES(xr[m], kk)[b];                                           \
-        acc1[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s1_16, m)), ws1 * xs, acc1[m]);         \
-        acc2[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s2_16, m)), ws2 * xs, acc2[m]);         \
-      }                                                                                          \
-    }                                                                                            \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      out1[m] = acc1[m];                                                                         \
-      out2[m] = acc2[m];                                                                         \
-    }                                                                                            \
-  }
+#define MOE_INT_DOT_N(NAME, N) MOE_FEW_DOT_N(NAME, N, MOE_INT_ROWS, MOE_INT_BLOCK)
+#define MOE_INT_DOT2_N(NAME, N) MOE_FEW_DOT2_N(NAME, N, MOE_INT_ROWS, MOE_INT_BLOCK)
 #endif  // MOE_INT_PLANES
 #else
 #define MOE_INTDOT 0
@@ -653,56 +635,22 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
   const __global float* xr[N];                                                                   \
   _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                \
     xr[m] = (const __global float*)xq + (long)min(m, count - 1) * MOE_SX_ROW(kk);
-// One matrix (FC2).
-#define MOE_SX_DOT_N(NAME, N)                                                                    \
-  inline void NAME(const __global uint* w, const __global moe_scale_t* s, int kk, int scale_exp, \
-                   const __global uint* xq, int count, float8* out) {                            \
-    MOE_SX_ROWS(N)                                                                               \
-    float8 acc[N];                                                                               \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc[m] = (float8)(0.0f);                     \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w, s, b)                                                                \
-      const uint8 w0 = vload8(0, w + (long)(2 * b) * MOE_GROUP), w1 = vload8(0, w + (long)(2 * b + 1) * MOE_GROUP); \
-      const float8 sv = moe_block_scales(s + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);           \
-      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
-        float8 t = (float8)(0.0f);                                                               \
-        MOE_SX_WORD(w0, t, m, 2 * b)                                                             \
-        MOE_SX_WORD(w1, t, m, 2 * b + 1)                                                         \
-        acc[m] = fma(t, sv, acc[m]);                                                             \
-      }                                                                                          \
-    }                                                                                            \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) out[m] = acc[m];                             \
-  }
-// Two sharing x (FC1's gate and up).
-#define MOE_SX_DOT2_N(NAME, N)                                                                   \
-  inline void NAME(const __global uint* w1, const __global moe_scale_t* s1, const __global uint* w2, \
-                   const __global moe_scale_t* s2, int kk, int scale_exp, const __global uint* xq, int count, \
-                   float8* out1, float8* out2) {                                                 \
-    MOE_SX_ROWS(N)                                                                               \
-    float8 acc1[N], acc2[N];                                                                     \
-    _Pragma("unroll") for (int m = 0; m < (N); ++m) acc1[m] = acc2[m] = (float8)(0.0f);          \
-    for (int b = 0; b < kk / 16; ++b) {                                                          \
-      MOE_PREFETCH8_AT(w1, s1, b)                                                              \
-      MOE_PREFETCH8_AT(w2, s2, b)                                                              \
-      const uint8 u0 = vload8(0, w1 + (long)(2 * b) * MOE_GROUP), u1 = vload8(0, w1 + (long)(2 * b + 1) * MOE_GROUP); \
-      const uint8 v0 = vload8(0, w2 + (long)(2 * b) * MOE_GROUP), v1 = vload8(0, w2 + (long)(2 * b + 1) * MOE_GROUP); \
-      const float8 sv1 = moe_block_scales(s1 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);         \
-      const float8 sv2 = moe_block_scales(s2 + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);         \
-      _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                          \
-        float8 t1 = (float8)(0.0f), t2 = (float8)(0.0f);                                         \
-        MOE_SX_WORD(u0, t1, m, 2 * b)                                                            \
-        MOE_SX_WORD(v0, t2, m, 2 * b)                                                            \
-        MOE_SX_WORD(u1, t1, m, 2 * b + 1)                                                        \
-        MOE_SX_WORD(v1, t2, m, 2 * b + 1)                                                        \
-        acc1[m] = fma(t1, sv1, acc1[m]);                                                         \
-        acc2[m] = fma(t2, sv2, acc2[m]);                                                         \
-      }                                                                                          \
-    }                                                                                            \
+// Block b: the block's two word vectors (8 elements each of the 8 rows) against each pair's two
+// chunks, times the block scales. (Locals end in _: the skeletons pass w1 and s1 as w and s.)
+#define MOE_SX_BLOCK(w, s, acc, N)                                                               \
+  {                                                                                              \
+    const uint8 sx_even_ = vload8(0, (w) + (long)(2 * b) * MOE_GROUP);                          \
+    const uint8 sx_odd_ = vload8(0, (w) + (long)(2 * b + 1) * MOE_GROUP);                        \
+    const float8 sv = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP);           \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      out1[m] = acc1[m];                                                                         \
-      out2[m] = acc2[m];                                                                         \
+      float8 t = (float8)(0.0f);                                                                 \
+      MOE_SX_WORD(sx_even_, t, m, 2 * b)                                                         \
+      MOE_SX_WORD(sx_odd_, t, m, 2 * b + 1)                                                      \
+      acc[m] = fma(t, sv, acc[m]);                                                               \
     }                                                                                            \
   }
+#define MOE_SX_DOT_N(NAME, N) MOE_FEW_DOT_N(NAME, N, MOE_SX_ROWS, MOE_SX_BLOCK)
+#define MOE_SX_DOT2_N(NAME, N) MOE_FEW_DOT2_N(NAME, N, MOE_SX_ROWS, MOE_SX_BLOCK)
 #endif
 
 // BF16 rounding (to nearest even) of each lane, kept as fp32; NaN stays NaN.
