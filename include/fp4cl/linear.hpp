@@ -8,7 +8,9 @@
 //
 // The layer prepares its weights once, at creation (device layouts, uploaded), selects its kernels
 // (FP4CL_LINEAR_KERNEL or LinearOptions::kernel forces one) and owns every buffer a call needs, so
-// enqueue() creates no buffer. Numerics: ../shared/spec/FP4.md §3–§4 and §7.
+// enqueue() creates no buffer. Numerics: ../shared/spec/FP4.md §3–§4 and §7; under W4A16 the
+// integer GEMV of 8-lane CPUs (gemv_int, chosen there) multiplies the activations on an integer
+// grid per 16-element chunk (README "Numerics"; FP4CL_W4A16_INT=0 keeps exact products).
 #pragma once
 
 #include <cstdint>

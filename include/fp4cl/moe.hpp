@@ -6,7 +6,11 @@
 //   Expert_e(x) = FC2_e(bf16(silu(x·gateᵀ) × x·upᵀ))                        silu(g) = g / (1 + e^-g)
 //
 // Rounding points (the scalar reference, host/reference/moe_reference.hpp, follows them):
-//   - W4A16: x is used as given (BF16); the SwiGLU output is rounded to BF16 before FC2.
+//   - W4A16: x is used as given (BF16); the SwiGLU output is rounded to BF16 before FC2. On CPUs
+//     with 8-lane SIMD (AVX2), NVFP4 tiles of up to 4 pairs multiply x and FC2's input on an
+//     integer grid per chunk of 16 and 8 elements: elements within 2^7 of their chunk's largest
+//     are exact, smaller ones rounded to a multiple of 2^-14 of its power of two (README
+//     "Numerics"; the reference's bound covers it; FP4CL_W4A16_INT=0 keeps exact products).
 //   - W4A4: x is quantized per block with the expert's FC1 input global scale (NVFP4) or the
 //     MXFP4 "ceil" rule; the SwiGLU output is rounded to BF16, then quantized per block for FC2
 //     with dynamic block scales and global scale 1.0 (or the checkpoint's calibrated FC2 input
