@@ -29,6 +29,7 @@ struct Trial {
   bool ok = false;
   bool refused = false;  // the layer refused the candidate before building anything
   double us = 0.0;     // median event time of one call (when ok)
+  double bytes = 0.0;  // MoE: the expert weight bytes of the layer it timed (0 where not set)
   std::string note;    // why it was refused or failed
 };
 

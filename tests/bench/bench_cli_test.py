@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -265,6 +266,23 @@ class Tuning(unittest.TestCase):
                               "mma", "--tokens", "1", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)
             self.assertNotIn("not valid", err)
             self.assertIn("ok:", out)
+
+    def test_tune_moe_times_the_two_best_strategies_again(self):
+        # Each strategy's winner comes from its own search; the two fastest are then timed again side
+        # by side, and the better of each one's timings decides the entry.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tuning.json")
+            _, out, err = run("tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk",
+                              "2", "--scheme", "nvfp4-w4a16", "--kernel", "grouped,decode", "--tokens", "1", "--iters",
+                              "1", "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+            m = re.search(r"  (\w+) ([\d.]+) us against (\w+) ([\d.]+) us, timed again side by side", err)
+            self.assertIsNotNone(m, err)
+            self.assertEqual({m.group(1), m.group(3)}, {"grouped", "decode"})
+            self.assertLessEqual(float(m.group(2)), float(m.group(4)))
+            with open(path) as f:
+                moe = json.load(f)["devices"][0]["entries"][0]
+            self.assertEqual(moe["kernel"], m.group(1))
+            self.assertAlmostEqual(moe["measured"]["us"], float(m.group(2)), delta=0.06)
 
     def test_corrupt_output_file_is_not_overwritten(self):
         with tempfile.TemporaryDirectory() as d:
