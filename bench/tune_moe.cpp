@@ -186,9 +186,9 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
           if (t.ok) f->us = std::min(f->us, t.us);
           ++tried;
         }
+      if (b.us < a.us) std::swap(a, b);
       settings.log(fmt::format("  {} {:.1f} us against {} {:.1f} us, timed again side by side", a.strategy, a.us,
                                b.strategy, b.us));
-      if (b.us < a.us) std::swap(a, b);
     }
     if (!finalists.empty()) {
       best_us = finalists[0].us;
