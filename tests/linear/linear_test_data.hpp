@@ -1,11 +1,9 @@
 // Test data and error bounds for the FP4 linear tests.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <stdexcept>
 #include <vector>
 
 #include "common/formats.cl"
@@ -69,7 +67,6 @@ inline std::vector<std::uint16_t> random_activations(std::int64_t m, std::int64_
 }
 
 inline float bf16_value(std::uint16_t b) { return bf16_to_float(b); }
-
 
 // The largest |y - ref| a correct kernel can produce for one output.
 //
