@@ -1,9 +1,9 @@
 #include "kernels/cpu_bf16_dot.hpp"
 
-#include <cstdlib>
 #include <string>
 
 #include "support/check.hpp"
+#include "support/env_switch.hpp"
 
 namespace fp4cl {
 
@@ -21,11 +21,7 @@ bool host_has_avx512_bf16() {
 }
 
 std::string choice_of(const char* env) {
-  const char* value = std::getenv(env);
-  const std::string choice = value ? value : "";
-  if (!choice.empty() && choice != "0" && choice != "1")
-    fail("{} = '{}': expected 0 (off) or 1 (on; the CPU must have AVX-512 BF16)", env, choice);
-  return choice;
+  return env_switch(env, {"0", "1"}, "0 (off) or 1 (on; the CPU must have AVX-512 BF16)");
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 // capacity, where the sums and scales start. The rest is linear_lane_groups_kernel.hpp's.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "kernels/linear_lane_groups_kernel.hpp"
@@ -18,6 +17,7 @@
 #include "kernels/w4a16_int_switch.hpp"
 #include "prepare/fp4_lanes_layout.hpp"
 #include "support/check.hpp"
+#include "support/env_switch.hpp"
 
 namespace fp4cl {
 
@@ -57,12 +57,9 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
     if (prefetch < 0 || prefetch > 4096) fail("INT_PREFETCH = {} is outside 0..4096", prefetch);
     options.define("INT_PREFETCH", prefetch);
     options.define("INT_PLANES", config.scheme.w4a16() ? 2 : 1);
-    const char* env = std::getenv("FP4CL_LINEAR_AVX2");
-    const std::string choice = env ? env : "";
-    if (!choice.empty() && choice != "0" && choice != "1")
-      fail("FP4CL_LINEAR_AVX2 = '{}': expected 0 (the portable OpenCL C sums) or 1 (AVX2 byte multiply-adds where "
-           "the compiler offers them, the default)",
-           choice);
+    const std::string choice = env_switch("FP4CL_LINEAR_AVX2", {"0", "1"},
+                                          "0 (the portable OpenCL C sums) or 1 (AVX2 byte multiply-adds where the "
+                                          "compiler offers them, the default)");
     if (choice == "0") options.define("INT_NO_X86");
   }
 

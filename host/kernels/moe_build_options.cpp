@@ -1,12 +1,12 @@
 #include "kernels/moe_build_options.hpp"
 
-#include <cstdlib>
 #include <string>
 
 #include "cl/exact_division.hpp"
 #include "kernels/cpu_bf16_dot.hpp"
 #include "kernels/w4a16_int_switch.hpp"
 #include "support/check.hpp"
+#include "support/env_switch.hpp"
 #include "support/log.hpp"
 
 namespace fp4cl {
@@ -16,13 +16,9 @@ bool moe_bf16_dot_enabled(const Context& ctx) { return cpu_bf16_dot_enabled(ctx,
 namespace {
 
 std::string moe_int_dot_choice() {
-  const char* env = std::getenv("FP4CL_MOE_INT_DOT");
-  const std::string choice = env ? env : "";
-  if (!choice.empty() && choice != "0" && choice != "1" && choice != "portable")
-    fail("FP4CL_MOE_INT_DOT = '{}': expected 0 (the float decode), 1 (integer dot products where they apply, the "
-         "default) or portable (the integer path without x86 builtins)",
-         choice);
-  return choice;
+  return env_switch("FP4CL_MOE_INT_DOT", {"0", "1", "portable"},
+                    "0 (the float decode), 1 (integer dot products where they apply, the default) or portable (the "
+                    "integer path without x86 builtins)");
 }
 
 }  // namespace
@@ -41,12 +37,9 @@ void add_moe_int_dot(BuildOptions& options, const Context& ctx, const QuantSchem
 }
 
 bool moe_scaled_x_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group, int e2m1_exp) {
-  const char* env = std::getenv("FP4CL_MOE_SCALED_X");
-  const std::string choice = env ? env : "";
-  if (!choice.empty() && choice != "0" && choice != "1")
-    fail("FP4CL_MOE_SCALED_X = '{}': expected 0 (the float decode with a scale multiply per weight) or 1 (scaled "
-         "activations where they apply, the default)",
-         choice);
+  const std::string choice = env_switch("FP4CL_MOE_SCALED_X", {"0", "1"},
+                                        "0 (the float decode with a scale multiply per weight) or 1 (scaled "
+                                        "activations where they apply, the default)");
   return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
          scheme.w4a16() && vec == 8 && group == 8 && e2m1_exp == -126 && !moe_bf16_dot_enabled(ctx) &&
          !moe_int_dot_enabled(ctx, scheme, vec, group);
@@ -67,10 +60,7 @@ MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   const DeviceInfo& info = ctx.info();
   // Without exact division only W4A4 NVFP4 fails (add_exact_division throws, naming the device).
   if (exact_division_needed || has_exact_division(info)) add_exact_division(n.options, info, "the MoE kernels");
-  const char* decode = std::getenv("FP4CL_MOE_E2M1_DECODE");
-  const std::string choice = decode ? decode : "";
-  if (!choice.empty() && choice != "exact" && choice != "subnormal")
-    fail("FP4CL_MOE_E2M1_DECODE = '{}': expected 'exact' or 'subnormal'", choice);
+  const std::string choice = env_switch("FP4CL_MOE_E2M1_DECODE", {"exact", "subnormal"}, "'exact' or 'subnormal'");
   const bool denormals = ctx.info().fp32_denormals;
   if (choice == "subnormal" && !denormals)
     fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
