@@ -138,87 +138,8 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 64u);
   const __global uchar* sp = scales + (size_t)g * blocks * 8u;
 
-  // Token t's codes (4 to an int), chunk code sums and chunk scales.
-  const __global int* a[INT_TOKENS];
-  const __global int* asum[INT_TOKENS];
-  const __global float* as[INT_TOKENS];
-  float8 acc[INT_TOKENS];
-  for (uint t = 0; t < tokens; ++t) {
-    const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
-    a[t] = (const __global int*)(acts + (size_t)m * kpad);
-    asum[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
-    as[t] = (const __global float*)(acts + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u);
-    acc[t] = (float8)(0.0f);
-  }
-
-  for (uint blk = 0; blk < blocks; ++blk) {
-    INT_PREFETCH_BLOCK(cp, sp, blk);
-    int8 sum[INT_TOKENS];
-#if INT_X86
-    const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int_v16hi s[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) s[t] = zero;
-#pragma unroll
-    for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
-      const int_v32qi w = int_offset_codes(cp[blk * (INT_BLOCK / 4u) + q]);
-      for (uint t = 0; t < tokens; ++t) {
-        const int x4 = a[t][blk * (INT_BLOCK / 4u) + q];
-        s[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){x4, x4, x4, x4, x4, x4, x4, x4}));
-      }
-    }
-    const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    for (uint t = 0; t < tokens; ++t) {
-#if FP4CL_FORMAT_MXFP4
-      const int offset = 12 * (asum[t][2u * blk] + asum[t][2u * blk + 1u]);
-#else
-      const int offset = 12 * asum[t][blk];
-#endif
-      sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(s[t], ones), int8) - offset;
-    }
-#else
-    short16 lo[INT_TOKENS], hi[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) lo[t] = hi[t] = (short16)(0);
-#pragma unroll
-    for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
-      const uchar16 b = as_uchar16(cp[blk * (INT_BLOCK / 4u) + q]);
-      const short16 wlo = int_twice_e2m1(b & (uchar)15), whi = int_twice_e2m1(b >> (uchar)4);
-      for (uint t = 0; t < tokens; ++t) {
-        const short4 x4 = convert_short4(as_char4(a[t][blk * (INT_BLOCK / 4u) + q]));
-        const short16 x = (short16)(x4, x4, x4, x4);
-        lo[t] += wlo * x;
-        hi[t] += whi * x;
-      }
-    }
-    for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads(lo[t]), int_sum_quads(hi[t]));
-#endif
-    // The 8 rows' weight scales of the block, divided by 4 (both codes are 2·e2m1).
-    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
-    for (uint t = 0; t < tokens; ++t)
-      acc[t] = fma(convert_float8(sum[t]), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
-  }
-
-  for (uint t = 0; t < tokens; ++t) {
-    const uint m = m0 + t;
-    if (m >= m_tokens) break;
-    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
-  }
-}
-
 #if INT_PLANES == 2
-// W4A16: the chunk sums of 2·e2m1(w) · q from the two planes (above), chunk by chunk.
-inline void gemv_int_planes(const __global uchar* restrict codes, const __global uchar* restrict scales,
-                            const __global uchar* restrict acts, __global uchar* restrict y,
-                            const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,
-                            int exp_bias, float epilogue, int has_bias, int out_bf16, uint max_tokens,
-                            const uint tokens) {
-  const uint g = get_global_id(0);
-  const uint m0 = get_global_id(1) * tokens;
-  if (g * 8u >= n_rows || m0 >= m_tokens) return;
-  const uint blocks = k / INT_BLOCK;
-  const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 64u);
-  const __global uchar* sp = scales + (size_t)g * blocks * 8u;
   const size_t plane = (size_t)max_tokens * kpad;
-
   // Token t's planes (4 elements to an int), chunk offsets -12 · Σq and chunk factors.
   const __global int* hi[INT_TOKENS];
   const __global int* lo[INT_TOKENS];
@@ -233,9 +154,25 @@ inline void gemv_int_planes(const __global uchar* restrict codes, const __global
     f[t] = (const __global float2*)(acts + 2u * plane) + (size_t)m * (kpad / 16u);
     acc[t] = (float8)(0.0f);
   }
+#else
+  // Token t's codes (4 to an int), chunk code sums and chunk scales.
+  const __global int* a[INT_TOKENS];
+  const __global int* asum[INT_TOKENS];
+  const __global float* as[INT_TOKENS];
+  float8 acc[INT_TOKENS];
+  for (uint t = 0; t < tokens; ++t) {
+    const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
+    a[t] = (const __global int*)(acts + (size_t)m * kpad);
+    asum[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
+    as[t] = (const __global float*)(acts + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u);
+    acc[t] = (float8)(0.0f);
+  }
 
+#endif
   for (uint blk = 0; blk < blocks; ++blk) {
     INT_PREFETCH_BLOCK(cp, sp, blk);
+#if INT_PLANES == 2
+    // W4A16: the chunk sums of 2·e2m1(w) · q from the two planes (above), chunk by chunk.
     // The 8 rows' weight scales of the block, divided by 4 (2·e2m1 codes; the factors carry 2^(E - 13)).
     const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
     for (uint c = blk * (INT_BLOCK / 16u); c < (blk + 1u) * (INT_BLOCK / 16u); ++c) {
@@ -280,6 +217,50 @@ inline void gemv_int_planes(const __global uchar* restrict codes, const __global
         acc[t] = fma(convert_float8(sum[t]) * fc.x, ws * fc.y, acc[t]);
       }
     }
+#else
+    int8 sum[INT_TOKENS];
+#if INT_X86
+    const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int_v16hi s[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) s[t] = zero;
+#pragma unroll
+    for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
+      const int_v32qi w = int_offset_codes(cp[blk * (INT_BLOCK / 4u) + q]);
+      for (uint t = 0; t < tokens; ++t) {
+        const int x4 = a[t][blk * (INT_BLOCK / 4u) + q];
+        s[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){x4, x4, x4, x4, x4, x4, x4, x4}));
+      }
+    }
+    const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    for (uint t = 0; t < tokens; ++t) {
+#if FP4CL_FORMAT_MXFP4
+      const int offset = 12 * (asum[t][2u * blk] + asum[t][2u * blk + 1u]);
+#else
+      const int offset = 12 * asum[t][blk];
+#endif
+      sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(s[t], ones), int8) - offset;
+    }
+#else
+    short16 lo[INT_TOKENS], hi[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) lo[t] = hi[t] = (short16)(0);
+#pragma unroll
+    for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
+      const uchar16 b = as_uchar16(cp[blk * (INT_BLOCK / 4u) + q]);
+      const short16 wlo = int_twice_e2m1(b & (uchar)15), whi = int_twice_e2m1(b >> (uchar)4);
+      for (uint t = 0; t < tokens; ++t) {
+        const short4 x4 = convert_short4(as_char4(a[t][blk * (INT_BLOCK / 4u) + q]));
+        const short16 x = (short16)(x4, x4, x4, x4);
+        lo[t] += wlo * x;
+        hi[t] += whi * x;
+      }
+    }
+    for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads(lo[t]), int_sum_quads(hi[t]));
+#endif
+    // The 8 rows' weight scales of the block, divided by 4 (both codes are 2·e2m1).
+    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
+    for (uint t = 0; t < tokens; ++t)
+      acc[t] = fma(convert_float8(sum[t]), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
+#endif
   }
 
   for (uint t = 0; t < tokens; ++t) {
@@ -288,17 +269,14 @@ inline void gemv_int_planes(const __global uchar* restrict codes, const __global
     fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
-#define INT_GEMV gemv_int_planes
-#else
-#define INT_GEMV gemv_int
-#endif
+
 
 #define INT_KERNEL(name, tokens)                                                                                  \
   __kernel void name(const __global uchar* restrict codes, const __global uchar* restrict scales,                 \
                      const __global uchar* restrict acts, __global uchar* restrict y,                             \
                      const __global float* restrict bias, uint n_rows, uint m_tokens, uint kpad, uint k,          \
                      int exp_bias, float epilogue, int has_bias, int out_bf16, uint max_tokens) {                 \
-    INT_GEMV(codes, scales, acts, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16,     \
+    gemv_int(codes, scales, acts, y, bias, n_rows, m_tokens, kpad, k, exp_bias, epilogue, has_bias, out_bf16,     \
              max_tokens, tokens);                                                                                 \
   }
 INT_KERNEL(linear_gemv_int_single, 1u)
