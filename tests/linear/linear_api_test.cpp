@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/linear.hpp"
@@ -32,6 +33,30 @@ LinearOptions options_for(const std::string& kernel, OutputType out, std::int64_
   o.output = out;
   o.max_tokens = max_tokens;
   return o;
+}
+
+// One token of BF16 denormals (none zero, k elements) through `kernel` on w with every block scale
+// raised by 2^100 (NVFP4: the global scale; MXFP4: each E8M0 byte), so that the token's sums reach
+// the normal range: within the reference's bound, and not flushed (most outputs nonzero). Returns
+// the token and the layer (on the raised weight, which `w` becomes).
+std::pair<std::vector<std::uint16_t>, Linear> check_denormal_token(const std::string& kernel, const QuantScheme& scheme,
+                                                                 Fp4Weight& w, std::uint32_t seed) {
+  if (scheme.weight == WeightFormat::nvfp4) {
+    w.global_scale = std::ldexp(w.global_scale, 100);
+  } else {
+    for (std::uint8_t& s : w.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
+  }
+  std::vector<std::uint16_t> tiny = test::random_activations(1, w.k, seed);
+  for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
+  std::vector<float> y;
+  Linear layer = Linear::create(context(), w, scheme, options_for(kernel, OutputType::fp32, 1));
+  layer.run(tiny, 1, y);
+  test::check_against_reference(scheme, w, tiny, 1, {}, test::as_doubles(y), false,
+                                kernel + " denormal activations " + std::string(scheme.name()));
+  int nonzero = 0;
+  for (const float v : y) nonzero += v != 0.0f;
+  EXPECT_GT(nonzero, w.n / 2) << kernel << ": the denormal activations were flushed";
+  return {std::move(tiny), std::move(layer)};
 }
 
 cl::Buffer device_buffer(std::size_t bytes, const void* data = nullptr) {
@@ -181,21 +206,8 @@ TEST(LinearApi, GemvDenormScalesActivationChunks) {
                                     "gemv_denorm wide " + std::string(scheme.name()) + " m=" + std::to_string(mm));
     }
     // Only denormal chunks, with sums lifted into the normal range by the weight scales.
-    if (scheme.weight == WeightFormat::nvfp4) {
-      w.global_scale = std::ldexp(w.global_scale, 100);
-    } else {
-      for (std::uint8_t& s : w.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
-    }
-    std::vector<std::uint16_t> tiny = test::random_activations(1, k, 73);
-    for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
+    auto [tiny, layer] = check_denormal_token("gemv_denorm", scheme, w, 73);
     std::vector<float> y;
-    Linear layer = Linear::create(context(), w, scheme, options_for("gemv_denorm", OutputType::fp32, 1));
-    layer.run(tiny, 1, y);
-    test::check_against_reference(scheme, w, tiny, 1, {}, test::as_doubles(y), false,
-                                  "gemv_denorm denormal activations " + std::string(scheme.name()));
-    int nonzero = 0;
-    for (const float v : y) nonzero += v != 0.0f;
-    EXPECT_GT(nonzero, n / 2) << "the denormal activations were flushed";
     // An infinity: no finite output where its row's weight is nonzero.
     tiny[5] = 0x7F80;
     layer.run(tiny, 1, y);
@@ -261,23 +273,9 @@ TEST(LinearApi, GemvIntW4A16MultipliesTheActivationsOnTheirGrid) {
     }
     // Only denormal chunks, with sums lifted into the normal range by the weight scales.
     Fp4Weight lifted = w;
-    if (scheme.weight == WeightFormat::nvfp4) {
-      lifted.global_scale = std::ldexp(lifted.global_scale, 100);
-    } else {
-      for (std::uint8_t& s : lifted.scales) s = static_cast<std::uint8_t>(s + 100);  // E8M0: × 2^100
-    }
-    std::vector<std::uint16_t> tiny = test::random_activations(1, k, 83);
-    for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
-    ASSERT_EQ(reference::w4a16_int_grid(tiny.data(), static_cast<std::int64_t>(tiny.size())), tiny)
+    const auto [tiny, small] = check_denormal_token("gemv_int", scheme, lifted, 83);
+    EXPECT_EQ(reference::w4a16_int_grid(tiny.data(), static_cast<std::int64_t>(tiny.size())), tiny)
         << "BF16 denormals lie on their chunk's grid";
-    std::vector<float> y;
-    Linear small = Linear::create(context(), lifted, scheme, options_for("gemv_int", OutputType::fp32, 1));
-    small.run(tiny, 1, y);
-    test::check_against_reference(scheme, lifted, tiny, 1, {}, test::as_doubles(y), false,
-                                  "gemv_int W4A16 denormal activations " + std::string(scheme.name()));
-    int nonzero = 0;
-    for (const float v : y) nonzero += v != 0.0f;
-    EXPECT_GT(nonzero, n / 2) << "the denormal activations were flushed";
     // NaN and an infinity in token 1 of 3: its outputs are NaN, the others' bits unchanged.
     Linear layer = Linear::create(context(), w, scheme, options_for("gemv_int", OutputType::fp32, 3));
     const std::vector<std::uint16_t> x3(x.begin(), x.begin() + 3 * k);
