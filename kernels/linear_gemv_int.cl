@@ -5,9 +5,9 @@
 // integer (|.| <= 144) and a block's sum of products is an exact integer; the block's value is
 // that integer times its weight scale times its activation scale, / 4. This kernel computes the
 // block sums in integer lanes and converts once per block:
-//   - one work-item owns a group of 8 weight rows (the "lanes" layout in its by_quad order,
-//     host/prepare/fp4_lanes_layout.hpp): a 16-byte load holds 4 elements of each of the 8 rows,
-//     rows 0..3 in the low nibbles and rows 4..7 in the high ones, byte 4r + i element i;
+//   - one work-item owns a group of 16 weight rows (the "lanes" layout in its by_quad order,
+//     host/prepare/fp4_lanes_layout.hpp): a 32-byte load holds 4 elements of each of the 16 rows,
+//     rows 0..7 in the low nibbles and rows 8..15 in the high ones, byte 4r + i element i;
 //   - the activations are the pre-pass's int8 codes 2·e2m1 in element order, so the 4 codes of a
 //     load are one 32-bit broadcast;
 //   - per block, each row's sum goes to float once (exact) and meets weight scale × activation
@@ -17,15 +17,19 @@
 // bound holds (fp32 accumulation of at most k + 2 terms).
 //
 // Two ways to the same integers:
-//   - x86 with AVX2 (clang's builtins reachable: PoCL on such CPUs; INT_X86 below): the 32 codes
-//     of a load, low nibbles in the vector's low half and high nibbles in its high half, become
-//     2·e2m1 + 12 (0..24, unsigned) by one byte shuffle (vpshufb), and one vpmaddubsw multiplies
-//     them by the 4 broadcast activation codes and adds neighbours: per row two int16 sums of 2
-//     products, accumulated in int16 over the block and added in 32 bits by one vpmaddwd. The
+//   - x86 with AVX2 (clang's builtins reachable: PoCL on such CPUs; INT_X86 below): the 64 codes
+//     of a load, masked (low nibbles) and shifted and masked (high nibbles), become 2·e2m1 + 12
+//     (0..24, unsigned) by two byte shuffles (vpshufb), and two vpmaddubsw multiply them by the 4
+//     broadcast activation codes and add neighbours: per row two int16 sums of 2 products,
+//     accumulated in int16 over the block and added in 32 bits by one vpmaddwd. The
 //     offset 12 adds 12 · (the chunk's activation code sum) to every row's sum, which the
 //     pre-pass wrote and the kernel subtracts. |partial sums| <= 2 · 24 · 12 per load, 8 loads an
-//     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 5
-//     vector instructions per 32 weights, against 11 with int16 products (measured below).
+//     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 9
+//     vector instructions per 64 weights (a load, a shift, two masks, two shuffles, two multiply-
+//     adds and their two adds share one broadcast). Groups of 8 rows (a 16-byte load broadcast to
+//     both halves, a variable shift and a mask, per 32 weights) took 44 instructions per 128
+//     weights with the block's epilogue, which bounds the loop on Zen 3 (the same speed with the
+//     weights in L2): a C probe of both loops on one core, warm, 1024x768: 23.7 against 16.4 µs.
 //   - elsewhere (and with INT_NO_X86, FP4CL_LINEAR_AVX2=0): signed 2·e2m1 codes from a table,
 //     int16 products with the activation codes, summed per row in plain OpenCL C.
 //
@@ -52,11 +56,12 @@
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4
 //   INT_TOKENS          tokens per work-item of linear_gemv_int_tokens (_single: 1, _pair: 2)
 //   INT_PLANES          1: W4A4 codes; 2: W4A16 activations as two planes (default 1)
-//   INT_PREFETCH        chunks of 16 elements (64 bytes of codes) ahead to prefetch into L2 (0:
-//                       none; x86 only). On 2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6
-//                       alternating rounds, median µs: none 426-600, 16 chunks 335-495, 32
-//                       362-442, 64 341-425 (the CPU default; bench/pocl-history.md).
-// Launch: global (roundup(ceil(N / 8), local0), ceil(M / tokens)), any local size.
+//   INT_PREFETCH        64-byte lines of codes ahead to prefetch into L2 (0: none; x86 only; a
+//                       chunk of 8 rows' codes before the groups of 16, so the same distance). On
+//                       2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6 alternating
+//                       rounds with groups of 8 rows, median µs: none 426-600, 16 lines 335-495,
+//                       32 362-442, 64 341-425 (the CPU default; bench/pocl-history.md).
+// Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size.
 #include "common/fp4_dot.cl"
 
 #ifndef INT_TOKENS
@@ -91,14 +96,26 @@
 typedef char int_v32qi __attribute__((vector_size(32)));
 typedef short int_v16hi __attribute__((vector_size(32)));
 typedef uint int_v8su __attribute__((vector_size(32)));
-// Rows 0..3 (low nibbles of the load's 16 bytes) in the low 128 bits, rows 4..7 (high nibbles) in
-// the high 128 bits, each as 2·e2m1 + 12.
-inline int_v32qi int_offset_codes(uint4 b) {
+// A load's 32 bytes (uint8) as 2·e2m1 + 12 of rows 0..7 (its low nibbles: .lo) and rows 8..15
+// (its high nibbles: .hi), byte 4r + i element i of row r (r = 0..7).
+typedef struct {
+  int_v32qi lo, hi;
+} int_codes2;
+inline int_codes2 int_offset_codes(uint8 b) {
   const int_v32qi table = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
                            12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-  const int_v8su shift = {0, 0, 0, 0, 4, 4, 4, 4};
-  const int_v8su both = {b.s0, b.s1, b.s2, b.s3, b.s0, b.s1, b.s2, b.s3};
-  return __builtin_ia32_pshufb256(table, (int_v32qi)((both >> shift) & 0x0F0F0F0Fu));
+  const int_v8su v = __builtin_astype(b, int_v8su);
+  int_codes2 r;
+  r.lo = __builtin_ia32_pshufb256(table, (int_v32qi)(v & 0x0F0F0F0Fu));
+  r.hi = __builtin_ia32_pshufb256(table, (int_v32qi)((v >> 4) & 0x0F0F0F0Fu));
+  return r;
+}
+inline int_v32qi int_broadcast4(int x4) { return (int_v32qi)((int_v8su){x4, x4, x4, x4, x4, x4, x4, x4}); }
+// Row r's int32 lane r: the int16 pair sums of a byte multiply-add, added.
+inline int8 int_row_sums(int_v16hi s, short factor) {
+  const int_v16hi f = {factor, factor, factor, factor, factor, factor, factor, factor,
+                       factor, factor, factor, factor, factor, factor, factor, factor};
+  return __builtin_astype(__builtin_ia32_pmaddwd256(s, f), int8);
 }
 #else
 // 2·e2m1 of the checkpoint's codes 0..15 (code 8 is -0).
@@ -111,17 +128,19 @@ inline int4 int_sum_quads(short16 v) {
   return convert_int4(v.s048c) + convert_int4(v.s159d) + convert_int4(v.s26ae) + convert_int4(v.s37bf);
 }
 inline int4 int_sum_quads32(int16 v) { return v.s048c + v.s159d + v.s26ae + v.s37bf; }
+// Half h of a load (16 bytes: rows 4h .. 4h + 3 in the low nibbles, 8 + 4h .. 11 + 4h in the high).
+inline uchar16 int_half(const __global uint4* cp, uint load, uint h) { return as_uchar16(cp[2u * load + h]); }
 #endif
 
 #if INT_PREFETCH > 0 && defined(__x86_64__)
-// The block's weights INT_PREFETCH chunks ahead, into L2, and every 8th block the line of scales
-// 64 blocks on. Never faults. (x86 only: other OpenCL compilers, NVIDIA's among them, take no
-// __global pointer here; the parameter then changes nothing.)
+// The block's weights INT_PREFETCH lines of 64 bytes ahead, into L2, and every 4th block the line
+// of scales 32 blocks on. Never faults. (x86 only: other OpenCL compilers, NVIDIA's among them,
+// take no __global pointer here; the parameter then changes nothing.)
 #define INT_PREFETCH_BLOCK(cp, sp, blk)                                                                   \
   do {                                                                                                    \
-    for (uint c_ = 0; c_ < INT_BLOCK / 16u; ++c_)                                                         \
-      __builtin_prefetch((const __global char*)((cp) + ((blk) * (INT_BLOCK / 16u) + c_ + INT_PREFETCH) * 4u), 0, 2); \
-    if (((blk) & 7u) == 0u) __builtin_prefetch((const __global char*)((sp) + ((blk) + 64u) * 8u), 0, 2); \
+    for (uint l_ = 0; l_ < INT_BLOCK / 8u; ++l_)                                                          \
+      __builtin_prefetch((const __global char*)(cp) + ((blk) * (INT_BLOCK / 8u) + l_ + INT_PREFETCH) * 64u, 0, 2); \
+    if (((blk) & 3u) == 0u) __builtin_prefetch((const __global char*)((sp) + ((blk) + 32u) * 16u), 0, 2); \
   } while (0)
 #else
 #define INT_PREFETCH_BLOCK(cp, sp, blk) ((void)0)
@@ -133,10 +152,11 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
                      int exp_bias, float epilogue, int has_bias, int out_bf16, uint max_tokens, const uint tokens) {
   const uint g = get_global_id(0);
   const uint m0 = get_global_id(1) * tokens;
-  if (g * 8u >= n_rows || m0 >= m_tokens) return;
+  if (g * 16u >= n_rows || m0 >= m_tokens) return;
   const uint blocks = k / INT_BLOCK;
-  const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 64u);
-  const __global uchar* sp = scales + (size_t)g * blocks * 8u;
+  // The group's chunks: 4 loads of 32 bytes (8 uint4) each; its block scales: 16 bytes a block.
+  const __global uint4* cp = (const __global uint4*)(codes + (size_t)g * (k / 16u) * 128u);
+  const __global uchar* sp = scales + (size_t)g * blocks * 16u;
 
 #if INT_PLANES == 2
   const size_t plane = (size_t)max_tokens * kpad;
@@ -145,128 +165,140 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
   const __global int* lo[INT_TOKENS];
   const __global int* qoff[INT_TOKENS];
   const __global float2* f[INT_TOKENS];
-  float8 acc[INT_TOKENS];
+  float16 acc[INT_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
     hi[t] = (const __global int*)(acts + (size_t)m * kpad);
     lo[t] = (const __global int*)(acts + 3u * plane + (size_t)m * kpad);
     qoff[t] = (const __global int*)(acts + plane) + (size_t)m * (kpad / 16u);
     f[t] = (const __global float2*)(acts + 2u * plane) + (size_t)m * (kpad / 16u);
-    acc[t] = (float8)(0.0f);
+    acc[t] = (float16)(0.0f);
   }
 #else
   // Token t's codes (4 to an int), chunk code sums and chunk scales.
   const __global int* a[INT_TOKENS];
   const __global int* asum[INT_TOKENS];
   const __global float* as[INT_TOKENS];
-  float8 acc[INT_TOKENS];
+  float16 acc[INT_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
     a[t] = (const __global int*)(acts + (size_t)m * kpad);
     asum[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
     as[t] = (const __global float*)(acts + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u);
-    acc[t] = (float8)(0.0f);
+    acc[t] = (float16)(0.0f);
   }
-
 #endif
   for (uint blk = 0; blk < blocks; ++blk) {
     INT_PREFETCH_BLOCK(cp, sp, blk);
+    // The 16 rows' weight scales of the block, divided by 4 (2·e2m1 codes).
+    const float16 ws = (float16)(fp4_lane_scales8(sp + blk * 16u, exp_bias, 0.25f),
+                                 fp4_lane_scales8(sp + blk * 16u + 8u, exp_bias, 0.25f));
 #if INT_PLANES == 2
-    // W4A16: the chunk sums of 2·e2m1(w) · q from the two planes (above), chunk by chunk.
-    // The 8 rows' weight scales of the block, divided by 4 (2·e2m1 codes; the factors carry 2^(E - 13)).
-    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
+    // W4A16: the chunk sums of 2·e2m1(w) · q from the two planes (above), chunk by chunk; the
+    // factors carry 2^(E - 13).
     for (uint c = blk * (INT_BLOCK / 16u); c < (blk + 1u) * (INT_BLOCK / 16u); ++c) {
-      int8 sum[INT_TOKENS];
+      int16 sum[INT_TOKENS];
 #if INT_X86
       const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-      int_v16hi sh[INT_TOKENS], sl[INT_TOKENS];
-      for (uint t = 0; t < tokens; ++t) sh[t] = sl[t] = zero;
+      // Per token, rows 0..7 and 8..15 against the hi and the lo plane.
+      int_v16hi sh0[INT_TOKENS], sh1[INT_TOKENS], sl0[INT_TOKENS], sl1[INT_TOKENS];
+      for (uint t = 0; t < tokens; ++t) sh0[t] = sh1[t] = sl0[t] = sl1[t] = zero;
 #pragma unroll
       for (uint q = 0; q < 4u; ++q) {
-        const int_v32qi w = int_offset_codes(cp[c * 4u + q]);
+        const int_codes2 w = int_offset_codes(((const __global uint8*)cp)[c * 4u + q]);
         for (uint t = 0; t < tokens; ++t) {
-          const int h4 = hi[t][c * 4u + q], l4 = lo[t][c * 4u + q];
-          sh[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){h4, h4, h4, h4, h4, h4, h4, h4}));
-          sl[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){l4, l4, l4, l4, l4, l4, l4, l4}));
+          const int_v32qi h4 = int_broadcast4(hi[t][c * 4u + q]), l4 = int_broadcast4(lo[t][c * 4u + q]);
+          sh0[t] += __builtin_ia32_pmaddubsw256(w.lo, h4);
+          sh1[t] += __builtin_ia32_pmaddubsw256(w.hi, h4);
+          sl0[t] += __builtin_ia32_pmaddubsw256(w.lo, l4);
+          sl1[t] += __builtin_ia32_pmaddubsw256(w.hi, l4);
         }
       }
-      const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-      const int_v16hi h128 = {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128};
-      for (uint t = 0; t < tokens; ++t)
-        sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(sh[t], h128), int8) +
-                 __builtin_astype(__builtin_ia32_pmaddwd256(sl[t], ones), int8) + qoff[t][c];
+      for (uint t = 0; t < tokens; ++t) {
+        const int off = qoff[t][c];
+        sum[t] = (int16)(int_row_sums(sh0[t], 128) + int_row_sums(sl0[t], 1) + off,
+                         int_row_sums(sh1[t], 128) + int_row_sums(sl1[t], 1) + off);
+      }
 #else
-      int16 slo[INT_TOKENS], shi[INT_TOKENS];
-      for (uint t = 0; t < tokens; ++t) slo[t] = shi[t] = (int16)(0);
+      // Per token, rows 0..3, 4..7, 8..11 and 12..15.
+      int16 s0[INT_TOKENS], s1[INT_TOKENS], s2[INT_TOKENS], s3[INT_TOKENS];
+      for (uint t = 0; t < tokens; ++t) s0[t] = s1[t] = s2[t] = s3[t] = (int16)(0);
 #pragma unroll
       for (uint q = 0; q < 4u; ++q) {
-        const uchar16 b = as_uchar16(cp[c * 4u + q]);
-        const int16 wlo = convert_int16(int_twice_e2m1(b & (uchar)15));
-        const int16 whi = convert_int16(int_twice_e2m1(b >> (uchar)4));
+        const uchar16 b0 = int_half(cp, c * 4u + q, 0u), b1 = int_half(cp, c * 4u + q, 1u);
+        const int16 w0 = convert_int16(int_twice_e2m1(b0 & (uchar)15)), w2 = convert_int16(int_twice_e2m1(b0 >> (uchar)4));
+        const int16 w1 = convert_int16(int_twice_e2m1(b1 & (uchar)15)), w3 = convert_int16(int_twice_e2m1(b1 >> (uchar)4));
         for (uint t = 0; t < tokens; ++t) {
           const int4 x4 = convert_int4(as_char4(hi[t][c * 4u + q])) * 128 + convert_int4(as_uchar4(lo[t][c * 4u + q]));
           const int16 x = (int16)(x4, x4, x4, x4);
-          slo[t] += wlo * x;
-          shi[t] += whi * x;
+          s0[t] += w0 * x;
+          s1[t] += w1 * x;
+          s2[t] += w2 * x;
+          s3[t] += w3 * x;
         }
       }
-      for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads32(slo[t]), int_sum_quads32(shi[t]));
+      for (uint t = 0; t < tokens; ++t)
+        sum[t] = (int16)(int_sum_quads32(s0[t]), int_sum_quads32(s1[t]), int_sum_quads32(s2[t]), int_sum_quads32(s3[t]));
 #endif
       for (uint t = 0; t < tokens; ++t) {
         const float2 fc = f[t][c];
-        acc[t] = fma(convert_float8(sum[t]) * fc.x, ws * fc.y, acc[t]);
+        acc[t] = fma(convert_float16(sum[t]) * fc.x, ws * fc.y, acc[t]);
       }
     }
 #else
-    int8 sum[INT_TOKENS];
+    int16 sum[INT_TOKENS];
 #if INT_X86
     const int_v16hi zero = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int_v16hi s[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) s[t] = zero;
+    // Per token, rows 0..7 and 8..15.
+    int_v16hi s0[INT_TOKENS], s1[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) s0[t] = s1[t] = zero;
 #pragma unroll
     for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
-      const int_v32qi w = int_offset_codes(cp[blk * (INT_BLOCK / 4u) + q]);
+      const int_codes2 w = int_offset_codes(((const __global uint8*)cp)[blk * (INT_BLOCK / 4u) + q]);
       for (uint t = 0; t < tokens; ++t) {
-        const int x4 = a[t][blk * (INT_BLOCK / 4u) + q];
-        s[t] += __builtin_ia32_pmaddubsw256(w, (int_v32qi)((int_v8su){x4, x4, x4, x4, x4, x4, x4, x4}));
+        const int_v32qi x4 = int_broadcast4(a[t][blk * (INT_BLOCK / 4u) + q]);
+        s0[t] += __builtin_ia32_pmaddubsw256(w.lo, x4);
+        s1[t] += __builtin_ia32_pmaddubsw256(w.hi, x4);
       }
     }
-    const int_v16hi ones = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     for (uint t = 0; t < tokens; ++t) {
 #if FP4CL_FORMAT_MXFP4
       const int offset = 12 * (asum[t][2u * blk] + asum[t][2u * blk + 1u]);
 #else
       const int offset = 12 * asum[t][blk];
 #endif
-      sum[t] = __builtin_astype(__builtin_ia32_pmaddwd256(s[t], ones), int8) - offset;
+      sum[t] = (int16)(int_row_sums(s0[t], 1), int_row_sums(s1[t], 1)) - offset;
     }
 #else
-    short16 lo[INT_TOKENS], hi[INT_TOKENS];
-    for (uint t = 0; t < tokens; ++t) lo[t] = hi[t] = (short16)(0);
+    // Per token, rows 0..3, 4..7, 8..11 and 12..15.
+    short16 s0[INT_TOKENS], s1[INT_TOKENS], s2[INT_TOKENS], s3[INT_TOKENS];
+    for (uint t = 0; t < tokens; ++t) s0[t] = s1[t] = s2[t] = s3[t] = (short16)(0);
 #pragma unroll
     for (uint q = 0; q < INT_BLOCK / 4u; ++q) {
-      const uchar16 b = as_uchar16(cp[blk * (INT_BLOCK / 4u) + q]);
-      const short16 wlo = int_twice_e2m1(b & (uchar)15), whi = int_twice_e2m1(b >> (uchar)4);
+      const uchar16 b0 = int_half(cp, blk * (INT_BLOCK / 4u) + q, 0u), b1 = int_half(cp, blk * (INT_BLOCK / 4u) + q, 1u);
+      const short16 w0 = int_twice_e2m1(b0 & (uchar)15), w2 = int_twice_e2m1(b0 >> (uchar)4);
+      const short16 w1 = int_twice_e2m1(b1 & (uchar)15), w3 = int_twice_e2m1(b1 >> (uchar)4);
       for (uint t = 0; t < tokens; ++t) {
         const short4 x4 = convert_short4(as_char4(a[t][blk * (INT_BLOCK / 4u) + q]));
         const short16 x = (short16)(x4, x4, x4, x4);
-        lo[t] += wlo * x;
-        hi[t] += whi * x;
+        s0[t] += w0 * x;
+        s1[t] += w1 * x;
+        s2[t] += w2 * x;
+        s3[t] += w3 * x;
       }
     }
-    for (uint t = 0; t < tokens; ++t) sum[t] = (int8)(int_sum_quads(lo[t]), int_sum_quads(hi[t]));
-#endif
-    // The 8 rows' weight scales of the block, divided by 4 (both codes are 2·e2m1).
-    const float8 ws = fp4_lane_scales8(sp + blk * 8u, exp_bias, 0.25f);
     for (uint t = 0; t < tokens; ++t)
-      acc[t] = fma(convert_float8(sum[t]), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
+      sum[t] = (int16)(int_sum_quads(s0[t]), int_sum_quads(s1[t]), int_sum_quads(s2[t]), int_sum_quads(s3[t]));
+#endif
+    for (uint t = 0; t < tokens; ++t)
+      acc[t] = fma(convert_float16(sum[t]), ws * as[t][blk * (INT_BLOCK / 16u)], acc[t]);
 #endif
   }
 
   for (uint t = 0; t < tokens; ++t) {
     const uint m = m0 + t;
     if (m >= m_tokens) break;
-    fp4_store_rows8(y, acc[t], m, g * 8u, n_rows, epilogue, bias, has_bias, out_bf16);
+    fp4_store_rows16(y, acc[t], m, g * 16u, n_rows, epilogue, bias, has_bias, out_bf16);
   }
 }
 

@@ -1,4 +1,4 @@
-// Strategy "gemv_int": kernels/linear_gemv_int.cl, decode on CPUs in integer arithmetic (8 weight
+// Strategy "gemv_int": kernels/linear_gemv_int.cl, decode on CPUs in integer arithmetic (16 weight
 // rows per work-item; block sums of E2M1 products as integers: vpshufb, vpmaddubsw and vpmaddwd
 // where the OpenCL compiler offers the AVX2 builtins, plain OpenCL C otherwise or with
 // FP4CL_LINEAR_AVX2=0, for comparison; both give the same bits). Its weights are the lanes layout in
@@ -38,7 +38,7 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
 
   std::shared_ptr<const DeviceFp4LaneGroups> take_weights(const Context& ctx, const Fp4Weight& weight,
                                                           WeightLayouts& layouts) const override {
-    return layouts.get_or_make<DeviceFp4LaneGroups>("fp4_lanes8_quads", [&] {
+    return layouts.get_or_make<DeviceFp4LaneGroups>("fp4_lanes16_quads", [&] {
       return upload_fp4_layout(ctx, make_fp4_lanes_layout(weight, Fp4LanesOrder::by_quad));
     });
   }
@@ -52,7 +52,7 @@ class GemvIntKernel final : public LaneGroupsGemvKernel {
 
   void add_options(const Context& ctx, const LinearConfig& config, BuildOptions& options) const override {
     (void)ctx;
-    // Software prefetch of the weights INT_PREFETCH chunks ahead (0: none).
+    // Software prefetch of the weights INT_PREFETCH lines of 64 bytes ahead (0: none).
     const long long prefetch = linear_tuning_value(config, "gemv_int", "INT_PREFETCH");
     if (prefetch < 0 || prefetch > 4096) fail("INT_PREFETCH = {} is outside 0..4096", prefetch);
     options.define("INT_PREFETCH", prefetch);

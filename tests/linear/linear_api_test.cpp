@@ -391,6 +391,10 @@ TEST(LinearApi, MetadataForBenchmarks) {
   // bytes per block.
   Linear words = Linear::create(context(), w, kNvW4A16, options_for("gemv_words", OutputType::bf16, 512));
   EXPECT_EQ(words.weight_bytes(), 13u * 360u * 64u + 13u * 180u * 16u);
+  // The lanes layout by_quad (gemv_int): groups of 16 rows, 128 code bytes and 16 scale bytes per
+  // group and 16 elements.
+  Linear quads = Linear::create(context(), w, kNvW4A16, options_for("gemv_int", OutputType::bf16, 512));
+  EXPECT_EQ(quads.weight_bytes(), 13u * 180u * 128u + 13u * 180u * 16u);
   EXPECT_EQ(layer.n(), 200);
   EXPECT_EQ(layer.k(), 2880);
   EXPECT_NE(layer.describe().find("NVFP4 W4A16 linear 200x2880"), std::string::npos) << layer.describe();
