@@ -24,12 +24,13 @@
 //     accumulated in int16 over the block and added in 32 bits by one vpmaddwd. The
 //     offset 12 adds 12 · (the chunk's activation code sum) to every row's sum, which the
 //     pre-pass wrote and the kernel subtracts. |partial sums| <= 2 · 24 · 12 per load, 8 loads an
-//     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 9
-//     vector instructions per 64 weights (a load, a shift, two masks, two shuffles, two multiply-
-//     adds and their two adds share one broadcast). Groups of 8 rows (a 16-byte load broadcast to
-//     both halves, a variable shift and a mask, per 32 weights) took 44 instructions per 128
-//     weights with the block's epilogue, which bounds the loop on Zen 3 (the same speed with the
-//     weights in L2): a C probe of both loops on one core, warm, 1024x768: 23.7 against 16.4 µs.
+//     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 11
+//     vector instructions per 64 weights (a load, a shift, two masks, two shuffles, one broadcast,
+//     two multiply-adds and their two adds): 80 instructions per 256 weights with the
+//     block's epilogue and the loop's control (W4A4 NVFP4, disassembled from PoCL's cache).
+//     Groups of 8 rows (a 16-byte load broadcast to both halves, a variable shift and a mask, per
+//     32 weights) took 49 per 128, which bounded the loop on Zen 3 (the same speed with the
+//     weights warm): a C probe of both loops on one core, warm, 1024x768: 23.7 against 16.4 µs.
 //   - elsewhere (and with INT_NO_X86, FP4CL_LINEAR_AVX2=0): signed 2·e2m1 codes from a table,
 //     int16 products with the activation codes, summed per row in plain OpenCL C.
 //

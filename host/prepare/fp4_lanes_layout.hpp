@@ -13,9 +13,9 @@
 //           of row r + 8 in its high nibble. So the low nibbles of a load are rows 0..7's four
 //           elements and the high nibbles rows 8..15's, each one 32-bit lane per row after a
 //           byte-table lookup, as a byte multiply-add by one broadcast of the 4 activations wants
-//           them: a load costs one mask, one shift and two lookups for 64 weights (groups of 8 rows
-//           took a 16-byte broadcast, a variable shift and a mask for 32; kernels/linear_gemv_int.cl
-//           has the measurement).
+//           them: a load costs two masks, one shift and two lookups for 64 weights (groups of 8
+//           rows took a 16-byte broadcast, a variable shift and a mask for 32;
+//           kernels/linear_gemv_int.cl has the measurement).
 //
 // The E2M1 codes are the checkpoint's (an NVFP4 block with a negative scale has its codes' signs
 // flipped and its scale made positive). Made on the host once, at load, then uploaded
