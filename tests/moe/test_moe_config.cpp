@@ -49,6 +49,53 @@ void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::
   }
 }
 
+// Activations [T, H] (seed `seed`) whose chunks of `chunk` elements are, by chunk index c: one
+// element at 2^20 and the others near 2^-40 (c % 3 == 1), zeros (else c % 5 == 2), and with
+// `near_ties`, where c % 3 == 0, the largest at 1.xxx and the others 2^6 .. 2^9 below it with every
+// significand; ordinary BF16 elsewhere. The CPU paths that scale or round each chunk by its largest
+// (scaled activations, integer planes) meet wide chunks, zero chunks and rounding ties in them.
+std::vector<std::uint16_t> wide_chunk_activations(std::int64_t T, std::int64_t H, std::int64_t chunk,
+                                                  std::uint64_t seed, bool near_ties) {
+  std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, seed);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < H; ++i) {
+      std::uint16_t& v = x[static_cast<std::size_t>(t * H + i)];
+      const std::int64_t c = i / chunk, j = i % chunk;
+      if (c % 3 == 1) {  // one element at 2^20, the others near 2^-40
+        const unsigned exponent = j == 5 ? 127u + 20u : 127u - 40u;
+        v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
+      } else if (c % 5 == 2) {
+        v = 0;
+      } else if (near_ties && c % 3 == 0) {  // largest 1.xxx (j = 0), the others 2^6 .. 2^9 below
+        const unsigned exponent = j == 0 ? 127u : 121u - static_cast<unsigned>(j % 4);
+        v = static_cast<std::uint16_t>(((static_cast<unsigned>(i * 37 + t * 11) & 0x807Fu)) | (exponent << 7));
+      }
+    }
+  return x;
+}
+
+// One token of BF16 denormals (seed `seed`) and the experts with FC1's global scales raised by
+// 2^110, which lift its sums into the normal range: a path that flushed the denormals would give
+// (nearly) all-zero outputs (count them with nonzero_outputs).
+struct DenormalToken {
+  Fp4Experts lifted;
+  std::vector<std::uint16_t> x;
+};
+DenormalToken denormal_token(const Fp4Experts& ex, std::int64_t H, std::uint64_t seed) {
+  DenormalToken d{ex, make_activations(1, H, Data::exact, seed)};
+  for (float& g : d.lifted.w13_global_scale) g = std::ldexp(g, 110);
+  for (std::uint16_t& v : d.x) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);
+  return d;
+}
+int nonzero_outputs(const DeviceResult& r, MoeOutput output, std::int64_t H) {
+  int n = 0;
+  for (std::int64_t i = 0; i < H; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    n += output == MoeOutput::fp32 ? r.fp32[k] != 0.0f : (r.bf16[k] & 0x7FFF) != 0;
+  }
+  return n;
+}
+
 TEST(MoeConfig, RejectsInvalidExperts) {
   const Fp4Experts good = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 1});
   const MoeConfig cfg = config(kNvW4A4, 2);
@@ -389,9 +436,8 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
   EXPECT_TRUE(matches_reference(ref, dev, cfg.output)) << "tiny activations";
   // The reference's bound is loose at these magnitudes (about 0.03 for outputs near 1e-11), so
   // also: token 0's denormal activations were not flushed (flushed, its outputs would all be 0).
-  int nonzero = 0;
-  for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
-  EXPECT_GT(nonzero, H / 2) << "token 0's outputs vanished: its denormal activations were flushed";
+  EXPECT_GT(nonzero_outputs(dev, cfg.output, H), H / 2)
+      << "token 0's outputs vanished: its denormal activations were flushed";
 }
 
 // Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
@@ -501,28 +547,13 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 81});
   for (const char* strategy : {"grouped", "decode"}) {
     for (const std::int64_t T : {1, 5, 16}) {
-      std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 82 + T);
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t i = 0; i < H; ++i) {
-          std::uint16_t& v = x[static_cast<std::size_t>(t * H + i)];
-          if (i / 8 % 3 == 1) {  // one element at 2^20, the others near 2^-40
-            const unsigned exponent = i % 8 == 5 ? 127u + 20u : 127u - 40u;
-            v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
-          } else if (i / 8 % 5 == 2) {
-            v = 0;
-          }
-        }
-      check(ex, strategy, x, T, std::string(strategy) + " wide T=" + std::to_string(T));
+      check(ex, strategy, wide_chunk_activations(T, H, 8, 82 + T, false), T,
+            std::string(strategy) + " wide T=" + std::to_string(T));
     }
   }
-  Fp4Experts lifted = ex;
-  for (float& g : lifted.w13_global_scale) g = std::ldexp(g, 110);
-  std::vector<std::uint16_t> tiny = make_activations(1, H, Data::exact, 91);
-  for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);  // denormals
-  const DeviceResult dev = check(lifted, "decode", tiny, 1, "denormal activations");
-  int nonzero = 0;
-  for (std::int64_t i = 0; i < H; ++i) nonzero += (dev.bf16[static_cast<std::size_t>(i)] & 0x7FFF) != 0;
-  EXPECT_GT(nonzero, H / 2) << "the denormal activations were flushed";
+  const DenormalToken tiny = denormal_token(ex, H, 91);
+  const DeviceResult dev = check(tiny.lifted, "decode", tiny.x, 1, "denormal activations");
+  EXPECT_GT(nonzero_outputs(dev, MoeOutput::bf16, H), H / 2) << "the denormal activations were flushed";
 }
 
 // Tiles of up to 4 pairs under NVFP4 W4A16 with the activations on their integer grid (chunks of
@@ -591,33 +622,15 @@ TEST(MoeConfig, W4A16IntegerPlanes) {
   };
   for (const char* strategy : {"grouped", "decode"}) {
     for (const std::int64_t T : {1, 5, 16}) {
-      std::vector<std::uint16_t> x = make_activations(T, H, Data::exact, 102 + T);
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t i = 0; i < H; ++i) {
-          std::uint16_t& v = x[static_cast<std::size_t>(t * H + i)];
-          if (i / 16 % 3 == 1) {  // one element at 2^20, the others near 2^-40
-            const unsigned exponent = i % 16 == 5 ? 127u + 20u : 127u - 40u;
-            v = static_cast<std::uint16_t>((v & 0x807Fu) | (exponent << 7));
-          } else if (i / 16 % 5 == 2) {
-            v = 0;
-          } else if (i / 16 % 3 == 0) {  // largest 1.xxx (j = 0), the others 2^6 .. 2^9 below, every significand
-            const unsigned j = static_cast<unsigned>(i % 16), exponent = j == 0 ? 127u : 121u - j % 4;
-            v = static_cast<std::uint16_t>(((static_cast<unsigned>(i * 37 + t * 11) & 0x807Fu)) | (exponent << 7));
-          }
-        }
+      const std::vector<std::uint16_t> x = wide_chunk_activations(T, H, 16, 102 + T, true);
       ASSERT_NE(on_grid(x), x) << "the data should exercise the rounding";
       const auto r = check(ex, strategy, x, T, std::string(strategy) + " wide T=" + std::to_string(T));
       EXPECT_NE(r[0].fp32, r[2].fp32) << "the grid should show in the outputs";
     }
   }
-  Fp4Experts lifted = ex;
-  for (float& g : lifted.w13_global_scale) g = std::ldexp(g, 110);
-  std::vector<std::uint16_t> tiny = make_activations(1, H, Data::exact, 111);
-  for (std::uint16_t& v : tiny) v = static_cast<std::uint16_t>((v & 0x807Fu) | 1u);  // denormals
-  const auto dev = check(lifted, "decode", tiny, 1, "denormal activations");
-  int nonzero = 0;
-  for (std::int64_t i = 0; i < H; ++i) nonzero += dev[0].fp32[static_cast<std::size_t>(i)] != 0.0f;
-  EXPECT_GT(nonzero, H / 2) << "the denormal activations were flushed";
+  const DenormalToken tiny = denormal_token(ex, H, 111);
+  const auto dev = check(tiny.lifted, "decode", tiny.x, 1, "denormal activations");
+  EXPECT_GT(nonzero_outputs(dev[0], MoeOutput::fp32, H), H / 2) << "the denormal activations were flushed";
   // NaN and an infinity in token 1 of 3.
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "decode";
