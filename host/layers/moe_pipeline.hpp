@@ -63,8 +63,8 @@ struct MoeChunk {
   const cl::Buffer* out = nullptr;
   MoeRoutingInput routing;
   // Every launch gets an event (the queue records profiling times); else only each chunk's last
-  // command, the call's `done` (an event costs ~7 µs of host time a launch on NVIDIA's OpenCL,
-  // bench/standalone/enqueue_costs.c).
+  // command, the call's `done` (an event costs ~7.5 µs of host time a launch on NVIDIA's OpenCL
+  // where the queue profiles, ~1.8 where not: bench/standalone/enqueue_by_args.c).
   bool events = false;
 };
 
