@@ -34,7 +34,8 @@
 //                         W4A4 for the integer GEMV (linear_gemv_int.cl): the same quantization,
 //                         written as integers 2·e2m1(code) (int8, per token a row of KPAD in
 //                         element order, zeros past K); after the rows of max_tokens tokens, per
-//                         token KPAD/16 ints: the sum of each 16-element chunk's codes; and from
+//                         token KPAD/16 ints: each 16-element chunk's offset -12 · Σ codes (the
+//                         GEMV's weight codes are 2·e2m1 + 12, as for the planes below); and from
 //                         byte offset 2 · max_tokens · KPAD, per token KPAD/16 floats: the block
 //                         scale of each chunk (an MXFP4 block's for both of its chunks; 0 past K).
 //   linear_bf16_int_planes
@@ -210,8 +211,8 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
   if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
   const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
   __global char* codes = (__global char*)out + (size_t)m * kpad + s * FP4CL_STEP;
-  __global int* sums = (__global int*)(out + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u) +
-                       s * (FP4CL_STEP / 16);
+  __global int* offsets = (__global int*)(out + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u) +
+                          s * (FP4CL_STEP / 16);
   __global float* scales = (__global float*)(out + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u) +
                            s * (FP4CL_STEP / 16);
   for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
@@ -219,7 +220,7 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
     if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
       for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) codes[first + i] = 0;
       for (uint c = 0; c < FP4CL_ACT_BLOCK / 16; ++c) {
-        sums[first / 16 + c] = 0;
+        offsets[first / 16 + c] = 0;
         scales[first / 16 + c] = 0.0f;
       }
       continue;
@@ -234,7 +235,7 @@ __kernel void linear_quantize_fp4_codes(const __global ushort* restrict x, __glo
         codes[i] = code;
         sum += code;
       }
-      sums[first / 16 + c] = sum;
+      offsets[first / 16 + c] = -12 * sum;
       scales[first / 16 + c] = scale;
     }
   }

@@ -22,8 +22,8 @@
 //     (0..24, unsigned) by two byte shuffles (vpshufb), and two vpmaddubsw multiply them by the 4
 //     broadcast activation codes and add neighbours: per row two int16 sums of 2 products,
 //     accumulated in int16 over the block and added in 32 bits by one vpmaddwd. The
-//     offset 12 adds 12 · (the chunk's activation code sum) to every row's sum, which the
-//     pre-pass wrote and the kernel subtracts. |partial sums| <= 2 · 24 · 12 per load, 8 loads an
+//     offset 12 adds 12 · (the chunk's activation code sum) to every row's sum: the pre-pass
+//     writes -12 · that sum, which the kernel adds. |partial sums| <= 2 · 24 · 12 per load, 8 loads an
 //     MXFP4 block: no int16 overflow, and vpmaddubsw's saturation is never reached. About 11
 //     vector instructions per 64 weights (a load, a shift, two masks, two shuffles, one broadcast,
 //     two multiply-adds and their two adds): 80 instructions per 256 weights with the
@@ -49,9 +49,10 @@
 //
 // Inputs: the lanes layout (by_quad), and linear_quantize_fp4_codes's workspace: per token KPAD
 // int8 codes 2·e2m1 in element order; after max_tokens rows, per token KPAD/16 ints (each chunk's
-// code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk scales. W4A16:
-// linear_bf16_int_planes's: the hi plane where the codes are, the offsets -12 · Σq where the code
-// sums are, float2 factors where the scales are, and the lo plane from byte 3 · max_tokens · KPAD.
+// offset -12 · its code sum); from byte 2 · max_tokens · KPAD, per token KPAD/16 fp32 chunk
+// scales. W4A16: linear_bf16_int_planes's: the hi plane where the codes are, the offsets -12 · Σq
+// where the codes' offsets are, float2 factors where the scales are, and the lo plane from byte
+// 3 · max_tokens · KPAD.
 //
 // Build options:
 //   FP4CL_FORMAT_MXFP4  1 for MXFP4, 0 for NVFP4
@@ -176,15 +177,15 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
     acc[t] = (float16)(0.0f);
   }
 #else
-  // Token t's codes (4 to an int), chunk code sums and chunk scales.
+  // Token t's codes (4 to an int), chunk offsets -12 · Σ codes and chunk scales.
   const __global int* a[INT_TOKENS];
-  const __global int* asum[INT_TOKENS];
+  const __global int* aoff[INT_TOKENS];
   const __global float* as[INT_TOKENS];
   float16 acc[INT_TOKENS];
   for (uint t = 0; t < tokens; ++t) {
     const uint m = min(m0 + t, m_tokens - 1u);  // a group past the last token repeats it (results dropped)
     a[t] = (const __global int*)(acts + (size_t)m * kpad);
-    asum[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
+    aoff[t] = (const __global int*)(acts + (size_t)max_tokens * kpad) + (size_t)m * (kpad / 16u);
     as[t] = (const __global float*)(acts + (size_t)max_tokens * kpad * 2u) + (size_t)m * (kpad / 16u);
     acc[t] = (float16)(0.0f);
   }
@@ -264,11 +265,11 @@ inline void gemv_int(const __global uchar* restrict codes, const __global uchar*
     }
     for (uint t = 0; t < tokens; ++t) {
 #if FP4CL_FORMAT_MXFP4
-      const int offset = 12 * (asum[t][2u * blk] + asum[t][2u * blk + 1u]);
+      const int offset = aoff[t][2u * blk] + aoff[t][2u * blk + 1u];
 #else
-      const int offset = 12 * asum[t][blk];
+      const int offset = aoff[t][blk];
 #endif
-      sum[t] = (int16)(int_row_sums(s0[t], 1), int_row_sums(s1[t], 1)) - offset;
+      sum[t] = (int16)(int_row_sums(s0[t], 1), int_row_sums(s1[t], 1)) + offset;
     }
 #else
     // Per token, rows 0..3, 4..7, 8..11 and 12..15.

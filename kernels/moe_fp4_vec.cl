@@ -383,16 +383,17 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 // layout; FP4CL_MOE_INT_DOT=0 turns it off), and then the activations' producers write, beside x1
 // and x2, each row's integer form into x1q / x2q (moe_int_store_codes16, below): per row of K
 // elements (2K bytes), K int8 codes 2·e2m1 with each 8 elements ordered (0, 2, 4, 6, 1, 3, 5, 7);
-// from byte K, K/16 ints, each block's code sum; from byte K + K/4, K/16 floats, each block's
-// decoded scale.
+// from byte K, K/16 ints, each block's offset -12 · (its code sum); from byte K + K/4, K/16
+// floats, each block's decoded scale.
 //   - x86 with AVX2 (clang's builtins reachable; not with MOE_INT_NO_X86, FP4CL_MOE_INT_DOT=portable):
 //     a vector of 8 words (8 elements of each of the 8 rows) gives its even and odd elements as
 //     bytes (a mask, a shift and a mask), one vpshufb each maps them to 2·e2m1 + 12 (0..24,
 //     unsigned), and one vpmaddubsw each multiplies them by a 32-bit broadcast of the pair's 4
 //     matching codes and adds neighbours: per row two int16 sums, accumulated over the block (|.|
 //     <= 4 · 2 · 24 · 12: no overflow, no saturation) and added in 32 bits by one vpmaddwd; the
-//     offset 12 adds 12 · the block's code sum, which is subtracted. About 9 vector instructions
-//     per 64 weights and pair, against ~40 for the float decode (5 per 8 weights).
+//     offset 12 adds 12 · the block's code sum, which the block's precomputed offset takes away.
+//     About 9 vector instructions per 64 weights and pair, against ~40 for the float decode (5 per
+//     8 weights).
 //   - elsewhere: the same integers from a select decode and int multiplies in plain OpenCL C.
 // Tiles of up to MOE_INT_MAX_PAIRS pairs; larger tiles and batch-invariant builds keep the float
 // decode (a pair's bits would otherwise depend on its tile's size).
@@ -431,8 +432,8 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #define MOE_INT_ROW2(kk) ((kk) / 2)
 #endif
 
-// Row m's codes, block code sums and block scales (x: the row's first uint, kk its elements).
-#define MOE_INT_SUMS(x, kk) ((const __global int*)((const __global char*)(x) + (kk)))
+// Row m's codes, block offsets (-12 · code sum) and block scales (x: the row's first uint, kk its elements).
+#define MOE_INT_OFFSETS(x, kk) ((const __global int*)((const __global char*)(x) + (kk)))
 #define MOE_INT_SCALES(x, kk) ((const __global float*)((const __global char*)(x) + (kk) + (kk) / 4))
 
 #if MOE_INT_X86
@@ -481,7 +482,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
   }
 #define MOE_INT_BLOCK_TOTAL(S16, m)                                                              \
   (__builtin_astype(__builtin_ia32_pmaddwd256(S16[m], (moe_v16hi_i){1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}), \
-                    int8) - 12 * MOE_INT_SUMS(xr[m], kk)[b])
+                    int8) + MOE_INT_OFFSETS(xr[m], kk)[b])
 #define MOE_INT_SUM_T moe_v16hi_i
 #else
 #define MOE_INT_BLOCK_SUMS(W, S16, N)                                                            \

@@ -71,14 +71,15 @@ inline float16 moe_quantize16(float16 v, float gs) {
 
 // The integer form of block b of a row of kk elements (x1q / x2q rows under MOE_INT_CODES,
 // moe_fp4_vec.cl's MOE_INTDOT): the codes 2·e2m1 (exact small integers; -0 is 0) as int8, each 8
-// ordered (0, 2, 4, 6, 1, 3, 5, 7), at byte 16b; their sum at int b from byte kk; the block's
-// decoded scale at float b from byte kk + kk/4.
+// ordered (0, 2, 4, 6, 1, 3, 5, 7), at byte 16b; the block's offset -12 · (their sum: the
+// weights' codes are 2·e2m1 + 12 there) at int b from byte kk; the block's decoded scale at float b
+// from byte kk + kk/4.
 inline void moe_int_store_codes16(float16 e2m1, float scale, __global uint* row, int kk, int b) {
   const char16 c = convert_char16(e2m1 * 2.0f);
   vstore16((char16)(c.s0246, c.s1357, c.s8ace, c.s9bdf), 0, (__global char*)row + 16 * b);
   const int8 p = convert_int8(c.lo) + convert_int8(c.hi);
   const int4 q = p.lo + p.hi;
-  ((__global int*)((__global char*)row + kk))[b] = q.x + q.y + q.z + q.w;
+  ((__global int*)((__global char*)row + kk))[b] = -12 * (q.x + q.y + q.z + q.w);
   ((__global float*)((__global char*)row + kk + kk / 4))[b] = scale;
 }
 #endif

@@ -67,11 +67,11 @@ std::size_t LinearActivationPass::factors_offset() const {
   return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(float);
 }
 
-std::size_t LinearActivationPass::sums_offset() const {
+std::size_t LinearActivationPass::chunk_offsets_offset() const {
   return static_cast<std::size_t>(max_tokens_ * kpad_) * sizeof(std::int8_t);
 }
 
-// After the int8 codes (KPAD bytes per token) and their chunk sums (KPAD/16 ints, KPAD/4 bytes).
+// After the int8 codes (KPAD bytes per token) and their chunk offsets (KPAD/16 ints, KPAD/4 bytes).
 std::size_t LinearActivationPass::scales_offset() const {
   return static_cast<std::size_t>(max_tokens_ * kpad_) * 2;
 }

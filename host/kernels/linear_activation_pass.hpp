@@ -17,7 +17,7 @@ namespace fp4cl {
 // What the pass writes.
 enum class ActivationForm {
   split_float,  // fp32 rows, even elements then odd ones (W4A16: BF16 values; W4A4: e2m1 × scale)
-  int_codes,    // W4A4 only: int8 2·e2m1 rows, their sums per 16-element chunk, then fp32 chunk scales
+  int_codes,    // W4A4 only: int8 2·e2m1 rows, -12 × their sum per 16-element chunk, then fp32 chunk scales
   bf16_rows,    // W4A4 only: BF16 rows [m, k] of e2m1 × scale (exact), element order
   block_scaled, // fp32 rows (W4A4: e2m1 × scale), each 16-element chunk scaled by 2^(126 - E), then 2^E per chunk
   int_planes,   // W4A16 only: each 16-element chunk as 15-bit integers on a grid 2^(E - 14), in two int8 planes
@@ -32,8 +32,9 @@ class LinearActivationPass {
 
   // Workspace bytes for max_tokens tokens.
   std::size_t workspace_bytes() const;
-  // int_codes: where the chunk sums of the codes start in the workspace (bytes; the codes start at 0).
-  std::size_t sums_offset() const;
+  // int_codes: where the chunks' offsets (-12 × the sum of their codes) start in the workspace
+  // (bytes; the codes start at 0).
+  std::size_t chunk_offsets_offset() const;
   // int_codes: where the block scales start in the workspace (bytes).
   std::size_t scales_offset() const;
   // block_scaled: where the chunks' factors 2^E start in the workspace (bytes; the rows start at 0).

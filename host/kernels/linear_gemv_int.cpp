@@ -2,7 +2,7 @@
 // rows per work-item; block sums of E2M1 products as integers: vpshufb, vpmaddubsw and vpmaddwd
 // where the OpenCL compiler offers the AVX2 builtins, plain OpenCL C otherwise or with
 // FP4CL_LINEAR_AVX2=0, for comparison; both give the same bits). Its weights are the lanes layout in
-// by_quad order. W4A4: its activations are the pre-pass's int8 codes, chunk code sums and block
+// by_quad order. W4A4: its activations are the pre-pass's int8 codes, chunk offsets and block
 // scales, and the sums are exact. W4A16: the activations are the pre-pass's 15-bit integers on a
 // grid per 16-element chunk, in two int8 planes (exact for elements within 2^7 of their chunk's
 // largest, rounded to nearest below; FP4CL_W4A16_INT=0 refuses W4A16 here, so that automatic

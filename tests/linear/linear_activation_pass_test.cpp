@@ -103,8 +103,8 @@ void expect_pass_matches_host(WeightFormat format, bool w4a16, float gs) {
 }
 
 // The integer form: per token kpad int8 codes 2·e2m1 (element order, zeros past k), then per
-// token kpad/16 chunk sums of those codes, then per token kpad/16 chunk scales, against the host
-// recipe's codes and scale bytes.
+// token kpad/16 chunk offsets -12 · (the sum of those codes), then per token kpad/16 chunk scales,
+// against the host recipe's codes and scale bytes.
 void expect_int_codes_match_host(WeightFormat format, float gs) {
   const std::int64_t m = 3, k = format == WeightFormat::nvfp4 ? 208 : 224;
   const std::int64_t kpad = (k + 63) / 64 * 64, block = block_size(format);
@@ -119,14 +119,14 @@ void expect_int_codes_match_host(WeightFormat format, float gs) {
   ASSERT_EQ(err, CL_SUCCESS);
   cl::Buffer ws(ctx.opencl_context(), CL_MEM_READ_WRITE, pass.workspace_bytes(), nullptr, &err);
   ASSERT_EQ(err, CL_SUCCESS);
-  ASSERT_EQ(pass.sums_offset(), static_cast<std::size_t>(m * kpad));
+  ASSERT_EQ(pass.chunk_offsets_offset(), static_cast<std::size_t>(m * kpad));
   ASSERT_EQ(pass.scales_offset(), static_cast<std::size_t>(m * kpad * 2));
   std::vector<std::int8_t> codes(static_cast<std::size_t>(m * kpad), -99);
-  std::vector<std::int32_t> sums(static_cast<std::size_t>(m * kpad / 16), -9999);
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(m * kpad / 16), -9999);
   std::vector<float> scales(static_cast<std::size_t>(m * kpad / 16), -1.0f);
   const std::vector<cl::Event> wait{pass.enqueue(ctx, xb, ws, m, nullptr)};
   ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, 0, codes.size(), codes.data(), &wait), CL_SUCCESS);
-  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, pass.sums_offset(), sums.size() * 4, sums.data()), CL_SUCCESS);
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, pass.chunk_offsets_offset(), offsets.size() * 4, offsets.data()), CL_SUCCESS);
   ASSERT_EQ(ctx.queue().enqueueReadBuffer(ws, CL_TRUE, pass.scales_offset(), scales.size() * 4, scales.data()),
             CL_SUCCESS);
   const reference::QuantizedActivations q = reference::quantize_activations(format, x.data(), m, k, gs);
@@ -144,11 +144,12 @@ void expect_int_codes_match_host(WeightFormat format, float gs) {
                       << int{codes[static_cast<std::size_t>(i * kpad + j)]} << ", host " << expected;
     }
     for (std::int64_t c = 0; c < kpad / 16; ++c) {
-      int expected = 0;
-      for (std::int64_t j = c * 16; j < c * 16 + 16; ++j) expected += codes[static_cast<std::size_t>(i * kpad + j)];
-      if (sums[static_cast<std::size_t>(i * (kpad / 16) + c)] != expected && ++mismatches <= 5)
-        ADD_FAILURE() << scheme.name() << " token " << i << " chunk " << c << ": code sum "
-                      << sums[static_cast<std::size_t>(i * (kpad / 16) + c)] << ", codes' sum " << expected;
+      int sum = 0;
+      for (std::int64_t j = c * 16; j < c * 16 + 16; ++j) sum += codes[static_cast<std::size_t>(i * kpad + j)];
+      if (offsets[static_cast<std::size_t>(i * (kpad / 16) + c)] != -12 * sum && ++mismatches <= 5)
+        ADD_FAILURE() << scheme.name() << " token " << i << " chunk " << c << ": offset "
+                      << offsets[static_cast<std::size_t>(i * (kpad / 16) + c)] << ", -12 × the codes' sum "
+                      << -12 * sum;
     }
     for (std::int64_t c = 0; c < kpad / 16; ++c) {
       float expected = 0.0f;
