@@ -1,9 +1,12 @@
 #include "kernels/moe_build_options.hpp"
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "cl/exact_division.hpp"
 #include "kernels/cpu_bf16_dot.hpp"
+#include "kernels/cpu_denormal_speed.hpp"
 #include "kernels/w4a16_int_switch.hpp"
 #include "support/check.hpp"
 #include "support/env_switch.hpp"
@@ -55,7 +58,7 @@ void add_moe_scaled_x(BuildOptions& options, const Context& ctx, const QuantSche
   if (moe_scaled_x_enabled(ctx, scheme, vec, group, e2m1_exp)) options.define("MOE_SCALED_X");
 }
 
-MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
+MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed, bool subnormal_decode_needed) {
   MoeNumerics n;
   const DeviceInfo& info = ctx.info();
   // Without exact division only W4A4 NVFP4 fails (add_exact_division throws, naming the device).
@@ -64,11 +67,17 @@ MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed) {
   const bool denormals = ctx.info().fp32_denormals;
   if (choice == "subnormal" && !denormals)
     fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
-  if (choice == "exact" || !denormals) {
+  // Both decodes give the same values, hence the same bits: only the speed differs.
+  const bool slow = choice.empty() && !subnormal_decode_needed && cpu_fp32_denormals_slow(ctx);
+  if (choice == "exact" || !denormals || slow) {
     n.options.define("MOE_E2M1_NO_DENORM");
     n.e2m1_exp = 0;
     log::info("MoE: E2M1 codes decoded to exact values ({})",
-              denormals ? "FP4CL_MOE_E2M1_DECODE=exact" : "the device flushes fp32 denormals");
+              !denormals ? "the device flushes fp32 denormals"
+              : slow     ? fmt::format("multiplies with fp32 denormals are {:.0f}x slower than with normal numbers "
+                                       "on this processor; FP4CL_MOE_E2M1_DECODE=subnormal decodes to them anyway",
+                                       host_denormal_speed().ratio())
+                         : std::string("FP4CL_MOE_E2M1_DECODE=exact"));
   }
   return n;
 }

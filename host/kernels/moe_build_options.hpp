@@ -2,9 +2,11 @@
 //   - exact fp32 division (FP4.md §3, the NVFP4 activation recipe's `fp4cl_div`):
 //     -cl-fp32-correctly-rounded-divide-sqrt where the device offers it, else
 //     -D FP4CL_DIV_VIA_FP64 where it has fp64, else an error when the scheme needs it;
-//   - the E2M1 decode: the subnormal bit trick where fp32 denormals are supported, else
-//     -D MOE_E2M1_NO_DENORM (exact values through a select). FP4CL_MOE_E2M1_DECODE=exact picks
-//     the latter on any device (to test it, or where denormals are slow).
+//   - the E2M1 decode: the subnormal bit trick where fp32 denormals are supported and fast, else
+//     -D MOE_E2M1_NO_DENORM (exact values through a select): on devices that flush denormals, and
+//     on CPU devices whose processor multiplies denormals slowly (kernels/cpu_denormal_speed.hpp:
+//     Intel's assists). Both give the same values and bits. FP4CL_MOE_E2M1_DECODE=exact picks the
+//     latter on any device, =subnormal the former wherever denormals are kept.
 #pragma once
 
 #include "fp4cl/context.hpp"
@@ -54,6 +56,8 @@ void add_moe_scaled_x(BuildOptions& options, const Context& ctx, const QuantSche
                       int e2m1_exp);
 
 // `exact_division_needed`: the scheme quantizes activations with the NVFP4 recipe (W4A4).
-MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed);
+// `subnormal_decode_needed`: a strategy of the layer decodes only to subnormals (mma), so that the
+// speed of denormals does not decide (FP4CL_MOE_E2M1_DECODE=exact and devices that flush them still do).
+MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed, bool subnormal_decode_needed = false);
 
 }  // namespace fp4cl

@@ -37,10 +37,14 @@ struct MoeBuildPlan {
   int x_form_bytes = 0;  // moe_x_form_bytes
 };
 
-MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeLayout& layout) {
+MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeSelection& selection) {
   MoeBuildPlan plan;
+  const MoeLayout& layout = selection.layout;
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
-  plan.numerics = moe_numerics(ctx, nvfp4_w4a4);
+  // The mma kernels decode E2M1 as BF16 subnormals only (kernels/common/fp4_mma.cl).
+  bool mma = false;
+  for (const auto& entry : selection.usable) mma = mma || entry.id == MoeStrategy::mma;
+  plan.numerics = moe_numerics(ctx, nvfp4_w4a4, mma);
   plan.options = {plan.numerics.options, config.scheme, config.output};
   plan.options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) plan.options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
@@ -111,7 +115,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
            "querying the preferred fp32 vector width of {}", ctx.info().name);
   impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel);
 
-  const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection.layout);
+  const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection);
   const MoeNumerics& numerics = plan.numerics;
 
   bool interleaved = false, split = false, mma = false;
@@ -119,8 +123,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
     (entry.id == MoeStrategy::split ? split : entry.id == MoeStrategy::mma ? mma : interleaved) = true;
   // The mma kernels decode E2M1 as BF16 subnormals (kernels/common/fp4_mma.cl).
   if (mma && numerics.e2m1_exp != -126)
-    fail("MoE kernel strategy 'mma' cannot run on {}: it flushes fp32 denormals (the MMA decode needs them)",
-         ctx.info().name);
+    fail("MoE kernel strategy 'mma' cannot run on {}: {} (the MMA decode needs fp32 denormals)", ctx.info().name,
+         ctx.info().fp32_denormals ? "FP4CL_MOE_E2M1_DECODE = exact" : "it flushes fp32 denormals");
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
                                      interleaved, split, mma);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes);
@@ -142,7 +146,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->shape = from.shape;
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
-  const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection.layout);
+  const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes);
   impl->router = std::make_unique<MoeRouter>(ctx);
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,

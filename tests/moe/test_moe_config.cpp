@@ -4,10 +4,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "moe_test_support.hpp"
+#include "kernels/cpu_denormal_speed.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
 #include "common/formats.cl"
@@ -357,6 +361,72 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
   ScopedEnv bad("FP4CL_MOE_E2M1_DECODE", "lut");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 33}), config(kNvW4A16, 2),
                       "FP4CL_MOE_E2M1_DECODE = 'lut': expected 'exact' or 'subnormal'");
+}
+
+// The E2M1 decode to fp32 subnormals and the exact one multiply the same values in the same
+// order: the same bits, so the default may pick either by speed (the exact one where this
+// processor multiplies denormals slowly, kernels/cpu_denormal_speed.hpp; the subnormal trick
+// elsewhere). T = 16 over 8 experts with k = 2 gives grouped tiles of 1 to 8 pairs (those above 4
+// take the float decode on CPUs, the rest the BF16 or integer dot products where they apply).
+TEST(MoeConfig, E2M1DecodesGiveTheSameBitsAndTheDefaultFollowsTheDenormalSpeed) {
+  if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the device flushes fp32 denormals";
+  const bool slow = cpu_fp32_denormals_slow(test_context());
+  const std::int64_t T = 16;
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, kMxW4A16}) {
+    const Fp4Experts ex = make_experts({scheme.weight, 8, 128, 64, Data::generic, 41});
+    const auto x = make_activations(T, ex.hidden, Data::generic, 42);
+    const auto ids = make_ids(T, 2, 8, 43);
+    const auto w = make_weights(T, 2, 44);
+    for (const char* strategy : {"grouped", "decode"}) {
+      MoeConfig cfg = config(scheme, 2);
+      cfg.kernel = strategy;
+      std::vector<std::uint16_t> out[3];
+      const std::optional<std::string> choices[3] = {std::nullopt, "exact", "subnormal"};
+      for (int c = 0; c < 3; ++c) {
+        ScopedEnv env("FP4CL_MOE_E2M1_DECODE", choices[c]);
+        LogCapture log;
+        MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+        const bool exact = c == 0 ? slow : c == 1;
+        EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_E2M1_NO_DENORM"), exact)
+            << scheme.name() << " " << strategy << " FP4CL_MOE_E2M1_DECODE=" << choices[c].value_or("(unset)");
+        out[c] = run_topk(layer, cfg.output, x, ids, w, T).bf16;
+        if (c == 0) {
+          const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+          EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output))
+              << scheme.name() << " " << strategy;
+        }
+      }
+      EXPECT_EQ(out[1], out[2]) << scheme.name() << " " << strategy << ": exact and subnormal decodes differ";
+      EXPECT_EQ(out[0], out[1]) << scheme.name() << " " << strategy << ": the default differs from both";
+    }
+  }
+  // The mma kernels decode to subnormals only: they keep them however slow, and refuse the exact decode by name.
+  MoeConfig cfg = config(kNvW4A16, 2);
+  cfg.kernel = "mma";
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 8, 128, 64, Data::generic, 45});
+  {
+    LogCapture log;
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    EXPECT_TRUE(built_with(log, "moe_mma.cl", "-D")) << "no mma program was built";
+    EXPECT_FALSE(built_with(log, "moe_mma.cl", "MOE_E2M1_NO_DENORM"));
+  }
+  ScopedEnv env("FP4CL_MOE_E2M1_DECODE", "exact");
+  expect_create_error(ex, cfg, "FP4CL_MOE_E2M1_DECODE = exact (the MMA decode needs fp32 denormals)");
+}
+
+// The processor's denormal speed: both timings measured, the verdict the ratio's.
+TEST(MoeConfig, DenormalSpeedProbe) {
+  const DenormalSpeed& s = host_denormal_speed();
+  EXPECT_GT(s.normal_ns, 0.0);
+  EXPECT_GT(s.denormal_ns, 0.0);
+  EXPECT_EQ(s.slow(), s.denormal_ns >= DenormalSpeed::kSlowRatio * s.normal_ns);
+  EXPECT_EQ(&s, &host_denormal_speed()) << "measured once";
+  DenormalSpeed intel{100.0, 3200.0}, zen{100.0, 104.0};
+  EXPECT_TRUE(intel.slow());
+  EXPECT_FALSE(zen.slow());
+  EXPECT_FALSE(DenormalSpeed{}.slow());
+  std::printf("denormal multiplies: %.0f ns against %.0f ns for normal ones (%.1fx)\n", s.denormal_ns, s.normal_ns,
+              s.ratio());
 }
 
 // Tiles of up to 4 pairs by AVX-512 BF16 dot products (kernels/moe_fp4_vec.cl, MOE_BF16DOT) where the
