@@ -73,8 +73,8 @@ const DenormalSpeed& host_denormal_speed() {
   return speed;
 }
 
-bool cpu_fp32_denormals_slow(const Context& ctx) {
-  return ctx.info().kind == DeviceKind::cpu && ctx.info().fp32_denormals && host_denormal_speed().slow();
+bool cpu_fp32_denormals_slow(const DeviceInfo& device) {
+  return device.kind == DeviceKind::cpu && device.fp32_denormals && host_denormal_speed().slow();
 }
 
 }  // namespace fp4cl

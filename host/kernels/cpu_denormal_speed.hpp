@@ -7,7 +7,7 @@
 // the fastest of several runs of each, denormals kept (x86: DAZ and FTZ cleared for the probe).
 #pragma once
 
-#include "fp4cl/context.hpp"
+#include "fp4cl/device.hpp"
 
 namespace fp4cl {
 
@@ -23,6 +23,6 @@ struct DenormalSpeed {
 const DenormalSpeed& host_denormal_speed();
 
 // CPU devices that keep fp32 denormals, on a processor where they are slow (host_denormal_speed).
-bool cpu_fp32_denormals_slow(const Context& ctx);
+bool cpu_fp32_denormals_slow(const DeviceInfo& device);
 
 }  // namespace fp4cl

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cl/opencl_calls.hpp"
+#include "kernels/cpu_denormal_speed.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
 #include "prepare/fp4_row_layout.hpp"
@@ -23,6 +24,13 @@ Verdict LaneGroupsGemvKernel::is_supported(const Context& ctx) const {
   // Plain OpenCL C 1.2: runs anywhere (fast where vector lanes are SIMD lanes).
   if (needs_fp32_denormals() && !ctx.info().fp32_denormals)
     return Verdict::no("its E2M1 decode makes fp32 denormals, which the device flushes");
+  return Verdict::yes();
+}
+
+Verdict LaneGroupsGemvKernel::selectable(const DeviceInfo& device) const {
+  if (needs_fp32_denormals() && cpu_fp32_denormals_slow(device))
+    return Verdict::no(fmt::format("its E2M1 decode multiplies fp32 denormals, {:.0f}x slower than normal numbers on "
+                                   "this processor", host_denormal_speed().ratio()));
   return Verdict::yes();
 }
 

@@ -27,6 +27,9 @@ class LaneGroupsGemvKernel : public LinearKernel {
   LaneGroupsGemvKernel(std::string strategy, std::string prefix);
 
   Verdict is_supported(const Context& ctx) const final;
+  // Automatic selection passes over a decode to fp32 denormals on CPUs that multiply them slowly
+  // (cpu_denormal_speed.hpp; forced, it runs).
+  Verdict selectable(const DeviceInfo& device) const override;
   Verdict can_implement(const LinearConfig& config) const final;
   Verdict designed_for(LinearRegime regime, DeviceKind device) const final;
   void prepare(const Context& ctx, const LinearConfig& config, const Fp4Weight& weight,

@@ -68,7 +68,7 @@ MoeNumerics moe_numerics(const Context& ctx, bool exact_division_needed, bool su
   if (choice == "subnormal" && !denormals)
     fail("FP4CL_MOE_E2M1_DECODE = subnormal, but {} flushes fp32 denormals", info.name);
   // Both decodes give the same values, hence the same bits: only the speed differs.
-  const bool slow = choice.empty() && !subnormal_decode_needed && cpu_fp32_denormals_slow(ctx);
+  const bool slow = choice.empty() && !subnormal_decode_needed && cpu_fp32_denormals_slow(ctx.info());
   if (choice == "exact" || !denormals || slow) {
     n.options.define("MOE_E2M1_NO_DENORM");
     n.e2m1_exp = 0;

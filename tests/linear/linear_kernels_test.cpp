@@ -10,6 +10,7 @@
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/linear.hpp"
+#include "kernels/cpu_denormal_speed.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "linear/linear_check.hpp"
 #include "linear/linear_test_support.hpp"
@@ -163,6 +164,26 @@ TEST(LinearKernelSelection, GemvWordsOnlyWithSixteenFloatSimd) {
   EXPECT_FALSE(no);
   EXPECT_NE(no.reason().find("holds 8 floats"), std::string::npos) << no.reason();
   EXPECT_TRUE(k->designed_for(LinearRegime::decode, DeviceKind::cpu));
+}
+
+// gemv_denorm decodes E2M1 to fp32 denormals: automatic selection passes it over on CPUs whose
+// processor multiplies them slowly (Intel: measured ~40x slower than gemv_words at 2048x768 on
+// an AVX-512 Xeon), takes it elsewhere; on GPUs and where denormals are flushed the probe is not asked.
+TEST(LinearKernelSelection, GemvDenormNotWhereDenormalsAreSlow) {
+  const auto k = linear_kernels().instantiate("gemv_denorm");
+  DeviceInfo cpu;
+  cpu.kind = DeviceKind::cpu;
+  cpu.preferred_float_width = 8;
+  cpu.fp32_denormals = true;
+  const Verdict v = k->selectable(cpu);
+  EXPECT_EQ(static_cast<bool>(v), !host_denormal_speed().slow()) << v.reason();
+  if (!v) {
+    EXPECT_NE(v.reason().find("multiplies fp32 denormals"), std::string::npos) << v.reason();
+  }
+  DeviceInfo gpu = cpu;
+  gpu.kind = DeviceKind::gpu;
+  EXPECT_TRUE(k->selectable(gpu));
+  EXPECT_TRUE(linear_kernels().instantiate("gemv_int")->selectable(cpu)) << "integer products: no denormals";
 }
 
 }  // namespace

@@ -370,7 +370,7 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
 // take the float decode on CPUs, the rest the BF16 or integer dot products where they apply).
 TEST(MoeConfig, E2M1DecodesGiveTheSameBitsAndTheDefaultFollowsTheDenormalSpeed) {
   if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the device flushes fp32 denormals";
-  const bool slow = cpu_fp32_denormals_slow(test_context());
+  const bool slow = cpu_fp32_denormals_slow(test_context().info());
   const std::int64_t T = 16;
   for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, kMxW4A16}) {
     const Fp4Experts ex = make_experts({scheme.weight, 8, 128, 64, Data::generic, 41});
