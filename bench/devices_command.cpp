@@ -1,5 +1,6 @@
-// fp4cl-bench devices: every OpenCL device with the identity the tuning database keys on, and
-// with --measure the peaks of the selected device (streaming read, fp32 FMA).
+// fp4cl-bench devices: every OpenCL device with the identity the tuning database keys on (and, for
+// CPU devices, how slow this processor multiplies fp32 denormals), and with --measure the peaks of
+// the selected device (streaming read, fp32 FMA).
 //
 //   fp4cl-bench devices [--measure]
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "bench_context.hpp"
 #include "device_peaks.hpp"
 #include "fp4cl/device.hpp"
+#include "kernels/cpu_denormal_speed.hpp"
 #include "tuning/tuning_database.hpp"
 #include "tuning/tuning_store.hpp"
 
@@ -31,6 +33,13 @@ void run_devices(const DevicesArgs& a) {
                "float vectors of {}\n",
                to_string(d.kind), d.compute_units, d.global_mem_bytes >> 20, d.max_alloc_bytes >> 20,
                d.local_mem_bytes >> 10, d.opencl_c_version, d.preferred_float_width);
+    if (d.kind == DeviceKind::cpu && d.fp32_denormals) {
+      // What decides the MoE E2M1 decode (kernels/cpu_denormal_speed.hpp).
+      const DenormalSpeed& s = host_denormal_speed();
+      fmt::print("      fp32 denormals kept; multiplies with them {:.1f}x the time of normal ones on this processor: "
+                 "by default the MoE kernels decode E2M1 {}\n",
+                 s.ratio(), s.slow() ? "to exact values" : "to fp32 subnormals");
+    }
   }
   const auto store = tuning::tuning_store();
   std::string loaded;

@@ -193,6 +193,10 @@ class Outputs(unittest.TestCase):
         self.assertIn("fp32 FMA:", out)
         _, out, _ = run("devices", check=0)
         self.assertIn("tuning databases:", out)
+        if "      CPU, " in out:  # PoCL keeps fp32 denormals: the probe's verdict and the decode it picks
+            self.assertRegex(out, r"fp32 denormals kept; multiplies with them [0-9.]+x the time of normal ones "
+                                  r"on this processor: by default the MoE kernels decode E2M1 to "
+                                  r"(exact values|fp32 subnormals)")
 
 
 class Tuning(unittest.TestCase):
