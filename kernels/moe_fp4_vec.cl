@@ -72,6 +72,21 @@ inline void moe_store_out(floatV o, __global void* out, long i) {
 #endif
 }
 
+// vpermps through clang's AVX-512 builtin (PoCL on x86 CPUs with AVX-512F, 16-lane layouts): a
+// table lookup per lane in one instruction, which reads only the low 4 bits of each index. Used by
+// the exact E2M1 decode below and by MOE_LUT; MOE_NO_PERMVAR turns it off.
+#if MOE_VEC == 16 && defined(__has_builtin) && !defined(MOE_NO_PERMVAR)
+#if __has_builtin(__builtin_ia32_permvarsf512) && defined(__AVX512F__)
+#define MOE_PERMVAR 1
+#endif
+#endif
+#ifndef MOE_PERMVAR
+#define MOE_PERMVAR 0
+#endif
+// The 16 E2M1 values, by code.
+#define MOE_E2M1_TABLE \
+  (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f)
+
 // Element 8g + j of each lane's row, from the word of elements 8g..8g+7.
 #ifndef MOE_E2M1_NO_DENORM
 #define MOE_E2M1_EXP (-126)
@@ -80,6 +95,14 @@ inline floatV moe_e2m1(uintV w, int j) {
 }
 #else
 #define MOE_E2M1_EXP 0
+#if MOE_PERMVAR
+// The exact values by one permute of the table: a shift and a vpermps per 16 weights, against
+// ten instructions for the selects below (CPUs whose processor multiplies denormals slowly take
+// this decode: kernels/cpu_denormal_speed.hpp). The same values, so the same bits.
+inline floatV moe_e2m1(uintV w, int j) {
+  return __builtin_ia32_permvarsf512(MOE_E2M1_TABLE, as_int16(j == 0 ? w : w >> (uint)(4 * j)));
+}
+#else
 // Magnitude codes 2..7 through the exponent (base 126); codes 0 and 1 (0 and 0.5) by a select.
 inline floatV moe_e2m1(uintV w, int j) {
   const intV v = as_intV(w << (28 - 4 * j)) >> 6;
@@ -87,6 +110,7 @@ inline floatV moe_e2m1(uintV w, int j) {
   const intV small = select((intV)(0), (intV)(0x3F000000), mag == 0x00400000);
   return as_floatV(select(mag + (126 << 23), small, mag < 0x00800000) | (v & (int)0x80000000));
 }
+#endif
 #endif
 
 // The block scales of the lanes (MOE_VEC consecutive entries at p), as s × 2^scale_exp.
@@ -118,21 +142,12 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 #if MOE_VEC == 16 && defined(MOE_NVFP4) && !defined(MOE_BATCH_INVARIANT) && !defined(MOE_NO_LUT)
 #define MOE_LUT 1
 #define MOE_LUT_MAX_PAIRS 4
-#define MOE_LUT_TABLE \
-  (float16)(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f)
-// With clang's AVX-512 builtins (PoCL on x86 CPUs with AVX-512F) the lookup is vpermps itself,
-// which reads only the low 4 bits of each index: the nibble needs its shift but no mask, so per 16
-// weights a shift, a permute and an FMA (measured in the README's PoCL section). Elsewhere, and with
+#define MOE_LUT_TABLE MOE_E2M1_TABLE
+// With clang's AVX-512 builtins (MOE_PERMVAR, above) the lookup is vpermps itself, which reads only
+// the low 4 bits of each index: the nibble needs its shift but no mask, so per 16 weights a shift,
+// a permute and an FMA (measured in the README's PoCL section). Elsewhere, and with
 // MOE_NO_PERMVAR, the lane-by-lane lookup below (LLVM needs the mask there to prove every index is
 // in range; without it, it scalarizes). Both give the same table values: bit-identical results.
-#if defined(__has_builtin) && !defined(MOE_NO_PERMVAR)
-#if __has_builtin(__builtin_ia32_permvarsf512) && defined(__AVX512F__)
-#define MOE_PERMVAR 1
-#endif
-#endif
-#ifndef MOE_PERMVAR
-#define MOE_PERMVAR 0
-#endif
 inline float16 moe_lut16(float16 t, uint16 i) {
   return (float16)(t[i.s0], t[i.s1], t[i.s2], t[i.s3], t[i.s4], t[i.s5], t[i.s6], t[i.s7], t[i.s8], t[i.s9], t[i.sa],
                    t[i.sb], t[i.sc], t[i.sd], t[i.se], t[i.sf]);
