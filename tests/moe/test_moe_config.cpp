@@ -593,6 +593,16 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
   ScopedEnv exact("FP4CL_W4A16_INT", "0");  // the scaled activations serve W4A16 where the planes do not
   EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A4, 8, 8, -126)) << "W4A4 takes the integer products";
   EXPECT_FALSE(moe_scaled_x_enabled(test_context(), kNvW4A16, 8, 8, 0)) << "needs the subnormal decode";
+  if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the scaled activations meet subnormal weights";
+  // They meet the decode to subnormals, which CPUs that multiply denormals slowly do not take by
+  // default (cpu_denormal_speed.hpp; an AVX2-only Intel CPU would): it is forced here.
+  if (cpu_fp32_denormals_slow(test_context().info())) {
+    LogCapture log;
+    MoeConfig cfg = config(kNvW4A16, 2);
+    MoeLayer layer = MoeLayer::create(test_context(), make_experts({WeightFormat::nvfp4, 8, 64, 64, Data::exact, 80}), cfg);
+    EXPECT_FALSE(built_with(log, "moe_fc1.cl", "MOE_SCALED_X")) << "the default exact decode has no scaled activations";
+  }
+  ScopedEnv subnormal("FP4CL_MOE_E2M1_DECODE", "subnormal");
   const std::int64_t E = 8, H = 320, I = 288;
   const auto check = [&](const Fp4Experts& ex, const char* strategy, const std::vector<std::uint16_t>& x,
                          std::int64_t T, const std::string& what) {
