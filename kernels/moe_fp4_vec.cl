@@ -135,11 +135,15 @@ inline floatV moe_block_scales(const __global moe_scale_t* p, int scale_exp) {
 // one vpermps on AVX-512 (a variable-index vector written lane by lane; OpenCL's shuffle() is
 // scalarized by PoCL), and the products of a block accumulate unscaled and meet the block's scales
 // once per block: per 16 weights a shift, a mask (see MOE_PERMVAR), a permute and an FMA, against a shift, a shift, a
-// mask, a scale multiply and an FMA for moe_e2m1. NVFP4 only (its scaled block sums stay normal
-// fp32 numbers; MXFP4's scale range does not guarantee it). Tiles of more than
-// MOE_LUT_MAX_PAIRS pairs, and batch-invariant builds (one summation order for every tile size),
-// keep moe_e2m1. GPUs (MOE_VEC < 16) never use it.
-#if MOE_VEC == 16 && defined(MOE_NVFP4) && !defined(MOE_BATCH_INVARIANT) && !defined(MOE_NO_LUT)
+// mask, a scale multiply and an FMA for moe_e2m1. NVFP4 (its block scales times 2^MOE_E2M1_EXP
+// are e4m3 × 2^-7 or e4m3: normal fp32 numbers), and MXFP4 with the exact decode, whose block
+// scales times 2^MOE_E2M1_EXP = 1 are the decoded scales 2^(e + scale_exp - 127), which the host
+// keeps normal (mxfp4_decode_scale_exp_fits); with the subnormal decode an MXFP4 scale times
+// 2^-126 would not be (its range does not guarantee it), so that build keeps moe_e2m1. Tiles of
+// more than MOE_LUT_MAX_PAIRS pairs, and batch-invariant builds (one summation order for every
+// tile size), keep moe_e2m1. GPUs (MOE_VEC < 16) never use it.
+#if MOE_VEC == 16 && (defined(MOE_NVFP4) || defined(MOE_E2M1_NO_DENORM)) && !defined(MOE_BATCH_INVARIANT) && \
+    !defined(MOE_NO_LUT)
 #define MOE_LUT 1
 #define MOE_LUT_MAX_PAIRS 4
 #define MOE_LUT_TABLE MOE_E2M1_TABLE
@@ -186,7 +190,7 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // and tiles of 2 · MOE_BF16_MAX_PAIRS (FC2 in one pass, FC1 in two; moe_fc1.cl, moe_fc2.cl);
 // other tiles keep the fp32 decode or panels; not in batch-invariant builds (as MOE_LUT).
 #include "common/bf16_dot.cl"
-#if MOE_LUT && FP4_BF16DOT
+#if MOE_LUT && FP4_BF16DOT && defined(MOE_NVFP4)  // its scales are read as fp16 (E4M3 values)
 #define MOE_BF16DOT 1
 #else
 #define MOE_BF16DOT 0
