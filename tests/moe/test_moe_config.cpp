@@ -366,7 +366,9 @@ TEST(MoeConfig, ExactE2M1DecodeMatchesReference) {
 // The E2M1 decode to fp32 subnormals and the exact one multiply the same values in the same
 // order: the same bits, so the default may pick either by speed (the exact one where this
 // processor multiplies denormals slowly, kernels/cpu_denormal_speed.hpp; the subnormal trick
-// elsewhere). T = 16 over 8 experts with k = 2 gives grouped tiles of 1 to 8 pairs (those above 4
+// elsewhere). (MXFP4 on 16-lane CPUs: with the exact decode its few-pair tiles sum each block
+// unscaled, MOE_LUT, another order; on these data, BF16 activations against power-of-two scales
+// at K = 128, both orders give the same bits, which the test requires too.) T = 16 over 8 experts with k = 2 gives grouped tiles of 1 to 8 pairs (those above 4
 // take the float decode on CPUs, the rest the BF16 or integer dot products where they apply).
 TEST(MoeConfig, E2M1DecodesGiveTheSameBitsAndTheDefaultFollowsTheDenormalSpeed) {
   if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the device flushes fp32 denormals";
