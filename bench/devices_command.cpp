@@ -35,10 +35,9 @@ void run_devices(const DevicesArgs& a) {
                d.local_mem_bytes >> 10, d.opencl_c_version, d.preferred_float_width);
     if (d.kind == DeviceKind::cpu && d.fp32_denormals) {
       // What decides the MoE E2M1 decode (kernels/cpu_denormal_speed.hpp).
-      const DenormalSpeed& s = host_denormal_speed();
       fmt::print("      fp32 denormals kept; multiplies with them {:.1f}x the time of normal ones on this processor: "
                  "by default the MoE kernels decode E2M1 {}\n",
-                 s.ratio(), s.slow() ? "to exact values" : "to fp32 subnormals");
+                 host_denormal_speed().ratio(), cpu_fp32_denormals_slow(d) ? "to exact values" : "to fp32 subnormals");
     }
   }
   const auto store = tuning::tuning_store();

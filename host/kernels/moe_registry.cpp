@@ -335,6 +335,10 @@ std::vector<std::string> moe_kernel_strategies() {
   return names;
 }
 
+bool MoeSelection::uses(MoeStrategy s) const {
+  return std::any_of(usable.begin(), usable.end(), [s](const Entry& e) { return e.id == s; });
+}
+
 const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top_k) const {
   if (forced || usable.size() == 1) return usable.front();
   const std::int64_t pairs = tokens * top_k;

@@ -153,6 +153,8 @@ struct MoeSelection {
 
   // The strategy for a chunk of `tokens` tokens (logs at debug why the other was not taken).
   const Entry& for_tokens(std::int64_t tokens, int top_k) const;
+  // Whether strategy `s` is among the usable ones.
+  bool uses(MoeStrategy s) const;
 };
 
 // `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic.

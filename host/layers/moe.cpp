@@ -42,9 +42,7 @@ MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const M
   const MoeLayout& layout = selection.layout;
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   // The mma kernels decode E2M1 as BF16 subnormals only (kernels/common/fp4_mma.cl).
-  bool mma = false;
-  for (const auto& entry : selection.usable) mma = mma || entry.id == MoeStrategy::mma;
-  plan.numerics = moe_numerics(ctx, nvfp4_w4a4, mma);
+  plan.numerics = moe_numerics(ctx, nvfp4_w4a4, selection.uses(MoeStrategy::mma));
   plan.options = {plan.numerics.options, config.scheme, config.output};
   plan.options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) plan.options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
@@ -118,10 +116,9 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection);
   const MoeNumerics& numerics = plan.numerics;
 
-  bool interleaved = false, split = false, mma = false;
-  for (const auto& entry : impl->selection.usable)
-    (entry.id == MoeStrategy::split ? split : entry.id == MoeStrategy::mma ? mma : interleaved) = true;
-  // The mma kernels decode E2M1 as BF16 subnormals (kernels/common/fp4_mma.cl).
+  const MoeSelection& sel = impl->selection;
+  const bool split = sel.uses(MoeStrategy::split), mma = sel.uses(MoeStrategy::mma),
+             interleaved = sel.uses(MoeStrategy::grouped) || sel.uses(MoeStrategy::decode);
   if (mma && numerics.e2m1_exp != -126)
     fail("MoE kernel strategy 'mma' cannot run on {}: {} (the MMA decode needs fp32 denormals)", ctx.info().name,
          ctx.info().fp32_denormals ? "FP4CL_MOE_E2M1_DECODE = exact" : "it flushes fp32 denormals");
