@@ -62,7 +62,8 @@
 //                       chunk of 8 rows' codes before the groups of 16, so the same distance). On
 //                       2 AVX2 cores (PoCL 3.1, pthread-haswell), 4096x4096 M = 1, 6 alternating
 //                       rounds with groups of 8 rows, median µs: none 426-600, 16 lines 335-495,
-//                       32 362-442, 64 341-425 (the CPU default; bench/pocl-history.md).
+//                       32 362-442, 64 341-425 (the CPU default;
+//                       bench/pocl-history/amd-epyc-avx2.md).
 // Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size.
 #include "common/fp4_dot.cl"
 

@@ -209,7 +209,8 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // The cache level they fill: __builtin_prefetch's locality, 2 = prefetcht1 (L2), not 3 = prefetcht0
 // (L1). 32 blocks ahead, FC1 has ~128 lines in flight per thread, more than L1's miss buffers hold;
 // filling L2 and letting the loads hit there streamed more per thread (A/B in
-// bench/pocl-history.md). gemv_words keeps prefetcht0 (slower with prefetcht1 there).
+// bench/pocl-history/amd-epyc-avx512.md). gemv_words keeps prefetcht0 (slower with prefetcht1
+// there).
 #ifndef MOE_PREFETCH_LOCALITY
 #define MOE_PREFETCH_LOCALITY 2
 #endif
