@@ -30,6 +30,10 @@ void add_run_options(CLI::App* cmd, RunOptions& o, std::vector<std::int64_t> def
   cmd->add_option("--warmup", o.warmup, "untimed calls per row first (at least one per weight copy)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  cmd->add_option("--warmup-ms", o.warmup_ms,
+                  "and untimed calls until this many milliseconds have passed (a VM runs its first tens of ms slower)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   cmd->add_flag("--no-check", o.no_check, "skip the check against the scalar reference");
   cmd->add_flag("--launches", o.launches,
                 "print each row's commands on stderr: median start (from the call's first command) and duration");
@@ -96,8 +100,13 @@ std::string command_prefix(const std::string& subcommand) {
   return device.empty() ? "fp4cl-bench " + subcommand : fmt::format("fp4cl-bench --device '{}' {}", device, subcommand);
 }
 
+Warmup row_warmup(const RunOptions& o, std::size_t copies) {
+  return Warmup{std::max<int>(o.warmup, static_cast<int>(copies)), o.warmup_ms};
+}
+
 std::string common_command_options(const RunOptions& o) {
   std::string s = fmt::format(" --iters {} --warmup {}", o.iters, o.warmup);
+  if (o.warmup_ms != RunOptions{}.warmup_ms) s += fmt::format(" --warmup-ms {}", o.warmup_ms);
   if (o.rotate_mib > 0) s += fmt::format(" --rotate-mib {}", o.rotate_mib);
   if (o.stream_mib != 512) s += fmt::format(" --stream-mib {}", o.stream_mib);
   if (o.no_check) s += " --no-check";

@@ -5,6 +5,8 @@
 //   --scheme LIST          nvfp4-w4a16, nvfp4-w4a4, mxfp4-w4a16, mxfp4-w4a4 (comma-separated)
 //   --kernel LIST|all      strategies to time (default: the layer's own choice per call)
 //   --iters N --warmup N   timed and untimed calls per row
+//   --warmup-ms MS         and untimed calls until MS milliseconds have passed (default 200:
+//                          a VM's first tens of ms of calls are slow, timing.hpp's Warmup)
 //   --no-check             skip the check against the scalar reference before timing
 //   --rotate-mib N         cycle through copies of the weights so that at least N MiB stream
 //                          between two uses of one copy (default: twice the last-level cache)
@@ -23,6 +25,7 @@
 #include "fp4cl/context.hpp"
 #include "fp4cl/scheme.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace fp4cl::bench {
 
@@ -31,6 +34,7 @@ struct RunOptions {
   std::vector<std::string> schemes;
   std::vector<std::string> kernels;
   int iters = 20, warmup = 2;
+  double warmup_ms = 200;
   bool no_check = false, csv = false, json = false;
   bool launches = false;  // print each row's per-command breakdown on stderr
   std::string plot;
@@ -63,7 +67,11 @@ std::size_t copies_for_rotation(double rotation_bytes, double bytes_per_copy, st
 // The start of a reproduction command: "fp4cl-bench [--device SELECTOR] <subcommand>".
 std::string command_prefix(const std::string& subcommand);
 
-// The options that a row's reproduction repeats: " --iters N --warmup N" and --no-check.
+// The warm-up of a row that reads `copies` copies of its weights: at least one call per copy.
+Warmup row_warmup(const RunOptions& o, std::size_t copies = 1);
+
+// The options that a row's reproduction repeats: " --iters N --warmup N" (--warmup-ms where not
+// the default) and --no-check.
 std::string common_command_options(const RunOptions& o);
 
 // Prints the report in the chosen format on stdout and writes --plot.

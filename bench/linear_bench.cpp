@@ -172,7 +172,7 @@ void run_linear(LinearArgs a) {
           const cl::Buffer yb = device_buffer(
               ctx, CL_MEM_READ_WRITE,
               static_cast<std::size_t>(tokens * shape.n) * (options.output == OutputType::bf16 ? 2 : 4), nullptr);
-          row.timing = time_calls(ctx, std::max<int>(a.run.warmup, static_cast<int>(copies)), a.run.iters, [&](int i) {
+          row.timing = time_calls(ctx, row_warmup(a.run, copies), a.run.iters, [&](int i) {
             Linear& layer = layers[static_cast<std::size_t>(i) % copies];
             layer.enqueue(xb, yb, tokens);
             return layer.last_events();

@@ -171,7 +171,7 @@ void run_moe(const MoeArgs& a) {
         const std::size_t cycle = routings * copies;
         MoeLayer* last_layer = nullptr;
         MoeCall last_call;
-        row.timing = time_calls(ctx, std::max<int>(a.run.warmup, static_cast<int>(copies)), a.run.iters, [&](int i) {
+        row.timing = time_calls(ctx, row_warmup(a.run, copies), a.run.iters, [&](int i) {
           const auto n = static_cast<std::size_t>(i);
           last_layer = &layers[n % copies];
           const std::size_t r = (n % cycle) / copies;

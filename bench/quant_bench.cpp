@@ -104,7 +104,7 @@ void run_quant(const QuantArgs& a) {
       const cl::Buffer in = buffer(ctx, CL_MEM_READ_ONLY, x.size() * 2, x.data());
       const cl::Buffer packed = buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(shape.packed_bytes()));
       const cl::Buffer scales = buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(shape.scale_bytes()));
-      row.timing = time_calls(ctx, a.run.warmup, a.run.iters, [&](int) {
+      row.timing = time_calls(ctx, row_warmup(a.run), a.run.iters, [&](int) {
         return std::vector<cl::Event>{quantizer.quantize(shape, in, gs, packed, scales)};
       });
       run.add(std::move(row));

@@ -27,20 +27,28 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueCall& enqueue) {
+Timing time_calls(const Context& ctx, Warmup warmup, int iterations, const EnqueueCall& enqueue) {
   if (!ctx.profiling_enabled()) throw Error("the benchmark's queue has no profiling enabled");
   if (iterations < 1) throw Error("at least one timed iteration is needed");
+  int i = 0;
+  const auto w0 = std::chrono::steady_clock::now();
+  while (i < warmup.calls ||
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count() < warmup.ms) {
+    enqueue(i++);
+    const cl_int err = ctx.queue().finish();
+    if (err != CL_SUCCESS) throw Error("finishing the benchmark queue", err);
+  }
+  const int timed_from = i;
   std::vector<double> events, walls, enqueues;
   std::vector<std::vector<double>> starts, durations;  // [command][call]
   bool same_commands = true;
-  for (int i = 0; i < warmup + iterations; ++i) {
+  for (; i < timed_from + iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<cl::Event> ev = enqueue(i);
     const auto t_enqueued = std::chrono::steady_clock::now();
     const cl_int err = ctx.queue().finish();
     const auto t1 = std::chrono::steady_clock::now();
     if (err != CL_SUCCESS) throw Error("finishing the benchmark queue", err);
-    if (i < warmup) continue;
     if (ev.empty()) throw Error("a benchmarked call enqueued no command");
     const double first = profiling_ns(ev.front(), CL_PROFILING_COMMAND_START);
     events.push_back((profiling_ns(ev.back(), CL_PROFILING_COMMAND_END) - first) * 1e-3);
@@ -58,6 +66,7 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
     enqueues.push_back(std::chrono::duration<double, std::micro>(t_enqueued - t0).count());
   }
   Timing t;
+  t.warmup_calls = timed_from;
   t.iterations = iterations;
   t.median_us = median(events);
   t.min_us = *std::min_element(events.begin(), events.end());
@@ -70,7 +79,9 @@ Timing time_calls(const Context& ctx, int warmup, int iterations, const EnqueueC
 }
 
 void print_commands(const std::string& label, const Timing& t, const std::vector<std::string>& names) {
-  std::string text = fmt::format("{}: {:.1f} us from the first command's start to the last one's end\n", label, t.median_us);
+  std::string text = fmt::format("{}: {:.1f} us from the first command's start to the last one's end ({} timed calls after {} "
+                                 "warm-up calls)\n",
+                                 label, t.median_us, t.iterations, t.warmup_calls);
   double busy = 0.0;
   for (std::size_t c = 0; c < t.commands.size(); ++c) {
     const CommandTiming& ct = t.commands[c];

@@ -50,7 +50,7 @@ struct TuneArgs {
   std::string output;
   bool replace = false;
   int iters = 8, passes = 2, check_samples = 64, max_candidates = 0;
-  double rotate_mib = 0;
+  double rotate_mib = 0, warmup_ms = TuneSettings{}.warmup_ms;
 };
 
 std::pair<std::int64_t, std::int64_t> parse_nxk(const std::string& s) {
@@ -119,6 +119,7 @@ void run_tune(const TuneArgs& a) {
   TuneSettings settings;
   settings.buckets = a.tokens;
   settings.iters = a.iters;
+  settings.warmup_ms = a.warmup_ms;
   settings.max_passes = a.passes;
   settings.max_candidates = a.max_candidates;
   settings.moe_kernels = a.moe_kernels;
@@ -175,6 +176,9 @@ void register_tune(CLI::App& app) {
   t->add_flag("--replace", a->replace,
               "drop this device's earlier entries from the file, keep other devices' (default: merge into them)");
   t->add_option("--iters", a->iters, "timed calls per candidate")->check(CLI::Range(1, 1000))->capture_default_str();
+  t->add_option("--warmup-ms", a->warmup_ms, "untimed calls per candidate first, for this many milliseconds")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   t->add_option("--passes", a->passes, "coordinate-descent passes")->check(CLI::Range(1, 10))->capture_default_str();
   t->add_option("--kernel", a->moe_kernels,
                 "MoE strategies to tune (comma-separated; default: those automatic selection can choose on the device)")

@@ -151,7 +151,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
           return t;
         }
         t0 = std::chrono::steady_clock::now();
-        const Timing timing = time_calls(ctx, settings.warmup, settings.iters, [&](int i) {
+        const Timing timing = time_calls(ctx, Warmup{settings.warmup, settings.warmup_ms}, settings.iters, [&](int i) {
           const std::size_t r = static_cast<std::size_t>(i) % routing.size();
           const MoeCall call = layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
           std::vector<cl::Event> events;

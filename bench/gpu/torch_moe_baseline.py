@@ -9,13 +9,15 @@ uniformly, softmax-like positive weights), and two implementations:
            weighted index_add into the output (what HF transformers' MoE blocks do);
   grouped  torch._grouped_mm over the expert-sorted tokens (where this PyTorch has it).
 Timing: CUDA events around each call, routings rotated so that weights are not served from L2,
-median of the timed calls. Writes CSV rows to stdout:
+after warm-up calls for at least 200 ms (as fp4cl-bench's --warmup-ms: clocks settle), median of
+the timed calls. Writes CSV rows to stdout:
   kind,model,tokens,impl,us_median,us_min,tflops,weight_bytes_bf16
 and one `copy` row with the device-to-device copy bandwidth (read + write bytes per second).
 """
 import argparse
 import statistics
 import sys
+import time
 
 import torch
 
@@ -77,10 +79,13 @@ def moe_grouped(x, w13, w2, ids, weights):
     return out.to(torch.bfloat16)
 
 
-def time_calls(fn, inputs, warmup, iters):
-    for i in range(warmup):
+def time_calls(fn, inputs, warmup, iters, warmup_s=0.2):
+    """Median and minimum µs of `iters` calls after at least `warmup` calls and `warmup_s` seconds."""
+    i, t0 = 0, time.perf_counter()
+    while i < warmup or time.perf_counter() - t0 < warmup_s:
         fn(*inputs[i % len(inputs)])
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        i += 1
     times = []
     for i in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -29,7 +29,7 @@ def run(*args, env=None, check=None):
     return p.returncode, p.stdout, p.stderr
 
 
-FAST = ["--iters", "1", "--warmup", "0", "--rotate-mib", "1", "--stream-mib", "16"]
+FAST = ["--iters", "1", "--warmup", "0", "--warmup-ms", "0", "--rotate-mib", "1", "--stream-mib", "16"]
 TINY_LINEAR = ["linear", "-n", "64", "-k", "256", *FAST]
 TINY_MOE = ["moe", "--hidden", "64", "--inter", "64", "--experts", "4", "--topk", "2", *FAST]
 
@@ -58,6 +58,8 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(TINY_LINEAR + ["--kernel", "gemv_rows", "--tune", "GEMV_TOKEN=4"],
                           "unknown parameter 'GEMV_TOKEN'")
         self.expect_error(TINY_LINEAR + ["--csv", "--json"], "excludes")
+        self.expect_error(TINY_LINEAR + ["--warmup-ms", "-1"], "--warmup-ms")
+        self.expect_error(["tune", "--linear", "64x256", "--warmup-ms", "x"], "--warmup-ms")
         self.expect_error(["moe", "--hidden", "64", "--inter", "64"], "needs all of --hidden, --inter, --experts and --topk")
         self.expect_error(["moe", "--hidden", "64", "--inter", "64", "--experts", "2", "--topk", "4"],
                           "--topk 4 exceeds --experts 2")
@@ -113,6 +115,7 @@ class Outputs(unittest.TestCase):
             self.assertGreater(float(r["weight_bytes"]), 64 * 256 / 2)
             self.assertAlmostEqual(float(r["gbps"]), float(r["weight_bytes"]) / float(r["us_median"]) * 1e-3, places=3)
             self.assertIn("--tokens " + r["tokens"], r["command"])
+            self.assertIn("--warmup-ms 0", r["command"])  # not the default: the reproduction repeats it
         self.assertEqual({r["scheme"] for r in rows}, {"nvfp4-w4a16", "mxfp4-w4a4"})
 
     def test_json_moe_counts_only_experts_with_tokens(self):
@@ -204,7 +207,8 @@ class Tuning(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "tuning.json")
             _, out, err = run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4",
-                              "--tokens", "1,4", "--iters", "1", "--passes", "1", "--output", path, check=0)
+                              "--tokens", "1,4", "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path,
+                              check=0)
             self.assertIn("written to " + path, out)
             with open(path) as f:
                 db = json.load(f)
@@ -222,7 +226,7 @@ class Tuning(unittest.TestCase):
                 self.assertTrue(e["params"], e)
             # A second run merges into the file (same keys replaced, none duplicated).
             run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "4",
-                "--iters", "1", "--passes", "1", "--output", path, check=0)
+                "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path, check=0)
             with open(path) as f:
                 self.assertEqual(len(json.load(f)["devices"][0]["entries"]), 2)
             # The library loads it: the benchmark's kernel description names the tuned bucket.
@@ -240,7 +244,7 @@ class Tuning(unittest.TestCase):
             with open(path, "w") as f:
                 json.dump(db, f)
             run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "4",
-                "--iters", "1", "--passes", "1", "--output", path, "--replace", check=0)
+                "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path, "--replace", check=0)
             with open(path) as f:
                 devices = json.load(f)["devices"]
             self.assertEqual(sorted(d["device"]["name"] for d in devices), sorted([device["name"], "another CPU"]))
@@ -252,10 +256,10 @@ class Tuning(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "tuning.json")
             run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "1", "--iters",
-                "1", "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+                "1", "--warmup-ms", "0", "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
             _, out, err = run("tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk",
                               "2", "--scheme", "nvfp4-w4a16", "--kernel", "mma", "--tokens", "1", "--iters", "1",
-                              "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+                              "--warmup-ms", "0", "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
             self.assertIn("tuning mma", err)
             with open(path) as f:
                 entries = json.load(f)["devices"][0]["entries"]
