@@ -55,14 +55,19 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     t.split_k = 1;
     t.local_i = p.scheme.w4a16() ? 256 : 128;
     t.local_h = 256;
-    // Chunks of few pairs (unstaged K loops): each warp loads 4 chunks of weights before their
-    // MMAs. Measured on an H100 (NVFP4 W4A16, µs, unroll 1 / 2 / 4 / 8, one run each):
-    // mixtral-8x7b T = 1 139 / 134 / 123 / 132, T = 8 330 / 317 / 293 / 312; qwen3-30b-a3b T = 8
-    // 112 / 106 / 103 / 119. CPUs run the emulated MMA (forced only: tests): no loads ahead, which
-    // buy nothing there, and a second inlined K loop (the remainder) with the emulation's
-    // barriers nearly doubles PoCL's compile time of each unstaged program (as linear mma's
-    // MMA_UNROLL 1 on CPUs).
-    t.unroll = device.kind == DeviceKind::cpu ? 1 : 4;
+    // Chunks of few pairs (unstaged K loops): each warp loads 8 chunks of weights (NVFP4 W4A16) or
+    // 4 (the rest) before their MMAs. Measured on an H100 (NVFP4 W4A16, µs, unroll 1 / 2 / 4 / 8, one
+    // run each, 2026-11-23): mixtral-8x7b T = 1 139 / 134 / 123 / 132, T = 8 330 / 317 / 293 / 312;
+    // qwen3-30b-a3b T = 8 112 / 106 / 103 / 119. Since the BF16 activation rows and the k map
+    // (2026-11-27, 3 alternating rounds, unroll 4 -> 8): W4A16 qwen3 T = 8 82.7 / 83.5 / 85.0 ->
+    // 78.1 / 77.3 / 81.9, T = 64 level (201-202 -> 203-204), mixtral T = 1 90.4 -> 88.3-89.6, T = 8
+    // 248.8-249.3 -> 243.7-245.5; W4A4 slower with 8 (qwen3 T = 64 223-232 -> 225-241, mixtral T = 8
+    // 268-273 -> 275-281) and MXFP4 W4A16 too (gpt-oss-20b T = 1 39.4 / 39.7 -> 42.5 / 43.3, T = 8
+    // level at 135-136), so they keep 4. CPUs run the emulated MMA (forced only: tests): no loads
+    // ahead, which buy nothing there, and a second inlined K loop (the remainder) with the
+    // emulation's barriers nearly doubles PoCL's compile time of each unstaged program (as linear
+    // mma's MMA_UNROLL 1 on CPUs).
+    t.unroll = device.kind == DeviceKind::cpu ? 1 : p.scheme.w4a16() && p.scheme.weight == WeightFormat::nvfp4 ? 8 : 4;
     return t;
   }
   if (device.kind == DeviceKind::cpu) {
