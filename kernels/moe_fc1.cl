@@ -17,8 +17,8 @@
 //                   scale × 2^-(scale_exp + MOE_E2M1_EXP), so gate and up keep their own scales
 //   fc2_input_scale [E]  W4A4 NVFP4: quant-direction global scale of the FC2 input
 // NVFP4 W4A4's FC1 inputs are never tiny (e2m1 × E4M3: at least 2^-10 when nonzero): no scan for
-// them before the BF16 dot products (moe_fp4_vec.cl).
-#if MOE_W4A4
+// them before the BF16 dot products (moe_fp4_vec.cl). MXFP4's E8M0 scales reach 2^-127: scanned.
+#if MOE_W4A4 && defined(MOE_NVFP4)
 #define MOE_BF16_X_TINY 0
 #endif
 #include "moe_fp4_vec.cl"
@@ -236,10 +236,17 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
       (void)x2q;
 #endif
 #else
-      (void)x2q;
       float v[MOE_BLOCK];
       for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];
-      moe_quantize_block(v, gs, x2 + (long)(start + m) * inter + rb);
+      __global float* dst = x2 + (long)(start + m) * inter + rb;
+      moe_quantize_block(v, gs, dst);
+#if MOE_BF16DOT
+      // The block as BF16 pairs for FC2's BF16 dot products (this work-item's own stores, read back).
+      for (int c = 0; c < MOE_BLOCK / 16; ++c)
+        vstore8(moe_bf16_quads16(as_uint16(vload16(c, dst))), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2 + 8 * c);
+#else
+      (void)x2q;
+#endif
 #endif
     }
   }

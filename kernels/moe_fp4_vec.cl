@@ -188,9 +188,11 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // decode (see MOE_BF16_DOT_N), so results are those of IEEE fp32 arithmetic either way. Tiles of
 // up to MOE_BF16_MAX_PAIRS pairs (each decoded pair of weights feeds every pair's dot product)
 // and tiles of 2 · MOE_BF16_MAX_PAIRS (FC2 in one pass, FC1 in two; moe_fc1.cl, moe_fc2.cl);
-// other tiles keep the fp32 decode or panels; not in batch-invariant builds (as MOE_LUT).
+// other tiles keep the fp32 decode or panels; not in batch-invariant builds (as MOE_LUT). NVFP4
+// and, where MOE_LUT serves it (the exact decode), MXFP4: its blocks of 32 are two steps of 16
+// that meet the same E8M0 scale, as moe_lut_block_scales gives it.
 #include "common/bf16_dot.cl"
-#if MOE_LUT && FP4_BF16DOT && defined(MOE_NVFP4)  // its scales are read as fp16 (E4M3 values)
+#if MOE_LUT && FP4_BF16DOT
 #define MOE_BF16DOT 1
 #else
 #define MOE_BF16DOT 0
@@ -276,12 +278,19 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
 // values: s × 2^scale_exp is exact (no E4M3 value overflows at scale_exp 119), its product with
 // 2^MOE_E2M1_EXP is exact and normal, so one multiply by the product of the powers rounds
 // nothing either.
+#ifdef MOE_NVFP4
 typedef short moe_v16hi __attribute__((vector_size(32)));
 FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t* p, float scale_pow2) {
   const moe_v16hi h = __builtin_astype(vload16(0, (const __global short*)p), moe_v16hi);
   const fp4_v16sf f = __builtin_ia32_vcvtph2ps512_mask(h, __builtin_astype((float16)(0.0f), fp4_v16sf), (ushort)0xFFFF, 4);
   return __builtin_astype(f, float16) * scale_pow2;
 }
+#define MOE_BF16_SCALES(p) moe_bf16_block_scales((p), scale_pow2)
+#else
+// MXFP4: the E8M0 bytes become the exponent fields of 2^(e + scale_exp) (moe_block_scales), times
+// 2^MOE_E2M1_EXP = 1: the LUT's scales, normal numbers (the host keeps them so).
+#define MOE_BF16_SCALES(p) ((void)scale_pow2, moe_lut_block_scales((p), scale_exp))
+#endif
 
 #define MOE_BF16_DOT_N(NAME, N)                                                                              \
   FP4_BF16_TARGET __attribute__((noinline)) int NAME(const __global uint* w, const __global moe_scale_t* s,  \
@@ -299,7 +308,7 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
       _Pragma("unroll") for (int m = 0; m < (N); ++m) a[m] = c[m] = zero;                                    \
       MOE_BF16_STEPS(w0, 0, a, c, N)                                                                         \
       MOE_BF16_STEPS(w1, 1, a, c, N)                                                                         \
-      const float16 sv = moe_bf16_block_scales(s + ((16 * b) / MOE_BLOCK) * MOE_GROUP, scale_pow2);          \
+      const float16 sv = MOE_BF16_SCALES(s + ((16 * b) / MOE_BLOCK) * MOE_GROUP);                            \
       _Pragma("unroll") for (int m = 0; m < (N); ++m)                                                        \
         acc[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv, acc[m]);         \
     }                                                                                                        \
@@ -329,7 +338,7 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
       MOE_BF16_STEPS(v0, 0, e, f, N)                                                                           \
       MOE_BF16_STEPS(u1, 1, a, c, N)                                                                           \
       MOE_BF16_STEPS(v1, 1, e, f, N)                                                                           \
-      const float16 sv1 = moe_bf16_block_scales(s1 + sb, scale_pow2), sv2 = moe_bf16_block_scales(s2 + sb, scale_pow2); \
+      const float16 sv1 = MOE_BF16_SCALES(s1 + sb), sv2 = MOE_BF16_SCALES(s2 + sb);                              \
       _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                                        \
         acc1[m] = fma(__builtin_astype(a[m], float16) + __builtin_astype(c[m], float16), sv1, acc1[m]);        \
         acc2[m] = fma(__builtin_astype(e[m], float16) + __builtin_astype(f[m], float16), sv2, acc2[m]);        \

@@ -35,6 +35,9 @@ struct MoeBuildPlan {
   MoeNumerics numerics;
   MoeProgramOptions options;
   int x_form_bytes = 0;  // moe_x_form_bytes
+  // Whether grouped and decode's few-pair tiles read BF16 pairs (moe_fp4_vec.cl, MOE_BF16DOT: the
+  // processor's BF16 dot products, for NVFP4, and for MXFP4 where its table decode is exact).
+  bool bf16_pairs = false;
 };
 
 MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeSelection& selection) {
@@ -46,6 +49,8 @@ MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const M
   plan.options = {plan.numerics.options, config.scheme, config.output};
   plan.options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) plan.options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
+  plan.bf16_pairs = moe_bf16_dot_enabled(ctx) &&
+                    (config.scheme.weight == WeightFormat::nvfp4 || plan.numerics.e2m1_exp == 0);
   add_moe_int_dot(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group);
   add_moe_scaled_x(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
   plan.x_form_bytes = moe_x_form_bytes(ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
@@ -124,7 +129,8 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
          ctx.info().fp32_denormals ? "FP4CL_MOE_E2M1_DECODE = exact" : "it flushes fp32 denormals");
   impl->weights = upload_moe_weights(ctx, experts, config, map, numerics.e2m1_exp, impl->selection.layout.group,
                                      interleaved, split, mma);
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes);
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes,
+                                    plan.bf16_pairs);
   impl->router = std::make_unique<MoeRouter>(ctx);
   for (const auto& entry : impl->selection.usable)
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
@@ -144,7 +150,8 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
   const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection);
-  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes);
+  impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes,
+                                    plan.bf16_pairs);
   impl->router = std::make_unique<MoeRouter>(ctx);
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};

@@ -44,9 +44,9 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 // Allocates for `max_tokens` tokens, fewer when a buffer would exceed the device's largest
 // allocation (the layer then runs more chunks). `x_form_bytes` (moe_x_form_bytes): bytes per two
 // elements of the integer or scaled activation forms that the layer's kernels read from x1q and
-// x2q (0: none; the BF16 pairs, where used, take 4).
+// x2q (0: none); `bf16_pairs`: whether they read BF16 pairs there instead (4 bytes per two).
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
-                                    std::int64_t max_tokens, int x_form_bytes);
+                                    std::int64_t max_tokens, int x_form_bytes, bool bf16_pairs);
 
 // The caller's routing inputs: topk ids + weights, or router logits.
 struct MoeRoutingInput {

@@ -435,7 +435,9 @@ TEST(MoeConfig, DenormalSpeedProbe) {
 // processor has them, and the table decode they replace (FP4CL_MOE_BF16_DOT=0), against the
 // reference: K = 320 and 288 cover a partial packing chunk (256 elements), T = 1 only one-pair
 // tiles, T = 5 and 16 over 8 experts with k = 2 tiles of 1 to 8 pairs; decode's FC2 always
-// has one pair. MXFP4 (which never takes this path) runs with it requested, unchanged.
+// has one pair. MXFP4 takes the path where its decode is exact (the LUT's: on CPUs whose fp32
+// denormals are slow, or with FP4CL_MOE_E2M1_DECODE=exact, forced here for one round so that
+// every such CPU runs it) and keeps the table decode's float path otherwise.
 TEST(MoeConfig, Bf16DotProductsMatchReference) {
   const bool available = [] {
     ScopedEnv unset("FP4CL_MOE_BF16_DOT", "");
@@ -455,18 +457,22 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
     QuantScheme scheme;
     const char* strategy;
     const char* bf16_dot;
+    const char* e2m1_decode = "";  // FP4CL_MOE_E2M1_DECODE ("": the layer's own choice)
   };
-  std::vector<Case> cases = {{kNvW4A16, "grouped", "0"}, {kNvW4A4, "grouped", "0"}};
+  const QuantScheme mx_w4a16{WeightFormat::mxfp4, Activations::bf16}, mx_w4a4{WeightFormat::mxfp4,
+                                                                            Activations::fp4_dynamic};
+  std::vector<Case> cases = {{kNvW4A16, "grouped", "0"}, {kNvW4A4, "grouped", "0"}, {mx_w4a16, "grouped", "0", "exact"}};
   if (available) {
-    for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
+    for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, mx_w4a16, mx_w4a4}) {
       cases.push_back({scheme, "grouped", "1"});
       cases.push_back({scheme, "decode", "1"});
     }
-    cases.push_back({{WeightFormat::mxfp4, Activations::bf16}, "grouped", "1"});
-    cases.push_back({{WeightFormat::mxfp4, Activations::fp4_dynamic}, "decode", "1"});
+    for (const QuantScheme& scheme : {mx_w4a16, mx_w4a4})
+      for (const char* strategy : {"grouped", "decode"}) cases.push_back({scheme, strategy, "1", "exact"});
   }
   for (const Case& c : cases) {
     ScopedEnv env("FP4CL_MOE_BF16_DOT", c.bf16_dot);
+    ScopedEnv decode("FP4CL_MOE_E2M1_DECODE", c.e2m1_decode);
     const std::int64_t E = 8, H = 320, I = 288;
     const Fp4Experts ex = make_experts({c.scheme.weight, E, H, I, Data::exact, 41});
     MoeConfig cfg = config(c.scheme, 2);
@@ -479,8 +485,9 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
       const auto ref =
           reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
       const DeviceResult first = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, first, cfg.output))
-          << c.scheme.name() << " " << c.strategy << " FP4CL_MOE_BF16_DOT=" << c.bf16_dot << " T=" << T;
+      EXPECT_TRUE(matches_reference(ref, first, cfg.output)) << c.scheme.name() << " " << c.strategy
+                                                             << " FP4CL_MOE_BF16_DOT=" << c.bf16_dot
+                                                             << " FP4CL_MOE_E2M1_DECODE=" << c.e2m1_decode << " T=" << T;
       EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
     }
   }
@@ -510,6 +517,24 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
   // also: token 0's denormal activations were not flushed (flushed, its outputs would all be 0).
   EXPECT_GT(nonzero_outputs(dev, cfg.output, H), H / 2)
       << "token 0's outputs vanished: its denormal activations were flushed";
+  // The same for MXFP4, whose tiny activations under W4A4 are quantized ones (E8M0 scales reach
+  // 2^-127, so FC1 and FC2 scan them too), with its exact decode forced (the BF16 dot products
+  // follow it); FC1's E8M0 scales raised by 2^100 instead of a global scale.
+  ScopedEnv exact("FP4CL_MOE_E2M1_DECODE", "exact");
+  Fp4Experts mx = make_experts({WeightFormat::mxfp4, E, H, I, Data::exact, 55});
+  for (std::uint8_t& e : mx.w13_scales) e = static_cast<std::uint8_t>(std::min(254, e + 100));
+  for (const QuantScheme& scheme : {QuantScheme{WeightFormat::mxfp4, Activations::bf16},
+                                    QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}}) {
+    MoeConfig mcfg = config(scheme, 2);
+    mcfg.kernel = "grouped";
+    MoeLayer mlayer = MoeLayer::create(test_context(), mx, mcfg);
+    const auto mref =
+        reference::moe_reference(mx, reference_options(mcfg), x, reference::routing_from_topk(ids, w, T, 2));
+    const DeviceResult mdev = run_topk(mlayer, mcfg.output, x, ids, w, T);
+    EXPECT_TRUE(matches_reference(mref, mdev, mcfg.output)) << scheme.name() << " tiny activations";
+    EXPECT_GT(nonzero_outputs(mdev, mcfg.output, H), H / 2)
+        << scheme.name() << ": token 0's outputs vanished: its denormal activations were flushed";
+  }
 }
 
 // Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
