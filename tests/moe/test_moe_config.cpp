@@ -537,6 +537,31 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
   }
 }
 
+// Prefill panels (kernels/moe_fp4_vec.cl, "Prefill panels": on CPU layouts an expert's run of
+// several full tiles decodes its weights once per K slice) against the reference: 4 experts, k =
+// 2 and T = 40 and 64, so that experts receive runs of several full tiles of 8 pairs and a partial
+// one; K = 320 and 288 end in a partial panel slice (256 elements a slice). Deterministic on rerun.
+TEST(MoeConfig, PrefillPanelsMatchReference) {
+  const std::int64_t E = 4, H = 320, I = 288;
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, QuantScheme{WeightFormat::mxfp4, Activations::bf16}}) {
+    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::exact, 71});
+    MoeConfig cfg = config(scheme, 2);
+    cfg.kernel = "grouped";
+    cfg.max_tokens = 64;
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    for (const std::int64_t T : {40, 64}) {
+      const auto x = make_activations(T, H, Data::exact, 72 + T);
+      const auto ids = make_ids(T, 2, E, 73 + T);
+      const auto w = make_weights(T, 2, 74 + T);
+      const auto ref =
+          reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
+      const DeviceResult first = run_topk(layer, cfg.output, x, ids, w, T);
+      EXPECT_TRUE(matches_reference(ref, first, cfg.output)) << scheme.name() << " T=" << T;
+      EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
+    }
+  }
+}
+
 // Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
 // W4A4 with the 8-lane layout (forced here, so that any CPU runs it), against the reference, with
 // the AVX2 builtins (where the OpenCL compiler has them), without them (FP4CL_MOE_INT_DOT=portable:
