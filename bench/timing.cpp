@@ -79,9 +79,9 @@ Timing time_calls(const Context& ctx, Warmup warmup, int iterations, const Enque
 }
 
 void print_commands(const std::string& label, const Timing& t, const std::vector<std::string>& names) {
-  std::string text = fmt::format("{}: {:.1f} us from the first command's start to the last one's end ({} timed calls after {} "
-                                 "warm-up calls)\n",
-                                 label, t.median_us, t.iterations, t.warmup_calls);
+  std::string text = fmt::format(
+      "{}: {:.1f} us from the first command's start to the last one's end ({} timed calls after {} warm-up calls)\n",
+      label, t.median_us, t.iterations, t.warmup_calls);
   double busy = 0.0;
   for (std::size_t c = 0; c < t.commands.size(); ++c) {
     const CommandTiming& ct = t.commands[c];

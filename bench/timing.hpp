@@ -1,6 +1,7 @@
 // Timing of repeated calls: warm-up calls first (the first launch of a kernel with a new local
 // size compiles it on PoCL; and on the 2-vCPU VMs the CI runs on, the first tens of ms of calls
-// after the process sat idle or ran host code are slow: see Warmup), then timed calls, each measured twice: from OpenCL event profiling
+// after the process sat idle or ran host code are slow: see Warmup), then timed calls, each
+// measured twice: from OpenCL event profiling
 // (the start of its first command to the end of its last) and by the host's wall clock (from
 // before the enqueue to the end of a queue finish). Median and minimum of each, and the median
 // host time of the enqueue alone (setting arguments and enqueueing the commands).
@@ -24,8 +25,8 @@ struct CommandTiming {
 // the first. Measured on the CI machine (a 2-vCPU Intel Xeon VM under PoCL, 2026-11-27): a MoE
 // decode call (qwen3-30b-a3b, T = 1) takes 2-3.6 ms for its first ~30 calls after the layer's
 // creation or after 3 s of sleep (300 ms of sleep: 1.2-1.9 ms), then ~1.0 ms, with the weights
-// rotated as before; the calls run the same kernels at the same speed per thread, so it is the
-// machine warming up, not the cache. Linear decode calls showed none of it.
+// rotated as before; perf shows both PoCL threads in the same kernels throughout and no page
+// faults, so it is the machine warming up, not the cache. Linear decode calls showed none of it.
 struct Warmup {
   int calls = 0;
   double ms = 0.0;

@@ -17,7 +17,7 @@ namespace fp4cl::bench {
 struct TuneSettings {
   std::vector<std::int64_t> buckets;  // powers of two
   int iters = 8, warmup = 1;
-  double warmup_ms = 100;             // and warm-up calls until this much time has passed (timing.hpp's Warmup)
+  double warmup_ms = 100;             // and warm-up calls until this much time has passed (Warmup)
   double rotation_bytes = 0;          // weights streamed between two uses of one copy
   int check_samples = 64;             // linear: random outputs checked per candidate
   int max_passes = 2;                 // coordinate-descent passes
