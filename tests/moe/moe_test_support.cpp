@@ -213,6 +213,23 @@ DeviceResult run_logits(MoeLayer& layer, MoeOutput output, const std::vector<std
   return ::testing::AssertionFailure() << bad << " of " << n << " outputs outside the reference bound:" << first;
 }
 
+::testing::AssertionResult topk_matches_reference_twice(MoeLayer& layer, const Fp4Experts& experts,
+                                                        const MoeConfig& config, std::int64_t tokens,
+                                                        std::uint64_t seed) {
+  const int k = static_cast<int>(config.top_k);
+  const auto x = make_activations(tokens, experts.hidden, Data::exact, seed);
+  const auto ids = make_ids(tokens, k, experts.num_experts, seed + 1);
+  const auto w = make_weights(tokens, k, seed + 2);
+  const auto ref = reference::moe_reference(experts, reference_options(config), x,
+                                            reference::routing_from_topk(ids, w, tokens, k));
+  const DeviceResult first = run_topk(layer, config.output, x, ids, w, tokens);
+  ::testing::AssertionResult close = matches_reference(ref, first, config.output);
+  if (!close) return close;
+  const DeviceResult again = run_topk(layer, config.output, x, ids, w, tokens);
+  if (first.bf16 != again.bf16 || first.fp32 != again.fp32) return ::testing::AssertionFailure() << "a rerun differs";
+  return ::testing::AssertionSuccess();
+}
+
 reference::MoeReferenceOptions reference_options(const MoeConfig& config) {
   reference::MoeReferenceOptions o;
   o.scheme = config.scheme;

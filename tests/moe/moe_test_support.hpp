@@ -71,6 +71,13 @@ DeviceResult run_logits(MoeLayer& layer, MoeOutput output, const std::vector<std
 
 reference::MoeReferenceOptions reference_options(const MoeConfig& config);
 
+// Runs `layer` (made from `experts` with `config`) on `tokens` tokens: Data::exact activations
+// from `seed`, top-k ids over the experts from seed + 1 and their weights from seed + 2. Success
+// when every output is within the reference's bound and a second run gives the same bits.
+::testing::AssertionResult topk_matches_reference_twice(MoeLayer& layer, const Fp4Experts& experts,
+                                                        const MoeConfig& config, std::int64_t tokens,
+                                                        std::uint64_t seed);
+
 // The median over the nonzero outputs of bound / ulp_bf16(|value|): how many BF16 ulps the
 // tolerance allows (0 when there are no nonzero outputs).
 double median_bound_ulps(const reference::MoeReferenceResult& ref);

@@ -478,18 +478,10 @@ TEST(MoeConfig, Bf16DotProductsMatchReference) {
     MoeConfig cfg = config(c.scheme, 2);
     cfg.kernel = c.strategy;
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-    for (const std::int64_t T : {1, 5, 16}) {
-      const auto x = make_activations(T, H, Data::exact, 42 + T);
-      const auto ids = make_ids(T, 2, E, 43 + T);
-      const auto w = make_weights(T, 2, 44 + T);
-      const auto ref =
-          reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
-      const DeviceResult first = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, first, cfg.output)) << c.scheme.name() << " " << c.strategy
-                                                             << " FP4CL_MOE_BF16_DOT=" << c.bf16_dot
-                                                             << " FP4CL_MOE_E2M1_DECODE=" << c.e2m1_decode << " T=" << T;
-      EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
-    }
+    for (const std::int64_t T : {1, 5, 16})
+      EXPECT_TRUE(topk_matches_reference_twice(layer, ex, cfg, T, 42 + T))
+          << c.scheme.name() << " " << c.strategy << " FP4CL_MOE_BF16_DOT=" << c.bf16_dot
+          << " FP4CL_MOE_E2M1_DECODE=" << c.e2m1_decode << " T=" << T;
   }
   // Activations so small that vdpbf16ps would flush them or its sums (BF16 exponent fields 0 to 2:
   // token 0 all denormals, the others below 2^-124): those pairs fall back to the table decode, so
@@ -549,16 +541,8 @@ TEST(MoeConfig, PrefillPanelsMatchReference) {
     cfg.kernel = "grouped";
     cfg.max_tokens = 64;
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-    for (const std::int64_t T : {40, 64}) {
-      const auto x = make_activations(T, H, Data::exact, 72 + T);
-      const auto ids = make_ids(T, 2, E, 73 + T);
-      const auto w = make_weights(T, 2, 74 + T);
-      const auto ref =
-          reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, 2));
-      const DeviceResult first = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, first, cfg.output)) << scheme.name() << " T=" << T;
-      EXPECT_EQ(first.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
-    }
+    for (const std::int64_t T : {40, 64})
+      EXPECT_TRUE(topk_matches_reference_twice(layer, ex, cfg, T, 72 + T)) << scheme.name() << " T=" << T;
   }
 }
 
