@@ -116,6 +116,8 @@ class Outputs(unittest.TestCase):
             self.assertAlmostEqual(float(r["gbps"]), float(r["weight_bytes"]) / float(r["us_median"]) * 1e-3, places=3)
             self.assertIn("--tokens " + r["tokens"], r["command"])
             self.assertIn("--warmup-ms 0", r["command"])  # not the default: the reproduction repeats it
+            # --warmup 0 and no time: one warm-up call per rotated copy of the weights.
+            self.assertGreaterEqual(int(r["warmup_calls"]), 1)
         self.assertEqual({r["scheme"] for r in rows}, {"nvfp4-w4a16", "mxfp4-w4a4"})
 
     def test_json_moe_counts_only_experts_with_tokens(self):
@@ -131,6 +133,7 @@ class Outputs(unittest.TestCase):
         for r in rows:
             self.assertTrue(r["check"].startswith("ok"), r)
             self.assertEqual(r["flops"], 2 * r["tokens"] * 2 * 3 * 64 * 64)
+            self.assertGreaterEqual(r["warmup_calls"], 1)
         one = [r for r in rows if r["tokens"] == 1][0]
         four = [r for r in rows if r["tokens"] == 4][0]
         # One token reaches 2 experts; four tokens at most all 4: bytes grow with the experts used.
