@@ -72,16 +72,17 @@ std::string format_table(const Report& report) {
 
 std::string format_csv(const Report& report) {
   std::string out =
-      "op,shape,scheme,tokens,kernel,us_median,us_min,wall_us_median,wall_us_min,iterations,warmup_calls,tokens_per_s,"
-      "weight_bytes,gbps,bandwidth_fraction,stream_gbps,gflops,fma_fraction,fma_gflops,check,detail,command\n";
+      "op,shape,scheme,tokens,kernel,us_median,us_min,wall_us_median,wall_us_min,iterations,warmup_calls,"
+      "tokens_per_s,weight_bytes,gbps,bandwidth_fraction,stream_gbps,gflops,fma_fraction,fma_gflops,check,detail,"
+      "command\n";
   for (const Row& r : report.rows) {
-    out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.1f},{:.0f},{:.4f},{:.4f},{:.3f},{:.4f},{:.4f},"
-                       "{:.3f},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.1f},{:.0f},{:.4f},{:.4f},{:.3f},{:.4f},"
+                       "{:.4f},{:.3f},{},{},{}\n",
                        r.op, csv_field(r.shape), r.scheme, r.tokens, csv_field(r.kernel), r.timing.median_us,
                        r.timing.min_us, r.timing.wall_median_us, r.timing.wall_min_us, r.timing.iterations,
-                       r.timing.warmup_calls, r.tokens_per_second(), r.weight_bytes, r.gbps(), report.bandwidth_fraction(r),
-                       report.peaks.stream.gbps, r.gflops(), report.fma_fraction(r), report.peaks.fma.gflops,
-                       csv_field(r.check), csv_field(r.detail), csv_field(r.command));
+                       r.timing.warmup_calls, r.tokens_per_second(), r.weight_bytes, r.gbps(),
+                       report.bandwidth_fraction(r), report.peaks.stream.gbps, r.gflops(), report.fma_fraction(r),
+                       report.peaks.fma.gflops, csv_field(r.check), csv_field(r.detail), csv_field(r.command));
   }
   return out;
 }
