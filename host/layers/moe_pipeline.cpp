@@ -36,17 +36,13 @@ std::int64_t moe_max_tiles(std::int64_t pairs, std::int64_t experts, int tile_m)
 MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, const MoeSelection& selection,
                                     std::int64_t max_tokens, int x_form_bytes, bool bf16_pairs) {
   // y [pairs, H]: the per-pair FC2 outputs that moe_reduce sums (grouped and mma).
-  const bool grouped = std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
-    return e.id == MoeStrategy::grouped || e.id == MoeStrategy::mma;
-  });
+  const bool grouped = selection.uses(MoeStrategy::grouped) || selection.uses(MoeStrategy::mma);
   // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products;
   // or, in the same buffers, their integer form for the integer dot products (W4A4: 1.5 bytes an
   // element of the 2 allocated; W4A16's planes up to 3; kernels/moe_fp4_vec.cl, MOE_INTDOT), or the
   // scaled activations (kernels/moe_scaled_x.cl: 4.5 bytes an element): x_form_bytes per two.
   const bool packed = (bf16_pairs || x_form_bytes > 0) &&
-                      std::any_of(selection.usable.begin(), selection.usable.end(), [](const MoeSelection::Entry& e) {
-                        return e.id == MoeStrategy::grouped || e.id == MoeStrategy::decode;
-                      });
+                      (selection.uses(MoeStrategy::grouped) || selection.uses(MoeStrategy::decode));
   const auto max_alloc = static_cast<std::int64_t>(max_alloc_bytes(ctx));
   const std::int64_t per_pair = 4 * std::max(shape.hidden, shape.intermediate);  // the largest activation row
   const std::int64_t fit = std::max<std::int64_t>(1, max_alloc / per_pair / shape.top_k);
