@@ -27,13 +27,16 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+bool warms_up(const Warmup& warmup, int calls_made, double elapsed_ms) {
+  return calls_made < warmup.calls || elapsed_ms < warmup.ms;
+}
+
 Timing time_calls(const Context& ctx, Warmup warmup, int iterations, const EnqueueCall& enqueue) {
   if (!ctx.profiling_enabled()) throw Error("the benchmark's queue has no profiling enabled");
   if (iterations < 1) throw Error("at least one timed iteration is needed");
   int i = 0;
   const auto w0 = std::chrono::steady_clock::now();
-  while (i < warmup.calls ||
-         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count() < warmup.ms) {
+  while (warms_up(warmup, i, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count())) {
     enqueue(i++);
     const cl_int err = ctx.queue().finish();
     if (err != CL_SUCCESS) throw Error("finishing the benchmark queue", err);

@@ -31,6 +31,8 @@ struct Warmup {
   int calls = 0;
   double ms = 0.0;
 };
+// Whether the warm-up makes another call after `calls_made` calls and `elapsed_ms` milliseconds.
+bool warms_up(const Warmup& warmup, int calls_made, double elapsed_ms);
 
 struct Timing {
   int warmup_calls = 0;                             // the untimed calls that ran first
