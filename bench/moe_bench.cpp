@@ -123,6 +123,10 @@ void run_moe(const MoeArgs& a) {
       for (std::size_t c = 1; c < copies; ++c)
         layers.push_back(
             MoeLayer::create(ctx, make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, c + 1), config));
+      // Events on every launch only for the per-command breakdown: each costs host time, which
+      // on a GPU shows as a gap between the commands (MoeLaunchEvents).
+      if (a.run.launches)
+        for (MoeLayer& l : layers) l.set_launch_events(MoeLaunchEvents::every);
       for (std::int64_t tokens : a.run.tokens) {
         const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
         const double bytes_per_call_estimate = expert_bytes * static_cast<double>(std::min<std::int64_t>(
@@ -176,9 +180,7 @@ void run_moe(const MoeArgs& a) {
           last_layer = &layers[n % copies];
           const std::size_t r = (n % cycle) / copies;
           last_call = last_layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
-          std::vector<cl::Event> events;
-          for (const MoeLaunch& l : last_call.launches) events.push_back(l.event);
-          return events;
+          return last_call.events();
         });
         last_layer->finish(last_call);  // throws on a status error (the timing would be meaningless)
         if (a.run.launches) {

@@ -153,10 +153,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         t0 = std::chrono::steady_clock::now();
         const Timing timing = time_calls(ctx, Warmup{settings.warmup, settings.warmup_ms}, settings.iters, [&](int i) {
           const std::size_t r = static_cast<std::size_t>(i) % routing.size();
-          const MoeCall call = layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
-          std::vector<cl::Event> events;
-          for (const MoeLaunch& l : call.launches) events.push_back(l.event);
-          return events;
+          return layer->enqueue_topk(xb, ids[r], weights[r], out, tokens).events();
         });
         time_s += since(t0);
         t.ok = true;

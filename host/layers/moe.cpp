@@ -68,6 +68,7 @@ struct MoeLayer::Impl {
   MoeWorkspace ws;
   std::unique_ptr<MoeRouter> router;
   std::vector<MoeStrategyKernels> strategies;  // one per selection.usable entry, same order
+  MoeLaunchEvents launch_events = MoeLaunchEvents::ends;
 
   explicit Impl(const Context& c) : ctx(c) {}
 
@@ -149,6 +150,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->shape = from.shape;
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
+  impl->launch_events = from.launch_events;
   const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
@@ -182,8 +184,8 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   check_cl(opencl::enqueue_write(queue, ws.status, false, 0, sizeof(kStatusReset), kStatusReset,
                                  wait.empty() ? nullptr : &wait, nullptr),
            "MoE: resetting the status words");
-  // The chunks' last commands get events (the call's `done`); every command does where the queue
-  // records profiling times (MoeChunk::events).
+  // The chunks' last commands get events (the call's `done`); where the queue records profiling
+  // times the call's first command does too, or every command (launch_events, MoeChunk).
   cl::Event last;
   // One strategy for the whole call, chosen by its token count: every chunk runs the same
   // kernels, so the output bits do not depend on the workspace size (each kernel computes a pair
@@ -191,7 +193,9 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   MoeStrategyKernels& k = kernels_for(tokens);
   // Every later command runs after its predecessor: the queue is in order (Context checks it).
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
-    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing, ctx.profiling_enabled()};
+    const bool profiling = ctx.profiling_enabled();
+    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing,
+                         profiling && launch_events == MoeLaunchEvents::every, profiling};
     call.chunk_strategies.emplace_back(to_string(k.id()));
     if (routing.logits || !k.routes_topk()) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
@@ -275,6 +279,15 @@ std::uint64_t MoeLayer::expert_weight_bytes() const {
 std::uint64_t MoeLayer::expert_weight_bytes_for(std::int64_t tokens) const {
   return impl_->weights_bytes_of(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
+std::vector<cl::Event> MoeCall::events() const {
+  std::vector<cl::Event> set;
+  for (const MoeLaunch& l : launches)
+    if (l.event() != nullptr) set.push_back(l.event);
+  return set;
+}
+
+void MoeLayer::set_launch_events(MoeLaunchEvents which) { impl_->launch_events = which; }
+MoeLaunchEvents MoeLayer::launch_events() const { return impl_->launch_events; }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }

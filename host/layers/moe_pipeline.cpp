@@ -87,7 +87,9 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
 }
 
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
-                const cl::NDRange& local, bool event, std::vector<MoeLaunch>& launches, cl::Event& last) {
+                const cl::NDRange& local, const MoeChunk& c, bool chunk_end, std::vector<MoeLaunch>& launches,
+                cl::Event& last) {
+  const bool event = c.every_event || chunk_end || (c.first_event && launches.empty());
   // fp4cl's queues are in order (Context refuses others), so each kernel already runs after
   // `last`; an explicit wait list would only cost time (NVIDIA's OpenCL adds ~10 µs a launch).
   cl::Event e;
@@ -109,11 +111,11 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
   if (c.routing.logits) {
     set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
              E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
-    moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c.events, launches, last);
+    moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c, false, launches, last);
   } else {
     set_args(topk_, "moe_route_topk", *c.routing.topk_ids, *c.routing.topk_weights, T, offset, k, E_global,
              w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
-    moe_launch(queue, topk_, "moe_route_topk", global, cl::NullRange, c.events, launches, last);
+    moe_launch(queue, topk_, "moe_route_topk", global, cl::NullRange, c, false, launches, last);
   }
 }
 
@@ -288,13 +290,13 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   const std::size_t tiles1 = static_cast<std::size_t>((s.intermediate + g.rows1() - 1) / g.rows1());
   moe_launch(queue, fc1, "moe_split_fc1",
              cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
-             cl::NDRange(static_cast<std::size_t>(g.local1), 1), c.events, launches, last);
+             cl::NDRange(static_cast<std::size_t>(g.local1), 1), c, false, launches, last);
   set_args(fc2_, "moe_split_fc2", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
            ws.pair_expert, ws.pair_weight, k, offset, *c.out);
   const std::size_t tiles2 = static_cast<std::size_t>((s.hidden + g.rows2 - 1) / g.rows2);
   moe_launch(queue, fc2_, "moe_split_fc2",
              cl::NDRange(tiles2 * static_cast<std::size_t>(g.local2()), static_cast<std::size_t>(c.tokens)),
-             cl::NDRange(static_cast<std::size_t>(g.local2()), 1), true, launches, last);
+             cl::NDRange(static_cast<std::size_t>(g.local2()), 1), c, true, launches, last);
 }
 
 void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
@@ -311,7 +313,7 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
            ws.pair_slot, ws.slot_pair, ws.tiles, ws.chunk_info, ws.status, cl_int{fused ? 1 : 0}, ids, weights,
            as_int(c.token_offset * s.top_k), as_int(s.global_experts), w.expert_map, ws.pair_weight,
            ws.row_blocks_done, cl_int{zero_row_blocks ? as_int(s.hidden / 16) : 0});
-  moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), c.events, launches, last);
+  moe_launch(queue, sort_, "moe_sort", cl::NDRange(sort_local), cl::NDRange(sort_local), c, false, launches, last);
 }
 
 void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
@@ -325,7 +327,7 @@ void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const Moe
            cl_int{mma ? 1 : 0});
   moe_launch(queue, gather_, "moe_gather",
              cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
-             cl::NullRange, c.events, launches, last);
+             cl::NullRange, c, false, launches, last);
 }
 
 void MoeStrategyKernels::enqueue_gather_pairs(const cl::CommandQueue& queue, const MoeShape& s,
@@ -338,7 +340,7 @@ void MoeStrategyKernels::enqueue_gather_pairs(const cl::CommandQueue& queue, con
            ws.pair_expert, w.fc1_input_scale, ws.x1);
   moe_launch(queue, gather_pairs_, "moe_gather_pairs",
              cl::NDRange(static_cast<std::size_t>(s.hidden / s.block), static_cast<std::size_t>(c.tokens * s.top_k)),
-             cl::NullRange, c.events, launches, last);
+             cl::NullRange, c, false, launches, last);
 }
 
 void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
@@ -387,15 +389,15 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   moe_launch(queue, fc1, "moe_mma_fc1",
              cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() / row_loop * g.fc1.local()),
                          static_cast<std::size_t>(tiles)),
-             cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), c.events, launches, last);
+             cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), c, false, launches, last);
   moe_launch(queue, fc2, "moe_mma_fc2",
              cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                          static_cast<std::size_t>(tiles)),
-             cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), c.events || few, launches, last);
+             cl::NDRange(static_cast<std::size_t>(g.fc2.local()), 1), c, few, launches, last);
   if (few) return;  // FC2 summed the top-k
   moe_launch(queue, reduce_, "moe_reduce",
              cl::NDRange(static_cast<std::size_t>(s.hidden / layout_.vec), static_cast<std::size_t>(c.tokens)),
-             cl::NullRange, true, launches, last);
+             cl::NullRange, c, true, launches, last);
 }
 
 void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
@@ -422,24 +424,24 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
            ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.x1q, ws.x2q);
   moe_launch(queue, fc1_, "moe_fc1",
              cl::NDRange(round_up((s.intermediate + v - 1) / v, tiles_.local_i), static_cast<std::size_t>(tiles)),
-             cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), c.events, launches, last);
+             cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), c, false, launches, last);
 
   const std::size_t fc2_items = round_up((s.hidden + v - 1) / v, tiles_.local_h);
   const cl::NDRange fc2_local(static_cast<std::size_t>(tiles_.local_h), 1);
   if (id_ == MoeStrategy::grouped) {
     set_args(fc2_, "moe_fc2", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
              ws.slot_pair, ws.y, ws.x2q);
-    moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, c.events, launches,
+    moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, c, false, launches,
                last);
     set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
     moe_launch(queue, reduce_, "moe_reduce",
                cl::NDRange(static_cast<std::size_t>(s.hidden / v), static_cast<std::size_t>(c.tokens)), cl::NullRange,
-               true, launches, last);
+               c, true, launches, last);
   } else {
     set_args(fc2_, "moe_fc2_reduce", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
              ws.pair_slot, ws.pair_weight, k, T, offset, *c.out, ws.x2q);
     moe_launch(queue, fc2_, "moe_fc2_reduce", cl::NDRange(fc2_items, static_cast<std::size_t>(c.tokens)), fc2_local,
-               true, launches, last);
+               c, true, launches, last);
   }
 }
 

@@ -62,16 +62,19 @@ struct MoeChunk {
   const cl::Buffer* x = nullptr;
   const cl::Buffer* out = nullptr;
   MoeRoutingInput routing;
-  // Every launch gets an event (the queue records profiling times); else only each chunk's last
-  // command, the call's `done` (an event costs ~7.5 µs of host time a launch on NVIDIA's OpenCL
-  // where the queue profiles, ~1.8 where not: bench/standalone/enqueue_by_args.c).
-  bool events = false;
+  // Which launches get an event besides each chunk's last command (the call's `done`): every one
+  // (MoeLaunchEvents::every on a profiling queue), or the call's first command (a profiling
+  // queue: the call's start). An event costs ~7.5 µs of host time a launch on NVIDIA's OpenCL
+  // where the queue profiles, ~1.8 where not (bench/standalone/enqueue_by_args.c).
+  bool every_event = false, first_event = false;
 };
 
-// Enqueues `kernel` (after `last`: the queue is in order) and records it; with `event` (the
-// chunk's `events`, or its last command) it gets an event, which becomes the new `last`.
+// Enqueues `kernel` (after `last`: the queue is in order) and records it. It gets an event, which
+// becomes the new `last`, where it ends the chunk (`chunk_end`), where the chunk gives every
+// launch one, or where it is the call's first launch and the chunk asks for that one.
 void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* name, const cl::NDRange& global,
-                const cl::NDRange& local, bool event, std::vector<MoeLaunch>& launches, cl::Event& last);
+                const cl::NDRange& local, const MoeChunk& c, bool chunk_end, std::vector<MoeLaunch>& launches,
+                cl::Event& last);
 
 // Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs.
 class MoeRouter {

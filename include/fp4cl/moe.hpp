@@ -114,10 +114,18 @@ struct MoeConfig {
 // mma where it runs natively, else grouped.
 std::vector<std::string> moe_kernel_strategies();
 
-// One kernel launch of a call, in enqueue order. `event` is set on every launch where the
-// context's queue records profiling times (Context::profiling_enabled(); read them from it), else
-// only on the call's last command (`MoeCall::done`): on NVIDIA's OpenCL an event costs ~7.5 µs of
-// host time a launch on a queue with profiling, ~1.8 on one without.
+// Which launches of a call get an event. Each chunk's last command always does (the last chunk's
+// is `MoeCall::done`). Where the context's queue records profiling times
+// (Context::profiling_enabled()), `ends` adds the call's first command, which is enough to time a
+// call (the default), and `every` gives every launch one, for per-command timings (fp4cl-bench
+// --launches). An event costs host time: on NVIDIA's OpenCL ~7.5 µs a launch on a queue with
+// profiling, ~1.8 on one without, and since the GPU starts each command as it is enqueued, that
+// time shows as a gap before the next command (qwen3-30b-a3b W4A4 T = 8 on an H100: 8 µs
+// between moe_gather_pairs and FC1 with `every`, 3.6 µs with `ends`).
+enum class MoeLaunchEvents { ends, every };
+
+// One kernel launch of a call, in enqueue order; `event` is null on the launches that get none
+// (MoeLaunchEvents). Read profiling times from the events that are set.
 struct MoeLaunch {
   std::string kernel;
   cl::Event event;
@@ -130,6 +138,9 @@ struct MoeCall {
   std::vector<MoeLaunch> launches;
   cl::Event done;  // the last command (null when tokens == 0)
   cl::Buffer topk_ids;  // the caller's ids (to name an invalid one), null on the logit path
+  // The launches' events that are set, in launch order: on a profiling queue the first and last
+  // are the call's start and end.
+  std::vector<cl::Event> events() const;
 };
 
 // Read back from the device by finish().
@@ -197,6 +208,10 @@ class MoeLayer {
   // pairs of one expert share each pass over the expert's weights.
   std::string strategy_for(std::int64_t tokens) const;
   int tile_pairs_for(std::int64_t tokens) const;
+  // Which launches of later calls get events on a profiling queue (MoeLaunchEvents; `ends` by
+  // default). Copies of a layer share the setting.
+  void set_launch_events(MoeLaunchEvents which);
+  MoeLaunchEvents launch_events() const;
 
  private:
   struct Impl;

@@ -128,9 +128,7 @@ bool demo_moe(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOptions
   const double us = median_microseconds(ctx, kWarmup, o.runs, [&] {
     const MoeCall call = layer.enqueue_logits(xb, lb, out, o.tokens);
     stats = layer.finish(call);
-    std::vector<cl::Event> events;
-    for (const MoeLaunch& l : call.launches) events.push_back(l.event);
-    return events;
+    return call.events();
   });
   fmt::print(
       "  forward: {:.1f} µs per call (median of {}), {} (token, expert) pairs; {} expert passes stream "
