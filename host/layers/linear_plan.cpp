@@ -69,6 +69,14 @@ void merge_steps(LinearPlan& plan) {
   plan.steps = std::move(merged);
 }
 
+// The smallest token count tuned entries serve: 1 where the smallest bucket is 1, else the
+// first count past the share a bucket half its size would have (bucket 64: 46, as bucket 32
+// would serve up to floor(sqrt(32 · 64)) = 45).
+std::int64_t tuned_from(const std::vector<const tuning::Entry*>& entries) {
+  const std::int64_t first = entries.front()->tokens;
+  return first <= 1 ? 1 : tuning::last_tokens_of_bucket(first / 2, first) + 1;
+}
+
 // The plan without tuned entries: decode and prefill strategies around the crossover.
 LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
                         const LinearKernelRegistry& registry, const std::string& forced) {
@@ -107,11 +115,26 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
 }
 
 // The plan from tuned entries, or nothing when an entry names a strategy that is unknown or
-// refuses (a database from another build; logged as a warning).
+// refuses (a database from another build; logged as a warning). Token counts below the smallest
+// bucket's share (tuned_from) take the built-in plan: an entry tuned for 64 tokens says nothing
+// about one (on the H100 4096 x 4096 W4A16's 64-token winner splits K 4 ways over 2-row-tile
+// work-groups, a prefill geometry).
 bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
                 const LinearKernelRegistry& registry, const std::string& forced,
                 const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {
   const std::vector<std::string> known = registry.names();
+  const std::int64_t below = tuned_from(entries) - 1;
+  if (below > 0) {
+    for (LinearPlanStep& s : default_plan(ctx, base, options, registry, forced).steps) {
+      if (!plan.steps.empty() && plan.steps.back().last_tokens >= std::min(below, base.max_tokens)) break;
+      s.last_tokens = std::min({s.last_tokens, below, base.max_tokens});
+      plan.steps.push_back(std::move(s));
+    }
+    if (below >= base.max_tokens) {
+      merge_steps(plan);
+      return true;
+    }
+  }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const tuning::Entry& e = *entries[i];
     const std::int64_t last = i + 1 < entries.size()

@@ -112,6 +112,40 @@ TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
   }
 }
 
+// Buckets above 1 only: the counts below the smallest bucket's share keep the built-in plan.
+TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  tuning::Database db;
+  const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
+  db.put(device, linear_entry(64, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
+  db.put(device, linear_entry(512, "gemv_rows", {{"GEMV_TOKENS", 6}, {"GEMV_LOCAL", 2}}));
+  use_database(db);
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  Linear layer = Linear::create(context(), w, kScheme, options(600));
+  for (std::int64_t m : {std::int64_t{1}, std::int64_t{8}, std::int64_t{45}}) {
+    expect_contains(layer.kernel_description(m), "[built-in");
+    EXPECT_EQ(layer.kernel_description(m).find("GEMV_TOKENS=5"), std::string::npos) << m;
+  }
+  // Bucket 64 serves 46 to 181 tokens (floor(sqrt(64 · 512))), bucket 512 the rest.
+  expect_contains(layer.kernel_description(46), "GEMV_TOKENS=5, GEMV_LOCAL=2,");
+  expect_contains(layer.kernel_description(46), "[tuned bucket 64");
+  expect_contains(layer.kernel_description(181), "[tuned bucket 64");
+  expect_contains(layer.kernel_description(182), "GEMV_TOKENS=6, GEMV_LOCAL=2,");
+  expect_contains(layer.kernel_description(182), "[tuned bucket 512");
+  expect_contains(layer.kernel_description(600), "[tuned bucket 512");
+  // A layer that never reaches the smallest bucket's share runs the built-in plan alone.
+  Linear small = Linear::create(context(), w, kScheme, options(40));
+  for (std::int64_t m : {std::int64_t{1}, std::int64_t{40}}) expect_contains(small.kernel_description(m), "[built-in");
+  // Both compute the layer.
+  const std::vector<std::uint16_t> x = test::random_activations(50, kK, 4);
+  for (std::int64_t m : {std::int64_t{1}, std::int64_t{50}}) {
+    const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * kK);
+    std::vector<float> y;
+    layer.run(xm, m, y);
+    test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
+  }
+}
+
 TEST_F(TunedLayers, ExplicitOptionsOverrideTheDatabase) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_database(linear_database());
