@@ -192,8 +192,8 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   // in an order that does not depend on the other pairs of its chunk).
   MoeStrategyKernels& k = kernels_for(tokens);
   // Every later command runs after its predecessor: the queue is in order (Context checks it).
+  const bool profiling = ctx.profiling_enabled();
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
-    const bool profiling = ctx.profiling_enabled();
     const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing,
                          profiling && launch_events == MoeLaunchEvents::every, profiling};
     call.chunk_strategies.emplace_back(to_string(k.id()));

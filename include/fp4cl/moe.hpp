@@ -120,8 +120,9 @@ std::vector<std::string> moe_kernel_strategies();
 // call (the default), and `every` gives every launch one, for per-command timings (fp4cl-bench
 // --launches). An event costs host time: on NVIDIA's OpenCL ~7.5 µs a launch on a queue with
 // profiling, ~1.8 on one without, and since the GPU starts each command as it is enqueued, that
-// time shows as a gap before the next command (qwen3-30b-a3b W4A4 T = 8 on an H100: 8 µs
-// between moe_gather_pairs and FC1 with `every`, 3.6 µs with `ends`).
+// time shows as a gap before the next command (qwen3-30b-a3b W4A4 T = 8 on an H100: with
+// `every` 8.2 µs between moe_gather_pairs and FC1 and 1.5 between FC1 and FC2; with `ends` FC2
+// starts 6.9 µs earlier, ~3 µs of gaps left).
 enum class MoeLaunchEvents { ends, every };
 
 // One kernel launch of a call, in enqueue order; `event` is null on the launches that get none
