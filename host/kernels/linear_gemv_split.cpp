@@ -161,7 +161,7 @@ class GemvSplitKernel final : public LinearKernel {
       pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
       // Recorded at once: when the next command fails, the layer still knows what it enqueued.
       if (call.events) call.events->push_back(pass.front());
-      wait = &pass;
+      wait = nullptr;  // the queue is in order: the matmul runs after the pass
       x = call.workspace;
       v += variants_.size();
     }

@@ -110,14 +110,14 @@ template void LaneGroupsGemvKernel::set_arg(cl_uint, const cl_uint&, const char*
 std::size_t LaneGroupsGemvKernel::workspace_bytes() const { return bf16_x_ ? 0 : activations_.workspace_bytes(); }
 
 void LaneGroupsGemvKernel::apply(const Context& ctx, const LinearCall& call) {
-  std::vector<cl::Event> pass;
+  const std::vector<cl::Event>* wait = call.wait;
   if (bf16_x_) {
-    if (call.wait) pass = *call.wait;
     set_arg(2, *call.x, "the BF16 activations");
   } else {
-    pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
+    const cl::Event pass = activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait);
     // Recorded at once: when the next command fails, the layer still knows what it enqueued.
-    if (call.events) call.events->push_back(pass.front());
+    if (call.events) call.events->push_back(pass);
+    wait = nullptr;  // the queue is in order: the matmul runs after the pass
     set_arg(2, *call.workspace,
             form_ == ActivationForm::int_codes    ? "the activation codes"
             : form_ == ActivationForm::int_planes ? "the activation planes"
@@ -135,7 +135,7 @@ void LaneGroupsGemvKernel::apply(const Context& ctx, const LinearCall& call) {
   const auto token_groups = static_cast<std::size_t>((call.m + per_item - 1) / per_item);
   cl::Event event;
   check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange((groups + local - 1) / local * local, token_groups),
-                                  cl::NDRange(local, 1), pass.empty() ? nullptr : &pass, &event),
+                                  cl::NDRange(local, 1), wait, &event),
            "enqueueing linear_{} ({} tokens, n = {}, k = {})", strategy_, call.m, weights_->info.n, weights_->info.k);
   if (call.events) call.events->push_back(event);
 }

@@ -198,7 +198,7 @@ class LinearMmaKernel final : public LinearKernel {
       pass.push_back(activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait));
       // Recorded at once: when the next command fails, the layer still knows what it enqueued.
       if (call.events) call.events->push_back(pass.front());
-      wait = &pass;
+      wait = nullptr;  // the queue is in order: the matmul runs after the pass
     }
     const auto local = static_cast<std::size_t>(32 * rt_ * ks_);
     const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_ * mt_));

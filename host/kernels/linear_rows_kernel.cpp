@@ -70,14 +70,14 @@ std::size_t RowsLinearKernel::workspace_bytes() const { return activations_.work
 std::uint64_t RowsLinearKernel::weight_bytes() const { return weights_ ? weights_->bytes : 0; }
 
 void RowsLinearKernel::apply(const Context& ctx, const LinearCall& call) {
-  std::vector<cl::Event> pass{activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait)};
+  const cl::Event pass = activations_.enqueue(ctx, *call.x, *call.workspace, call.m, call.wait);
   // Recorded at once: when the next command fails, the layer still knows what it enqueued.
-  if (call.events) call.events->push_back(pass.front());
+  if (call.events) call.events->push_back(pass);
   set_arg(2, *call.workspace, "the split activations");
   set_arg(3, *call.y, "the output");
   set_arg(4, *call.bias, "the bias");
   set_arg(6, static_cast<cl_uint>(call.m), "the token count");
-  cl::Event matmul = launch(ctx, call.m, pass);
+  cl::Event matmul = launch(ctx, call.m, {});  // the queue is in order: it runs after the pass
   if (call.events) call.events->push_back(matmul);
 }
 

@@ -55,8 +55,9 @@ struct Linear::State {
   cl::Buffer stage_x, stage_y;
   std::int64_t staging_tokens = 0;
   std::vector<cl::Event> events;  // the commands of the last enqueue
-  // The layer's last enqueued command, kept across failed calls: the next call waits for it
-  // (calls share the workspace and the staging buffers).
+  // The layer's last enqueued command, kept across failed calls (enqueue() returns it; run()'s
+  // first write waits for it). Calls share the workspace and the staging buffers; the in-order
+  // queue runs them one after the other.
   cl::Event last;
 
   void allocate_staging() {
@@ -165,8 +166,10 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
     fail("Linear: the y buffer has {} bytes; {} tokens × n = {} {} values need {}", y_size, m, s.config.n,
          to_string(s.config.output), y_need);
 
+  // No wait on the layer's previous call: the queue is in order (Context refuses others), and a
+  // wait list costs host time a launch on NVIDIA's OpenCL (the MoE layer's measurement,
+  // bench/gpu/history.md).
   std::vector<cl::Event> after = wait;
-  if (s.last()) after.push_back(s.last);
   s.events.clear();
   try {
     if (m <= s.config.max_tokens) {

@@ -71,8 +71,9 @@ class Linear {
   // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
   // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.
   // 0 ≤ m < 2^31; m = 0 enqueues only a marker; m > max_tokens runs in chunks, each copied through
-  // the layer's staging buffers (device-to-device copies). Each call also waits for the previous
-  // one (its calls share the layer's workspace). A Linear is not thread-safe: one thread
+  // the layer's staging buffers (device-to-device copies). Each call runs after the previous one
+  // (its calls share the layer's workspace) because the context's queue is in order, without a
+  // wait list between them or between a call's commands. A Linear is not thread-safe: one thread
   // enqueues at a time.
   cl::Event enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t m,
                     const std::vector<cl::Event>& wait = {});

@@ -48,7 +48,8 @@
 // Buffers are the caller's: x [T, H] BF16 (uint16 bits), router logits [T, E_global] fp32,
 // topk_ids [T, k] int32, topk_weights [T, k] fp32, out [T, H] BF16 or fp32 — row-major from
 // offset 0 and at least that large (checked against CL_MEM_SIZE). Commands go to the context's
-// queue, chained with events (an out-of-order queue works too).
+// queue, which is in order (Context refuses others): a call's commands and consecutive calls run
+// in enqueue order without wait lists; `wait` orders the first command after other queues' work.
 #pragma once
 
 #include <cstdint>
