@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A/B of the tuning databases on this machine's default device: the linear shapes timed in
+# alternating rounds with the databases (shipped ones plus FP4CL_TUNING_FILE or the user's) and
+# with the built-in defaults alone (FP4CL_TUNING_FILE=none), one line per (shape, scheme, tokens):
+# the medians of each side in round order, then the ratio of their medians. The check before a
+# tuned entry is shipped, or after one was (bench/README.md, "Tuning"):
+#
+#   bench/ab-tuning.sh BUILD [ROUNDS] [SHAPES] [TOKENS] [SCHEMES]
+#     BUILD    a build folder holding bench/fp4cl-bench
+#     ROUNDS   alternating rounds (default 2)
+#     SHAPES   NxK,... (default 28672x4096,4096x4096,2048x768)
+#     TOKENS   token counts (default 1,8,64,512)
+#     SCHEMES  default nvfp4-w4a16,nvfp4-w4a4
+#   FP4CL_AB_ITERS  timed calls per row (default 30)
+set -euo pipefail
+build=${1:?usage: bench/ab-tuning.sh BUILD [ROUNDS] [SHAPES] [TOKENS] [SCHEMES]}
+rounds=${2:-2}
+shapes=${3:-28672x4096,4096x4096,2048x768}
+tokens=${4:-1,8,64,512}
+schemes=${5:-nvfp4-w4a16,nvfp4-w4a4}
+bench="$build/bench/fp4cl-bench"
+[ -x "$bench" ] || { echo "ab-tuning.sh: no $bench (build the fp4cl_bench target first)" >&2; exit 2; }
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ab-tuning.sh: ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+
+for ((r = 1; r <= rounds; ++r)); do
+  for side in tuned defaults; do
+    for shape in ${shapes//,/ }; do
+      [[ "$shape" =~ ^([0-9]+)x([0-9]+)$ ]] || { echo "ab-tuning.sh: shape '$shape' is not NxK" >&2; exit 2; }
+      env_file=()
+      [ "$side" = defaults ] && env_file=(FP4CL_TUNING_FILE=none)
+      # CSV columns 2-6: shape, scheme, tokens, kernel, median µs.
+      env "${env_file[@]}" "$bench" linear -n "${BASH_REMATCH[1]}" -k "${BASH_REMATCH[2]}" --tokens "$tokens" \
+        --scheme "$schemes" --iters "${FP4CL_AB_ITERS:-30}" --csv 2>/dev/null |
+        tail -n +2 | cut -d, -f2-6 | sed "s/^/$side,/" >>"$raw"
+    done
+  done
+done
+
+echo "| shape | scheme | tokens | tuned: kernel, µs per round | defaults: kernel, µs per round | tuned / defaults |"
+echo "|---|---|---:|---|---|---:|"
+python3 - "$raw" <<'PY'
+import collections, statistics, sys
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    side, shape, scheme, tokens, kernel, us = line.strip().split(",")
+    rows.setdefault((shape, scheme, int(tokens)), {"tuned": [], "defaults": []})[side].append((kernel, float(us)))
+for (shape, scheme, tokens), sides in rows.items():
+    cells = []
+    for side in ("tuned", "defaults"):
+        kernels = sorted({k for k, _ in sides[side]})
+        cells.append(f"{'/'.join(kernels)} " + " / ".join(f"{us:.1f}" for _, us in sides[side]))
+    t = statistics.median(us for _, us in sides["tuned"])
+    d = statistics.median(us for _, us in sides["defaults"])
+    print(f"| {shape} | {scheme} | {tokens} | {cells[0]} | {cells[1]} | {t / d:.2f} |")
+PY
