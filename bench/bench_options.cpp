@@ -102,7 +102,7 @@ std::string command_prefix(const std::string& subcommand) {
 }
 
 Warmup row_warmup(const RunOptions& o, std::size_t copies) {
-  return Warmup{std::max<int>(o.warmup, static_cast<int>(copies)), o.warmup_ms};
+  return per_copy(Warmup{o.warmup, o.warmup_ms}, copies);
 }
 
 std::string common_command_options(const RunOptions& o) {

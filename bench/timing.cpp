@@ -31,6 +31,11 @@ bool warms_up(const Warmup& warmup, int calls_made, double elapsed_ms) {
   return calls_made < warmup.calls || elapsed_ms < warmup.ms;
 }
 
+Warmup per_copy(Warmup warmup, std::size_t copies) {
+  warmup.calls = std::max(warmup.calls, static_cast<int>(copies));
+  return warmup;
+}
+
 Timing time_calls(const Context& ctx, Warmup warmup, int iterations, const EnqueueCall& enqueue) {
   if (!ctx.profiling_enabled()) throw Error("the benchmark's queue has no profiling enabled");
   if (iterations < 1) throw Error("at least one timed iteration is needed");

@@ -7,6 +7,7 @@
 // host time of the enqueue alone (setting arguments and enqueueing the commands).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct Warmup {
 };
 // Whether the warm-up makes another call after `calls_made` calls and `elapsed_ms` milliseconds.
 bool warms_up(const Warmup& warmup, int calls_made, double elapsed_ms);
+// `warmup` with at least one call per copy of the weights that the calls rotate over (PoCL
+// compiles a kernel at its first launch with each copy's arguments).
+Warmup per_copy(Warmup warmup, std::size_t copies);
 
 struct Timing {
   int warmup_calls = 0;                             // the untimed calls that ran first

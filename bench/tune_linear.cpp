@@ -126,7 +126,7 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
           return t;
         }
         const Timing timing =
-            time_calls(ctx, Warmup{std::max<int>(settings.warmup, static_cast<int>(copies)), settings.warmup_ms}, settings.iters, [&](int i) {
+            time_calls(ctx, per_copy(Warmup{settings.warmup, settings.warmup_ms}, copies), settings.iters, [&](int i) {
               Linear& layer = layers[static_cast<std::size_t>(i) % copies];
               layer.enqueue(xb, yb, tokens);
               return layer.last_events();

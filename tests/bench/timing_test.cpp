@@ -42,6 +42,13 @@ TEST(TimeCalls, WarmupGoesOnUntilBothItsCallsAndItsTimeAreDone) {
   EXPECT_FALSE(warms_up(Warmup{0, 0.0}, 0, 0.0)) << "no warm-up asked";
 }
 
+TEST(TimeCalls, WarmupMakesAtLeastOneCallPerWeightCopy) {
+  const Warmup three = per_copy(Warmup{1, 60.0}, 3);
+  EXPECT_EQ(three.calls, 3);
+  EXPECT_EQ(three.ms, 60.0);
+  EXPECT_EQ(per_copy(Warmup{5, 0.0}, 2).calls, 5) << "more calls asked than copies";
+}
+
 TEST(TimeCalls, WarmupCountsCallsWhenNoTimeIsAsked) {
   Context ctx = Context::create();
   std::vector<int> indices;
