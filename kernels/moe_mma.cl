@@ -33,12 +33,15 @@
 // and under W4A4 quantizes the token into local memory (MMA_HIDDEN floats); FC2 counts every
 // pair's work-group, local or not.
 // MMA_ROUTED (up to MMA_ROUTE_PAIRS pairs: few tokens, no moe_sort): tile p is led by pair p
-// (mma_route_tile: moe_sort's tiles found by each work-group itself); slots are pairs. FC1 routes
-// as MMA_PER_PAIR's does; W4A4 reads moe_gather_pairs' rows by pair.
+// (mma_route_tile: moe_sort's tiles found by each work-group itself, of up to MMA_ROUTE_TILE
+// pairs); slots are pairs. FC1 routes as MMA_PER_PAIR's does; under W4A4 it quantizes the tile's
+// tokens into local memory (MMA_HIDDEN defined: MMA_ROUTE_TILE rows) or reads moe_gather_pairs'
+// rows by pair.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
-//   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (one token, above), MMA_ROUTED,
+//   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
+//   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
 //   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (one token
@@ -70,11 +73,23 @@
 #else
 #define MMA_X_DIRECT 0
 #endif
-// One pair a tile, FC1 under W4A4: the pair's token quantized into local memory (MMA_HIDDEN).
-#if defined(MMA_FC1) && MMA_PER_PAIR && MOE_W4A4
+// FC1 under W4A4 with MMA_HIDDEN defined: the tile's tokens quantized into local memory, one
+// (MMA_PER_PAIR) or up to MMA_TOKENS (MMA_ROUTED: MMA_X_TOKENS rows of MMA_HIDDEN).
+#if defined(MMA_FC1) && MOE_W4A4 && defined(MMA_HIDDEN) && (MMA_PER_PAIR || MMA_ROUTED)
 #define MMA_X_LOCAL 1
 #else
 #define MMA_X_LOCAL 0
+#endif
+#ifndef MMA_ROUTE_TILE
+#define MMA_ROUTE_TILE (8 * MMA_NT)
+#endif
+#if MMA_ROUTE_TILE < 1 || MMA_ROUTE_TILE > 8 * MMA_NT
+#error "MMA_ROUTE_TILE must be 1 .. 8 * MMA_NT"
+#endif
+#if MMA_X_LOCAL && MMA_ROUTED
+#define MMA_X_TOKENS MMA_ROUTE_TILE
+#else
+#define MMA_X_TOKENS 1
 #endif
 #ifndef MMA_UNROLL
 #define MMA_UNROLL 1
@@ -130,10 +145,10 @@ inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
 #endif
 }
 #if MMA_X_LOCAL
-typedef __local const uint mma_x_t;  // the tile's one token, quantized: [K / 2] pairs
+typedef __local const uint mma_x_t;  // the tile's tokens, quantized: [MMA_X_TOKENS, K / 2] pairs
 typedef __local const uint* mma_row_t;
 inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-  return x;
+  return MMA_X_TOKENS > 1 ? x + slot * (MMA_HIDDEN / 2) : x;  // routed: slot m of the tile (start 0)
 }
 inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16_local(row, p0, b); }
 #else
@@ -196,9 +211,9 @@ inline int mma_place(mma_place_t* p, __global const int* tiles, __global const i
 // Chunks of at most MMA_ROUTE_PAIRS pairs (few tokens) without moe_sort: tile p (grid dimension
 // 1) is led by pair p. Its expert's pairs (expert [pairs], local: the pairs' local experts, -1
 // for none) meet as a bit mask in local memory (one atomic_or each); when p's rank among them is
-// a multiple of MMA_TOKENS, the tile is p and the expert's next pairs in pair order, at most
-// MMA_TOKENS, listed in `list` (its slots 0 .. count - 1), else p leads none. The same tiles as
-// moe_sort's, in another order; slots are pairs (x1, x2 and y rows by pair). Called by the whole
+// a multiple of MMA_ROUTE_TILE, the tile is p and the expert's next pairs in pair order, at most
+// MMA_ROUTE_TILE, listed in `list` (its slots 0 .. count - 1), else p leads none. With tiles of
+// MMA_TOKENS, moe_sort's tiles in another order; slots are pairs (x1, x2 and y rows by pair). Called by the whole
 // work-group after `expert` is filled and a barrier; 0 when p leads no tile (uniform).
 #define MMA_ROUTE_PAIRS 64
 // The rank of pair q among the pairs in mask (m0: pairs 0..31, m1: 32..63).
@@ -214,8 +229,8 @@ inline int mma_route_tile(mma_place_t* pl, int num_pairs, __local const int* exp
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint m0 = mask[0], m1 = mask[1];
   const int r = mma_route_rank(m0, m1, p);
-  if (r % MMA_TOKENS != 0) return 0;  // uniform
-  const int count = min(MMA_TOKENS, (int)(popcount(m0) + popcount(m1)) - r);
+  if (r % MMA_ROUTE_TILE != 0) return 0;  // uniform
+  const int count = min(MMA_ROUTE_TILE, (int)(popcount(m0) + popcount(m1)) - r);
   for (int q = lid; q < num_pairs; q += MMA_LOCAL) {
     const int rq = mma_route_rank(m0, m1, q);
     if (expert[q] == e && rq >= r && rq < r + count) list[rq - r] = q;
@@ -470,15 +485,26 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #if MMA_X_LOCAL
   // The token, quantized per block with the expert's input scale (moe_gather's values), as BF16
   // pairs.
-  __local uint xl[MMA_HIDDEN / 2] __attribute__((aligned(16)));
+  __local uint xl[MMA_X_TOKENS * MMA_HIDDEN / 2] __attribute__((aligned(16)));
 #ifdef MOE_NVFP4
   const float gs1 = fc1_input_scale[pl.e];
 #else
   const float gs1 = 1.0f;
 #endif
+  const int row_blocks_x = MMA_HIDDEN / MOE_QUANT_BLOCK;
+#if MMA_ROUTED
+  // Slot m (pair route_list[m]) of the tile: moe_gather_pairs' row of that pair, made here.
+  for (int b = lid; b < pl.count * row_blocks_x; b += MMA_LOCAL) {
+    const int m = b / row_blocks_x, kb = b % row_blocks_x;
+    const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
+    moe_quantize_bf16_pairs_local(xt + kb * MOE_QUANT_BLOCK, gs1,
+                                  xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2));
+  }
+#else
   const __global ushort* xt = x1 + ((long)token_offset + p / top_k) * hidden;
-  for (int b = lid; b < MMA_HIDDEN / MOE_QUANT_BLOCK; b += MMA_LOCAL)
+  for (int b = lid; b < row_blocks_x; b += MMA_LOCAL)
     moe_quantize_bf16_pairs_local(xt + b * MOE_QUANT_BLOCK, gs1, xl + b * (MOE_QUANT_BLOCK / 2));
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   mma_x_t* xsrc = xl;
 #else

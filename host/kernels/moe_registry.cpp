@@ -323,6 +323,15 @@ int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units) {
   return 1;
 }
 
+int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::uint64_t free_local_bytes) {
+  if (2 * kMmaRoutedPairs > local_experts) return 0;
+  for (int tile = kMmaRoutedLocalTile; tile >= 2; tile /= 2) {
+    const std::uint64_t bytes = 2u * static_cast<std::uint64_t>(hidden) * static_cast<std::uint64_t>(tile);
+    if (bytes <= kMmaRoutedLocalBytes && bytes <= free_local_bytes) return tile;
+  }
+  return 0;
+}
+
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {

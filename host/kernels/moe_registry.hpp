@@ -136,6 +136,23 @@ constexpr int kMmaFewSplitK = 2;
 // 115.7, 116.7 / 100.6, 100.4 / 114.7, 114.7 / 168.7, 168.7; qwen3-30b-a3b (96) 32.8, 31.0 / 33.5,
 // 33.3 / 48.6, 49.2 / 63.7, 63.5.
 int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units);
+// Routed chunks (few tokens, up to kMmaRoutedPairs pairs) under W4A4: every FC1 work-group
+// quantizes its tile's tokens into local memory (2·H bytes each, BF16 pairs) instead of a
+// moe_gather_pairs launch before FC1, with tiles of at most this many pairs: the largest of 4 and 2
+// whose tokens take at most kMmaRoutedLocalBytes and `free_local_bytes` (what FC1's other local
+// arrays leave); 0 (the gather stays) when 2 do not fit, or where a routed chunk's pairs may
+// exceed half the `local_experts` (an expert with more pairs than a tile takes several passes over
+// its weights: with few experts, most of them would).
+// Measured on an H100 (qwen3-30b-a3b, NVFP4 W4A4, 2026-11-28, 2 alternating rounds, µs, T = 2 /
+// 4 / 8): the gather 62.7, 47.6 / 62.0, 119 (an outlier; 58-62 in other runs) / 104.2, 99.6;
+// tiles of 8 (32 KiB) 38.7, 38.4 / 63.7, 117.8 / 101.9, 100.4; of 4 38.9, 38.1 / 58.4, 59.6 /
+// 93.2, 93.4; of 2 39.4, 41.2 / 61.4, 60.7 / 93.7, 94.2. Two blocks of rows a work-group (one
+// quantized copy for both) were slower at T = 2 and 4 (43.8-44.0, 58.6-60.4) and level at 8.
+// mixtral-8x7b (8 experts, tiles of 2 at H = 4096): T = 2 level (178 / 177 against 177 / 177), T =
+// 8 411 / 413 against 265 / 263.
+constexpr int kMmaRoutedLocalTile = 4;
+constexpr std::uint64_t kMmaRoutedLocalBytes = 16384;
+int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::uint64_t free_local_bytes);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);

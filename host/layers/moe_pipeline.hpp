@@ -141,7 +141,8 @@ class MoeStrategyKernels {
   cl::Kernel fc1_few_, fc2_few_;
   cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (its own K split; W4A4 FC1 wider)
   // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
-  // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs).
+  // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs unless
+  // mma_routed_local_).
   cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
@@ -151,6 +152,10 @@ class MoeStrategyKernels {
   std::size_t sort_local_limit_ = 1;
   bool mma_direct_ = false;  // mma: FC1 reads the BF16 input in place (W4A16), no moe_gather
   bool mma_per_pair_ = false;  // mma: one-token chunks run fc1_pair_ / fc2_pair_ (no moe_sort)
+  // mma: routed chunks' FC1 tiles hold up to routed_tile_ pairs; under W4A4 with
+  // mma_routed_local_ FC1 quantizes their tokens into local memory (no moe_gather_pairs).
+  bool mma_routed_local_ = false;
+  int routed_tile_ = 8;
 };
 
 }  // namespace fp4cl

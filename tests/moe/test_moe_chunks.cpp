@@ -97,6 +97,56 @@ TEST_P(MoeBatchComposition, OtherTokensInTheCallDoNotChangeBits) {
   }
 }
 
+// Routed mma chunks (few tokens, at most 64 pairs) under W4A4 with at least 128 local experts:
+// FC1 quantizes its tiles' tokens into local memory, tiles of up to 4 pairs (mma_routed_local_tile),
+// instead of moe_gather_pairs before it. The same bits as one call through moe_sort and
+// moe_gather (96 tokens, 768 pairs); an expert that every token picks takes 2 passes a chunk of 8
+// tokens.
+TEST(MoeMmaRoutedW4A4, FC1QuantizesTheTilesTokensLikeTheGather) {
+  const std::int64_t T = 96, E = 128, H = 64, I = 64, chunk = 8;
+  const int k = 8;
+  for (const WeightFormat format : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    SCOPED_TRACE(format == WeightFormat::nvfp4 ? "NVFP4" : "MXFP4");
+    const Fp4Experts ex = make_experts({format, E, H, I, Data::generic, 621});
+    const auto x = make_activations(T, H, Data::generic, 622);
+    auto ids = make_ids(T, k, E, 623);
+    for (std::int64_t t = 0; t < T; ++t) {  // expert 5 in every row (ids stay distinct)
+      bool has = false;
+      for (int j = 0; j < k; ++j) has = has || ids[t * k + j] == 5;
+      if (!has) ids[t * k + t % k] = 5;
+    }
+    const auto w = make_weights(T, k, 624);
+    MoeConfig cfg;
+    cfg.scheme = {format, Activations::fp4_dynamic};
+    cfg.top_k = k;
+    cfg.kernel = "mma";
+    cfg.batch_invariant = true;
+    cfg.output = MoeOutput::fp32;
+    cfg.max_tokens = T;
+    MoeLayer whole = MoeLayer::create(test_context(), ex, cfg);
+    cfg.max_tokens = chunk;
+    MoeLayer chunked = MoeLayer::create(test_context(), ex, cfg);
+    EXPECT_EQ(whole.tile_pairs_for(T), 8);
+    EXPECT_EQ(chunked.tile_pairs_for(chunk), 4);
+    const DeviceResult one = run_topk(whole, MoeOutput::fp32, x, ids, w, T);
+    const DeviceResult many = run_topk(chunked, MoeOutput::fp32, x, ids, w, T);
+    ASSERT_EQ(many.call.chunk_strategies.size(), static_cast<std::size_t>(T / chunk));
+    EXPECT_TRUE(same_bits(one.fp32, many.fp32, H));
+    const auto ref =
+        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    EXPECT_TRUE(matches_reference(ref, many, MoeOutput::fp32));
+    // Per chunk: expert 5's 8 pairs in 2 tiles, each other expert's pairs (ceil(count / 4)).
+    std::int64_t passes = 0;
+    for (std::int64_t c0 = 0; c0 < T; c0 += chunk) {
+      std::vector<int> count(E, 0);
+      for (std::int64_t i = c0 * k; i < (c0 + chunk) * k; ++i) ++count[ids[i]];
+      EXPECT_EQ(count[5], chunk);
+      for (int n : count) passes += (n + 3) / 4;
+    }
+    EXPECT_EQ(many.stats.expert_passes, passes);
+  }
+}
+
 std::string name(const ::testing::TestParamInfo<Param>& info) {
   const auto& [scheme, variant] = info.param;
   return fmt::format("{}_{}_{}{}", scheme.weight == WeightFormat::nvfp4 ? "NVFP4" : "MXFP4",
