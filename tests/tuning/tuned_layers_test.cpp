@@ -19,6 +19,7 @@
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
+#include "tuning/tuning_defaults.hpp"
 #include "tuning/tuning_store.hpp"
 
 namespace fp4cl {
@@ -144,6 +145,32 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
     layer.run(xm, m, y);
     test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
   }
+}
+
+// Decode buckets only: counts past the decode/prefill crossover keep the built-in plan's prefill
+// steps, not the largest decode bucket's parameters.
+TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  tuning::Database db;
+  const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
+  db.put(device, linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}));
+  db.put(device, linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
+  use_database(db);
+  const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
+  Linear layer = Linear::create(context(), w, kScheme, options(600));
+  const std::int64_t last = tuning::linear_default_decode_max_tokens(context().info().kind);
+  expect_contains(layer.kernel_description(1), "[tuned bucket 1");
+  expect_contains(layer.kernel_description(last), "GEMV_TOKENS=5, GEMV_LOCAL=2,");
+  expect_contains(layer.kernel_description(last), "[tuned bucket 8");
+  for (std::int64_t m : {last + 1, std::int64_t{512}, std::int64_t{600}}) {
+    expect_contains(layer.kernel_description(m), "[built-in");
+    EXPECT_EQ(layer.kernel_description(m).find("GEMV_TOKENS=5"), std::string::npos) << m;
+  }
+  const std::vector<std::uint16_t> x = test::random_activations(last + 1, kK, 4);
+  std::vector<float> y;
+  layer.run(x, last + 1, y);
+  test::check_against_reference(kScheme, w, x, last + 1, {}, test::as_doubles(y), false,
+                                layer.kernel_description(last + 1));
 }
 
 TEST_F(TunedLayers, ExplicitOptionsOverrideTheDatabase) {
