@@ -58,6 +58,7 @@ std::vector<ParamAxis> linear_axes(const std::string& kernel, DeviceKind kind, s
             {"GEMM_TILE_N", cpu ? std::vector<long long>{16, 32, 64} : std::vector<long long>{32, 64, 128}},
             {"GEMM_TILE_K", {64, 128, 256}},
             {"GEMM_WI_M", {2, 4, 8}},
+            {"GEMM_WI_N", {1, 2}},
             {"FP4CL_VEC", {8, 16}}};
   }
   return {};

@@ -3,11 +3,13 @@
 // A work-group owns a tile of GEMM_TILE_N weight rows × GEMM_TILE_M tokens. For each panel of
 // GEMM_TILE_K elements it decodes the tile's weights once into local memory, transposed to
 // [k][n] (the E2M1 decode and scaling of a weight is paid once per tile instead of once per token),
-// then every work-item multiplies GEMM_WI_M tokens by FP4CL_VEC (16 or 8) consecutive rows: per k,
-// one vector of decoded weights times one broadcast activation per token, GEMM_WI_M independent
-// vector accumulators: a register tile PoCL compiles to broadcast-and-FMA loops (the accumulators
-// stay in registers while a panel is consumed), and on GPUs neighbouring work-items read
-// neighbouring local-memory words.
+// then every work-item multiplies GEMM_WI_M tokens by GEMM_WI_N vectors of FP4CL_VEC (16 or 8)
+// consecutive rows: per k, GEMM_WI_N vectors of decoded weights times one broadcast activation per
+// token, GEMM_WI_N · GEMM_WI_M independent vector accumulators: a register tile PoCL compiles to
+// broadcast-and-FMA loops (the accumulators stay in registers while a panel is consumed), and on
+// GPUs neighbouring work-items read neighbouring local-memory words. Per k a work-item loads
+// GEMM_WI_N weight vectors and GEMM_WI_M activations for GEMM_WI_N · GEMM_WI_M FMAs: with one
+// vector (GEMM_WI_N 1) a CPU issues a load per FMA, which bounds it below its FMA peak.
 //
 // Inputs: the "rows" layout and split fp32 activations described in common/fp4_dot.cl (the same as
 // the GEMV kernel, so one prepared copy of the weights serves both shapes). Within a panel, local
@@ -21,18 +23,22 @@
 //   GEMM_TILE_N         weight rows per work-group (a multiple of FP4CL_VEC)
 //   GEMM_TILE_K         elements per panel (a multiple of 64)
 //   GEMM_WI_M           tokens per work-item
-// Launch: local (GEMM_TILE_N / FP4CL_VEC, GEMM_TILE_M / GEMM_WI_M),
+//   GEMM_WI_N           row vectors (of FP4CL_VEC rows) per work-item (default 1)
+// Launch: local (GEMM_TILE_N / (FP4CL_VEC · GEMM_WI_N), GEMM_TILE_M / GEMM_WI_M),
 //         global (ceil(N / GEMM_TILE_N) · local0, ceil(M / GEMM_TILE_M) · local1).
 #include "common/fp4_dot.cl"
 
 #if !defined(GEMM_TILE_M) || !defined(GEMM_TILE_N) || !defined(GEMM_TILE_K) || !defined(GEMM_WI_M)
 #error "GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K and GEMM_WI_M must be defined"
 #endif
-#if GEMM_TILE_N % FP4CL_VEC != 0 || GEMM_TILE_K % FP4CL_STEP != 0 || GEMM_TILE_M % GEMM_WI_M != 0
-#error "GEMM tile sizes: TILE_N % FP4CL_VEC, TILE_K % 64 and TILE_M % WI_M must be 0"
+#ifndef GEMM_WI_N
+#define GEMM_WI_N 1
+#endif
+#if GEMM_TILE_N % (FP4CL_VEC * GEMM_WI_N) != 0 || GEMM_TILE_K % FP4CL_STEP != 0 || GEMM_TILE_M % GEMM_WI_M != 0
+#error "GEMM tile sizes: TILE_N % (FP4CL_VEC * WI_N), TILE_K % 64 and TILE_M % WI_M must be 0"
 #endif
 
-#define GEMM_LOCAL_N (GEMM_TILE_N / FP4CL_VEC)
+#define GEMM_LOCAL_N (GEMM_TILE_N / (FP4CL_VEC * GEMM_WI_N))
 #define GEMM_LOCAL_M (GEMM_TILE_M / GEMM_WI_M)
 #define GEMM_LOCAL_SIZE (GEMM_LOCAL_N * GEMM_LOCAL_M)
 
@@ -62,11 +68,12 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
 
   // This work-item's tokens; rows past the last token repeat it (results discarded).
   const __global float* xt[GEMM_WI_M];
-  fp4_floatv acc[GEMM_WI_M];
+  fp4_floatv acc[GEMM_WI_N][GEMM_WI_M];
   #pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     xt[t] = x + (size_t)min(m_first + t, m_tokens - 1u) * kpad;
-    acc[t] = (fp4_floatv)(0.0f);
+#pragma unroll
+    for (uint v = 0; v < GEMM_WI_N; ++v) acc[v][t] = (fp4_floatv)(0.0f);
   }
 
   for (uint k0 = 0; k0 < kpad; k0 += GEMM_TILE_K) {
@@ -93,31 +100,41 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    const __local float* even = panel + lx * FP4CL_VEC;
-    const __local float* odd = panel + (GEMM_TILE_K / 2) * GEMM_TILE_N + lx * FP4CL_VEC;
+    const __local float* even = panel + lx * FP4CL_VEC * GEMM_WI_N;
+    const __local float* odd = panel + (GEMM_TILE_K / 2) * GEMM_TILE_N + lx * FP4CL_VEC * GEMM_WI_N;
     const uint xk = k0 / 2u;
     for (uint kk = 0; kk < panel_k / 2u; ++kk) {
-      const fp4_floatv we = fp4_vloadv(0, even + kk * GEMM_TILE_N);
-      const fp4_floatv wo = fp4_vloadv(0, odd + kk * GEMM_TILE_N);
+      fp4_floatv we[GEMM_WI_N], wo[GEMM_WI_N];
+#pragma unroll
+      for (uint v = 0; v < GEMM_WI_N; ++v) {
+        we[v] = fp4_vloadv(v, even + kk * GEMM_TILE_N);
+        wo[v] = fp4_vloadv(v, odd + kk * GEMM_TILE_N);
+      }
       #pragma unroll
       for (uint t = 0; t < GEMM_WI_M; ++t) {
-        acc[t] = fma(we, (fp4_floatv)(xt[t][xk + kk]), acc[t]);
-        acc[t] = fma(wo, (fp4_floatv)(xt[t][half_k + xk + kk]), acc[t]);
+        const fp4_floatv xe = (fp4_floatv)(xt[t][xk + kk]), xo = (fp4_floatv)(xt[t][half_k + xk + kk]);
+#pragma unroll
+        for (uint v = 0; v < GEMM_WI_N; ++v) {
+          acc[v][t] = fma(we[v], xe, acc[v][t]);
+          acc[v][t] = fma(wo[v], xo, acc[v][t]);
+        }
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  const uint n_first = n_tile + lx * FP4CL_VEC;
 #pragma unroll
   for (uint t = 0; t < GEMM_WI_M; ++t) {
     const uint m = m_first + t;
     if (m >= m_tokens) break;
-    float vals[FP4CL_VEC];
-    fp4_vstorev(acc[t], 0, vals);
-    for (uint j = 0; j < FP4CL_VEC; ++j) {
-      const uint n = n_first + j;
-      if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, vals[j], epilogue, bias, has_bias, n, out_bf16);
+    for (uint v = 0; v < GEMM_WI_N; ++v) {
+      const uint n_first = n_tile + (lx * GEMM_WI_N + v) * FP4CL_VEC;
+      float vals[FP4CL_VEC];
+      fp4_vstorev(acc[v][t], 0, vals);
+      for (uint j = 0; j < FP4CL_VEC; ++j) {
+        const uint n = n_first + j;
+        if (n < n_rows) fp4_store_output(y, (ulong)m * n_rows + n, vals[j], epilogue, bias, has_bias, n, out_bf16);
+      }
     }
   }
 }

@@ -13,7 +13,7 @@ namespace fp4cl {
 namespace {
 
 struct GemmTiles {
-  long long tile_m, tile_n, tile_k, wi_m;
+  long long tile_m, tile_n, tile_k, wi_m, wi_n;
 };
 
 class GemmTiledKernel final : public RowsLinearKernel {
@@ -27,8 +27,10 @@ class GemmTiledKernel final : public RowsLinearKernel {
     if (Verdict v = RowsLinearKernel::can_implement(config); !v) return v;
     const GemmTiles t = tiles(config);
     const long long vec = vector_width(config);
-    if (t.tile_n < vec || t.tile_n % vec != 0)
-      return Verdict::no(fmt::format("GEMM_TILE_N = {} is not a positive multiple of FP4CL_VEC = {}", t.tile_n, vec));
+    if (t.wi_n < 1 || t.wi_n > 4) return Verdict::no(fmt::format("GEMM_WI_N = {} is outside 1..4", t.wi_n));
+    if (t.tile_n < vec * t.wi_n || t.tile_n % (vec * t.wi_n) != 0)
+      return Verdict::no(fmt::format("GEMM_TILE_N = {} is not a positive multiple of FP4CL_VEC × GEMM_WI_N = {} × {}",
+                                     t.tile_n, vec, t.wi_n));
     if (t.tile_k < 64 || t.tile_k % 64 != 0)
       return Verdict::no(fmt::format("GEMM_TILE_K = {} is not a positive multiple of 64", t.tile_k));
     if (t.wi_m < 1 || t.wi_m > 16) return Verdict::no(fmt::format("GEMM_WI_M = {} is outside 1..16", t.wi_m));
@@ -46,12 +48,13 @@ class GemmTiledKernel final : public RowsLinearKernel {
   }
 
   std::vector<std::string> tuning_parameters() const override {
-    return {"GEMM_TILE_M", "GEMM_TILE_N", "GEMM_TILE_K", "GEMM_WI_M", "FP4CL_VEC"};
+    return {"GEMM_TILE_M", "GEMM_TILE_N", "GEMM_TILE_K", "GEMM_WI_M", "GEMM_WI_N", "FP4CL_VEC"};
   }
 
   std::string describe() const override {
-    return fmt::format("gemm_tiled(GEMM_TILE_M={}, GEMM_TILE_N={}, GEMM_TILE_K={}, GEMM_WI_M={}, FP4CL_VEC={})",
-                       tiles_.tile_m, tiles_.tile_n, tiles_.tile_k, tiles_.wi_m, vec_);
+    return fmt::format(
+        "gemm_tiled(GEMM_TILE_M={}, GEMM_TILE_N={}, GEMM_TILE_K={}, GEMM_WI_M={}, GEMM_WI_N={}, FP4CL_VEC={})",
+        tiles_.tile_m, tiles_.tile_n, tiles_.tile_k, tiles_.wi_m, tiles_.wi_n, vec_);
   }
 
  protected:
@@ -59,7 +62,8 @@ class GemmTiledKernel final : public RowsLinearKernel {
     tiles_ = tiles(config);
     vec_ = vector_width(config);
     const std::uint64_t local_bytes = static_cast<std::uint64_t>(tiles_.tile_k * tiles_.tile_n) * sizeof(float);
-    const std::size_t local_items = static_cast<std::size_t>((tiles_.tile_n / vec_) * (tiles_.tile_m / tiles_.wi_m));
+    const std::size_t local_items =
+        static_cast<std::size_t>((tiles_.tile_n / (vec_ * tiles_.wi_n)) * (tiles_.tile_m / tiles_.wi_m));
     if (local_bytes > ctx.info().local_mem_bytes)
       fail("gemm_tiled: a {}x{} weight panel needs {} bytes of local memory; {} has {}", tiles_.tile_k, tiles_.tile_n,
            local_bytes, ctx.info().name, ctx.info().local_mem_bytes);
@@ -71,12 +75,13 @@ class GemmTiledKernel final : public RowsLinearKernel {
         .define("GEMM_TILE_N", tiles_.tile_n)
         .define("GEMM_TILE_K", tiles_.tile_k)
         .define("GEMM_WI_M", tiles_.wi_m)
+        .define("GEMM_WI_N", tiles_.wi_n)
         .define("FP4CL_VEC", vec_);
     return {ctx.programs().kernel("linear_gemm.cl", "linear_gemm", options)};
   }
 
   cl::Event launch(const Context& ctx, std::int64_t m, const std::vector<cl::Event>& wait) override {
-    const auto local0 = static_cast<std::size_t>(tiles_.tile_n / vec_);
+    const auto local0 = static_cast<std::size_t>(tiles_.tile_n / (vec_ * tiles_.wi_n));
     const auto local1 = static_cast<std::size_t>(tiles_.tile_m / tiles_.wi_m);
     const auto groups0 = static_cast<std::size_t>((layout().n + tiles_.tile_n - 1) / tiles_.tile_n);
     const auto groups1 = static_cast<std::size_t>((m + tiles_.tile_m - 1) / tiles_.tile_m);
@@ -91,10 +96,10 @@ class GemmTiledKernel final : public RowsLinearKernel {
   const char* strategy_name() const override { return "gemm_tiled"; }
   GemmTiles tiles(const LinearConfig& config) const {
     return {tuning_value(config, "GEMM_TILE_M"), tuning_value(config, "GEMM_TILE_N"),
-            tuning_value(config, "GEMM_TILE_K"), tuning_value(config, "GEMM_WI_M")};
+            tuning_value(config, "GEMM_TILE_K"), tuning_value(config, "GEMM_WI_M"), tuning_value(config, "GEMM_WI_N")};
   }
 
-  GemmTiles tiles_{0, 0, 0, 0};
+  GemmTiles tiles_{0, 0, 0, 0, 0};
   long long vec_ = 0;
 };
 

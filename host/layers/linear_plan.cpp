@@ -77,11 +77,16 @@ std::int64_t tuned_from(const std::vector<const tuning::Entry*>& entries) {
   return first <= 1 ? 1 : tuning::last_tokens_of_bucket(first / 2, first) + 1;
 }
 
-// The largest token count tuned entries serve: every count where the largest bucket is a prefill
-// one (above the device class's decode/prefill crossover), else the crossover: decode entries do not serve prefill counts. On
-// the H100 the 8-token entries served M = 512 of 28672 x 4096 at 1235 us (W4A16) and 1297 (W4A4)
-// against the built-in plan's 718 and 742, and M = 64 of 4096 x 4096 W4A4 at 52.2 against 46.3.
+// The largest token count tuned entries serve: on GPUs, every count where the largest bucket is a
+// prefill one (above the device class's decode/prefill crossover), else the crossover: decode
+// entries do not serve prefill counts there. On the H100 the 8-token entries served M = 512 of
+// 28672 x 4096 at 1235 us (W4A16) and 1297 (W4A4) against the built-in plan's 718 and 742, and
+// M = 64 of 4096 x 4096 W4A4 at 52.2 against 46.3. On CPUs the largest bucket serves every larger
+// count: there the decode entries' GEMV beats the built-in prefill (gemm_tiled) well past the
+// crossover (PoCL, 2 AVX-512 cores, 4096 x 4096 W4A16: gemv_words 7.3 / 12.8 / 105 ms at M = 33 /
+// 64 / 512 against 17.2 / 18.4 / 95).
 std::int64_t tuned_until(const std::vector<const tuning::Entry*>& entries, DeviceKind kind) {
+  if (kind == DeviceKind::cpu) return std::numeric_limits<std::int64_t>::max();
   const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind);
   return entries.back()->tokens > crossover ? std::numeric_limits<std::int64_t>::max() : crossover;
 }
@@ -127,8 +132,8 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
 // refuses (a database from another build; logged as a warning). Token counts below the smallest
 // bucket's share (tuned_from) take the built-in plan: an entry tuned for 64 tokens says nothing
 // about one (on the H100 4096 x 4096 W4A16's 64-token winner splits K 4 ways over 2-row-tile
-// work-groups, a prefill geometry). Where every bucket is a decode one, counts past the crossover
-// take the built-in plan's prefill steps (tuned_until).
+// work-groups, a prefill geometry). On GPUs, where every bucket is a decode one, counts past the
+// crossover take the built-in plan's prefill steps (tuned_until).
 bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
                 const LinearKernelRegistry& registry, const std::string& forced,
                 const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {

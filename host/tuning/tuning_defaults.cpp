@@ -52,12 +52,20 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
     return {{"INT_TOKENS", 4}, {"INT_LOCAL", cpu(kind) ? 1 : 64}, {"INT_PREFETCH", cpu(kind) ? 64 : 0}};
   }
   if (kernel == "gemm_tiled") {
-    // PoCL: 32 work-items per group, each with 4 tokens × 16 rows of float16 accumulators; a
-    // 256 × 16 panel (16 KiB) stays in L1/L2 while 128 tokens reuse it, which amortizes the decode
-    // and transposed stores (measured: 64×32 tiles 34, 128×16 tiles 41 GFLOP/s per CPU-second on
-    // a loaded 2-core host). GPUs: more work-items.
-    if (cpu(kind)) return {{"GEMM_TILE_M", 128}, {"GEMM_TILE_N", 16}, {"GEMM_TILE_K", 256}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
-    return {{"GEMM_TILE_M", 64}, {"GEMM_TILE_N", 64}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 4}, {"FP4CL_VEC", 16}};
+    // PoCL: 32 work-items per group, each with 4 tokens × 2 vectors of 16 rows of float16
+    // accumulators (GEMM_WI_N 2: per k two weight loads and 4 broadcasts feed 16 FMAs, where one
+    // vector of rows needs a load per FMA); a 256 × 32 panel (32 KiB) stays in L1/L2 while 128
+    // tokens reuse it, which amortizes the decode and transposed stores. Measured on 2 AVX-512
+    // cores (PoCL, Intel Xeon, 2026-11-28, 2 alternating rounds, NVFP4 W4A16, ms, M = 64 / 512)
+    // against 128 × 16 tiles of one vector (GEMM_WI_N 1): 4096² 25.4–26.0 / 173.9–174.5 →
+    // 18.2–20.0 / 97.0–98.6; 2048 × 768 2.49–2.62 / 11.0–11.4 → 1.99–2.04 / 8.8–9.0; 1536 × 2048
+    // 5.0–5.2 / 21.2–21.4 → 3.5–3.9 / 17.6–18.0 (4096² M = 512 W4A4 164 → 93, MXFP4 169 → 93).
+    // GPUs: more work-items.
+    if (cpu(kind))
+      return {{"GEMM_TILE_M", 128}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 256},
+              {"GEMM_WI_M", 4},     {"GEMM_WI_N", 2},     {"FP4CL_VEC", 16}};
+    return {{"GEMM_TILE_M", 64}, {"GEMM_TILE_N", 64}, {"GEMM_TILE_K", 128},
+            {"GEMM_WI_M", 4},    {"GEMM_WI_N", 1},    {"FP4CL_VEC", 16}};
   }
   if (kernel == "mma") {
     // Tensor cores (kernels/linear_mma.cl): token tiles of up to 32 tokens, one row tile per

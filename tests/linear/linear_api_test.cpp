@@ -459,7 +459,11 @@ TEST(LinearApi, RefusalsOfAForcedKernelAreErrors) {
   o.tuning["GEMM_TILE_N"] = 20;
   std::string e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
   EXPECT_NE(e.find("'gemm_tiled' was forced"), std::string::npos) << e;
-  EXPECT_NE(e.find("GEMM_TILE_N = 20 is not a positive multiple of FP4CL_VEC = 16"), std::string::npos) << e;
+  EXPECT_NE(e.find("GEMM_TILE_N = 20 is not a positive multiple of FP4CL_VEC × GEMM_WI_N = 16 × "), std::string::npos)
+      << e;
+  o.tuning = {{"GEMM_WI_N", 5}};
+  e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
+  EXPECT_NE(e.find("GEMM_WI_N = 5 is outside 1..4"), std::string::npos) << e;
   o.tuning = {{"FP4CL_VEC", 12}};
   e = error_of([&] { Linear::create(context(), w, kNvW4A16, o); });
   EXPECT_NE(e.find("FP4CL_VEC = 12 is not a supported vector width (8 or 16)"), std::string::npos) << e;
@@ -476,7 +480,14 @@ TEST(LinearApi, TuningParametersChangeNothingButSpeed) {
     // Odd sizes on purpose: tiles that do not divide m, n or k, several work-items per group.
     for (const auto& [kernel, tuning] : std::vector<std::pair<std::string, std::map<std::string, long long>>>{
              {"gemm_tiled",
-              {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 3}, {"FP4CL_VEC", 8}}},
+              {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 3}, {"GEMM_WI_N", 1},
+               {"FP4CL_VEC", 8}}},
+             {"gemm_tiled",
+              {{"GEMM_TILE_M", 6}, {"GEMM_TILE_N", 48}, {"GEMM_TILE_K", 128}, {"GEMM_WI_M", 2}, {"GEMM_WI_N", 3},
+               {"FP4CL_VEC", 16}}},
+             {"gemm_tiled",
+              {{"GEMM_TILE_M", 8}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64}, {"GEMM_WI_M", 4}, {"GEMM_WI_N", 2},
+               {"FP4CL_VEC", 8}}},
              {"gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 7}, {"FP4CL_VEC", 8}, {"GEMV_DECODE_LUT", 0}}},
              {"gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}, {"FP4CL_VEC", 16}, {"GEMV_DECODE_LUT", 1}}},
              {"gemv_lanes", {{"LANES_TOKENS", 3}, {"LANES_LOCAL", 7}}},

@@ -14,6 +14,7 @@
 #include "fp4cl/linear.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
+#include "layers/linear_plan.hpp"
 #include "linear/linear_check.hpp"
 #include "moe/moe_test_support.hpp"
 #include "support/log_capture.hpp"
@@ -99,7 +100,7 @@ TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
   expect_contains(layer.kernel_description(22), "[tuned bucket 8");
   EXPECT_EQ(layer.kernel_name(23), "gemm_tiled");
   expect_contains(layer.kernel_description(64),
-                  "gemm_tiled(GEMM_TILE_M=16, GEMM_TILE_N=32, GEMM_TILE_K=64, GEMM_WI_M=2, FP4CL_VEC=8)");
+                  "gemm_tiled(GEMM_TILE_M=16, GEMM_TILE_N=32, GEMM_TILE_K=64, GEMM_WI_M=2, GEMM_WI_N=2, FP4CL_VEC=8)");
   bool logged = false;
   for (const std::string& m : log.at(log::Level::info)) logged |= m.find("tuned buckets 1 (gemv_rows)") != std::string::npos;
   EXPECT_TRUE(logged);
@@ -147,30 +148,46 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
   }
 }
 
-// Decode buckets only: counts past the decode/prefill crossover keep the built-in plan's prefill
-// steps, not the largest decode bucket's parameters.
-TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
+// Decode buckets only: on GPUs counts past the decode/prefill crossover take the built-in plan's
+// prefill steps, not the largest decode bucket's parameters; on CPUs the largest bucket serves
+// every larger count (its GEMV beats the built-in prefill there).
+TEST_F(TunedLayers, OnGpusDecodeBucketsDoNotServePrefillCounts) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   tuning::Database db;
   const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
   db.put(device, linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}));
   db.put(device, linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
   use_database(db);
+  LinearConfig base;
+  base.scheme = kScheme;
+  base.n = kN;
+  base.k = kK;
+  base.max_tokens = 600;
+  base.output = OutputType::fp32;
+  for (const DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
+    SCOPED_TRACE(to_string(kind));
+    base.device = kind;
+    const LinearPlan plan = plan_linear_layer(context(), base, options(600), linear_kernels());
+    ASSERT_GE(plan.steps.size(), 2u);
+    EXPECT_EQ(plan.steps[0].last_tokens, 2);  // bucket 1: floor(sqrt(1 · 8))
+    expect_contains(plan.steps[0].origin, "tuned bucket 1");
+    expect_contains(plan.steps[1].origin, "tuned bucket 8");
+    if (kind == DeviceKind::gpu) {
+      const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind);
+      EXPECT_EQ(plan.steps[1].last_tokens, crossover);
+      ASSERT_EQ(plan.steps.size(), 3u);
+      expect_contains(plan.steps[2].origin, "built-in GPU defaults");
+      EXPECT_EQ(plan.steps[2].last_tokens, 600);
+    } else {
+      EXPECT_EQ(plan.steps[1].last_tokens, 600);
+      EXPECT_EQ(plan.steps.size(), 2u);
+    }
+  }
+  // On this (CPU) device a layer runs bucket 8's parameters at every count past 2.
   const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
   Linear layer = Linear::create(context(), w, kScheme, options(600));
-  const std::int64_t last = tuning::linear_default_decode_max_tokens(context().info().kind);
-  expect_contains(layer.kernel_description(1), "[tuned bucket 1");
-  expect_contains(layer.kernel_description(last), "GEMV_TOKENS=5, GEMV_LOCAL=2,");
-  expect_contains(layer.kernel_description(last), "[tuned bucket 8");
-  for (std::int64_t m : {last + 1, std::int64_t{512}, std::int64_t{600}}) {
-    expect_contains(layer.kernel_description(m), "[built-in");
-    EXPECT_EQ(layer.kernel_description(m).find("GEMV_TOKENS=5"), std::string::npos) << m;
-  }
-  const std::vector<std::uint16_t> x = test::random_activations(last + 1, kK, 4);
-  std::vector<float> y;
-  layer.run(x, last + 1, y);
-  test::check_against_reference(kScheme, w, x, last + 1, {}, test::as_doubles(y), false,
-                                layer.kernel_description(last + 1));
+  for (std::int64_t m : {std::int64_t{3}, std::int64_t{33}, std::int64_t{600}})
+    expect_contains(layer.kernel_description(m), "[tuned bucket 8");
 }
 
 TEST_F(TunedLayers, ExplicitOptionsOverrideTheDatabase) {
