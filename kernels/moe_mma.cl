@@ -74,7 +74,7 @@
 #define MMA_X_DIRECT 0
 #endif
 // FC1 under W4A4 with MMA_HIDDEN defined: the tile's tokens quantized into local memory, one
-// (MMA_PER_PAIR) or up to MMA_TOKENS (MMA_ROUTED: MMA_X_TOKENS rows of MMA_HIDDEN).
+// (MMA_PER_PAIR) or up to MMA_ROUTE_TILE (MMA_ROUTED): MMA_X_TOKENS rows of MMA_HIDDEN.
 #if defined(MMA_FC1) && MOE_W4A4 && defined(MMA_HIDDEN) && (MMA_PER_PAIR || MMA_ROUTED)
 #define MMA_X_LOCAL 1
 #else
@@ -213,8 +213,9 @@ inline int mma_place(mma_place_t* p, __global const int* tiles, __global const i
 // for none) meet as a bit mask in local memory (one atomic_or each); when p's rank among them is
 // a multiple of MMA_ROUTE_TILE, the tile is p and the expert's next pairs in pair order, at most
 // MMA_ROUTE_TILE, listed in `list` (its slots 0 .. count - 1), else p leads none. With tiles of
-// MMA_TOKENS, moe_sort's tiles in another order; slots are pairs (x1, x2 and y rows by pair). Called by the whole
-// work-group after `expert` is filled and a barrier; 0 when p leads no tile (uniform).
+// MMA_TOKENS, moe_sort's tiles in another order; slots are pairs (x1, x2 and y rows by pair).
+// Called by the whole work-group after `expert` is filled and a barrier; 0 when p leads no tile
+// (uniform).
 #define MMA_ROUTE_PAIRS 64
 // The rank of pair q among the pairs in mask (m0: pairs 0..31, m1: 32..63).
 inline int mma_route_rank(uint m0, uint m1, int q) {

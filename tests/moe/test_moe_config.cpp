@@ -292,6 +292,15 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
   EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
   EXPECT_EQ(mma_pair_row_loop(6, 2, 2), 2);      // 8 and 4 do not divide 6
+  // Routed W4A4 chunks quantize in FC1 with tiles of 4 pairs at H = 2048 (16 KiB), 2 at 4096, none
+  // past 16 KiB for 2 tokens, with fewer than 128 local experts or too little local memory.
+  EXPECT_EQ(mma_routed_local_tile(2048, 128, 40000), 4);  // qwen3-30b-a3b
+  EXPECT_EQ(mma_routed_local_tile(4096, 128, 40000), 2);  // qwen3-235b-a22b
+  EXPECT_EQ(mma_routed_local_tile(7168, 256, 40000), 0);  // deepseek-v3
+  EXPECT_EQ(mma_routed_local_tile(2048, 8, 40000), 0);    // mixtral-like expert count
+  EXPECT_EQ(mma_routed_local_tile(2048, 127, 40000), 0);
+  EXPECT_EQ(mma_routed_local_tile(2048, 128, 12000), 2);  // 4 tokens do not fit, 2 do
+  EXPECT_EQ(mma_routed_local_tile(2048, 128, 8000), 0);
   // Chunks of several tokens split K over kMmaFewSplitK warps by default, one token keeps the
   // automatic split per GEMM (0); a configured few_split_k applies to both.
   const MoeProblem problem{kNvW4A16, 2048, 768, 128, 8};
