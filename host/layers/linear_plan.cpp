@@ -139,8 +139,13 @@ bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOption
                 const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {
   const std::vector<std::string> known = registry.names();
   const std::int64_t below = tuned_from(entries) - 1, above = tuned_until(entries, base.device);
+  // The built-in plan, made (and its strategies selected) once, where counts below or above the
+  // tuned buckets' take it.
+  const LinearPlan builtin = below > 0 || above < base.max_tokens
+                                 ? default_plan(ctx, base, options, registry, forced)
+                                 : LinearPlan{};
   if (below > 0) {
-    for (LinearPlanStep& s : default_plan(ctx, base, options, registry, forced).steps) {
+    for (LinearPlanStep s : builtin.steps) {
       if (!plan.steps.empty() && plan.steps.back().last_tokens >= std::min(below, base.max_tokens)) break;
       s.last_tokens = std::min({s.last_tokens, below, base.max_tokens});
       plan.steps.push_back(std::move(s));
@@ -181,9 +186,8 @@ bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOption
                           fmt::format("tuned bucket {} ({})", e.tokens, e.origin), !forced.empty()});
     if (last >= std::min(above, base.max_tokens)) break;
   }
-  if (above < base.max_tokens)
-    for (LinearPlanStep& s : default_plan(ctx, base, options, registry, forced).steps)
-      if (s.last_tokens > above) plan.steps.push_back(std::move(s));
+  for (const LinearPlanStep& s : builtin.steps)
+    if (above < base.max_tokens && s.last_tokens > above) plan.steps.push_back(s);
   plan.tuned = true;
   merge_steps(plan);
   return true;

@@ -5,9 +5,10 @@
 // nearest its token count (the largest bucket serves every larger count), except counts below the
 // smallest bucket's share when that bucket is not 1 (bucket 64 serves from 46 tokens), which take
 // the built-in plan below, and on GPUs, where every bucket is a decode one, counts past the
-// built-in crossover, which take the built-in plan's prefill steps. Without (or when LinearOptions::decode_max_tokens is set): the
-// decode strategy up to decode_max_tokens tokens and the prefill strategy above, as the registry
-// selects them, with the device class's built-in parameters.
+// built-in crossover, which take the built-in plan's prefill steps. Without (or when
+// LinearOptions::decode_max_tokens is set): the decode strategy up to decode_max_tokens tokens and
+// the prefill strategy above, as the registry selects them, with the device class's built-in
+// parameters.
 // Either way a forced strategy (LinearOptions::kernel, FP4CL_LINEAR_KERNEL) replaces the strategy
 // of every step, and LinearOptions::tuning overrides parameters by name in every step whose
 // strategy takes them. Consecutive steps with the same strategy and parameters merge.

@@ -201,31 +201,31 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
         if (few) b.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
       }
       if (per_pair) b.define("MMA_PER_PAIR", 1);
-      if ((per_pair || (routed && mma_routed_local_)) && &gemm == &g.fc1 && !o.scheme.w4a16()) {
+      if ((per_pair || (routed && routed_local_tile_ > 0)) && &gemm == &g.fc1 && !o.scheme.w4a16()) {
         b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
         if (row_loop > 1) b.define("MMA_ROW_LOOP", row_loop);
       }
       if (routed) b.define("MMA_ROUTED", 1);
-      if (routed && &gemm == &g.fc1 && mma_routed_local_) b.define("MMA_ROUTE_TILE", routed_tile_);
+      if (routed && &gemm == &g.fc1 && routed_local_tile_ > 0) b.define("MMA_ROUTE_TILE", routed_local_tile_);
       return programs.kernel("moe_mma.cl", name, b);
     };
     fc1_ = build(mma_, "moe_mma_fc1", mma_.fc1, "MMA_FC1", false);
     fc2_ = build(mma_, "moe_mma_fc2", mma_.fc2, "MMA_FC2", false);
     fc1_few_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true);
     fc2_few_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true);
+    // FC1's local arrays besides quantized tokens (partial sums or staged activations, a_local),
+    // plus 1 KiB for the rest (route lists, scratch).
+    const auto fc1_other_local = [](const MmaGeometry& g) {
+      const MmaGemm& f = g.fc1;
+      const std::uint64_t words = static_cast<std::uint64_t>(
+          std::max(f.ks * f.rt * 2 * g.nt * 128, f.stage ? f.ks * 8 * g.nt * (32 * f.kstage + 4) : 0));
+      return 4 * words + 4u * static_cast<std::uint64_t>(8 * g.nt * f.rows()) + 1024;
+    };
+    const std::uint64_t local = ctx.info().local_mem_bytes;
     // Routed chunks under W4A4: FC1 quantizes its tile's tokens into local memory (no
     // moe_gather_pairs) where mma_routed_local_tile finds room for 2 tokens or more.
-    if (!o.scheme.w4a16()) {
-      // FC1's other local arrays: partial sums or staged activations, a_local, route lists.
-      const MmaGemm& f = few_.fc1;
-      const std::uint64_t words = static_cast<std::uint64_t>(
-          std::max(f.ks * f.rt * 2 * few_.nt * 128, f.stage ? f.ks * 8 * few_.nt * (32 * f.kstage + 4) : 0));
-      const std::uint64_t other = 4 * words + 4u * static_cast<std::uint64_t>(8 * few_.nt * f.rows()) + 1024;
-      const std::uint64_t local = ctx.info().local_mem_bytes;
-      routed_tile_ = local > other ? mma_routed_local_tile(problem.hidden, problem.local_experts, local - other) : 0;
-      mma_routed_local_ = routed_tile_ > 0;
-      if (!mma_routed_local_) routed_tile_ = 8 * few_.nt;
-    }
+    if (!o.scheme.w4a16() && local > fc1_other_local(few_))
+      routed_local_tile_ = mma_routed_local_tile(problem.hidden, problem.local_experts, local - fc1_other_local(few_));
     fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
     fc2_routed_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
@@ -242,9 +242,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       }
       pair_.fc1.stage = false;
     }
-    const std::uint64_t pair_local = 2u * static_cast<std::uint64_t>(problem.hidden) +
-                                     4u * static_cast<std::uint64_t>(pair_.fc1.ks * pair_.fc1.rt * 2 * 128 + 8 * pair_.fc1.rows());
-    mma_per_pair_ = o.scheme.w4a16() || pair_local + 1024 <= ctx.info().local_mem_bytes;
+    mma_per_pair_ =
+        o.scheme.w4a16() || 2u * static_cast<std::uint64_t>(problem.hidden) + fc1_other_local(pair_) <= local;
     if (!o.scheme.w4a16()) {  // FC1 quantizes the token (MMA_X_LOCAL): blocks of rows a work-group
       const std::int64_t blocks = problem.intermediate / pair_.fc1.rows();
       pair_row_loop_ = tiles_.row_loop > 0 ? static_cast<int>(largest_divisor_within(blocks, tiles_.row_loop))
@@ -278,12 +277,17 @@ bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
   return pairs < static_cast<std::int64_t>(tiles_.tile_m / 2) * experts_;
 }
 
+bool MoeStrategyKernels::mma_per_pair(std::int64_t tokens) const { return mma_per_pair_ && tokens == 1; }
+
+bool MoeStrategyKernels::mma_routed(std::int64_t tokens, int top_k) const {
+  const std::int64_t pairs = tokens * top_k;
+  return !mma_per_pair(tokens) && mma_few_pairs(pairs) && pairs <= kMmaRoutedPairs;
+}
+
 int MoeStrategyKernels::pairs_per_pass(std::int64_t tokens, int top_k) const {
   if (id_ == MoeStrategy::mma) {
-    const std::int64_t pairs = tokens * top_k;
-    const bool per_pair = mma_per_pair_ && tokens == 1;
-    if (!per_pair && mma_few_pairs(pairs) && pairs <= kMmaRoutedPairs) return routed_tile_;  // routed (enqueue_mma)
-    return mma_few_pairs(pairs) ? few_tiles_.tile_m : tiles_.tile_m;
+    if (mma_routed(tokens, top_k) && routed_local_tile_ > 0) return routed_local_tile_;
+    return mma_few_pairs(tokens * top_k) ? few_tiles_.tile_m : tiles_.tile_m;
   }
   if (id_ != MoeStrategy::split) return tiles_.tile_m;
   const std::int64_t pairs = tokens * top_k;
@@ -372,9 +376,9 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // Few pairs: moe_sort's tiles of 8 and FC2 summing the top-k. Many: the configured tiles and
   // moe_reduce. W4A16 FC1 reads the input rows in place, W4A4 the gathered ones.
   // Up to kMmaRoutedPairs pairs: FC1 and FC2 find their tiles themselves, one led by each pair (no
-  // moe_sort; W4A4 gathers by pair, or FC1 quantizes its tiles' tokens: mma_routed_local_).
-  const bool per_pair = mma_per_pair_ && c.tokens == 1, few = per_pair || mma_few_pairs(pairs);
-  const bool routed = !per_pair && few && pairs <= kMmaRoutedPairs;
+  // moe_sort; W4A4 gathers by pair, or FC1 quantizes its tiles' tokens: routed_local_tile_).
+  const bool per_pair = mma_per_pair(c.tokens), few = per_pair || mma_few_pairs(pairs);
+  const bool routed = mma_routed(c.tokens, s.top_k), routed_local = routed && routed_local_tile_ > 0;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
   const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
@@ -390,16 +394,17 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // changed nothing visible: the ~6 µs between moe_gather_pairs and moe_mma_fc1 stayed (the
   // enqueue itself).
   set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
-           w.scale_exp, mma_direct_ || per_pair || (routed && mma_routed_local_) ? *c.x : ws.x1, ws.tiles,
-           ws.chunk_info, w.fc2_input_scale, ws.x2, ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights,
-           as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status, ws.row_blocks_done,
+           w.scale_exp, mma_direct_ || per_pair || routed_local ? *c.x : ws.x1, ws.tiles, ws.chunk_info,
+           w.fc2_input_scale, ws.x2, ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights,
+           as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status,
+           ws.row_blocks_done,
            cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs));
   set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
            ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
            ws.row_blocks_done);
   if (!few) set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
   if (routed) {
-    if (!mma_direct_ && !mma_routed_local_) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
+    if (!mma_direct_ && !routed_local) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
   } else if (!per_pair) {
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);

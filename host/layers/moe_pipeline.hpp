@@ -142,20 +142,23 @@ class MoeStrategyKernels {
   cl::Kernel fc1_pair_, fc2_pair_;  // one-token chunks: MMA_PER_PAIR builds with pair_ (its own K split; W4A4 FC1 wider)
   // Chunks of at most kMmaRoutedPairs pairs (few tokens): FC1 and FC2 find their tiles themselves
   // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs unless
-  // mma_routed_local_).
+  // routed_local_tile_).
   cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   bool mma_few_pairs(std::int64_t pairs) const;
+  // mma: whether a chunk of `tokens` runs fc1_pair_ / fc2_pair_ (one token), or the routed kernels.
+  bool mma_per_pair(std::int64_t tokens) const;
+  bool mma_routed(std::int64_t tokens, int top_k) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;
   bool mma_direct_ = false;  // mma: FC1 reads the BF16 input in place (W4A16), no moe_gather
   bool mma_per_pair_ = false;  // mma: one-token chunks run fc1_pair_ / fc2_pair_ (no moe_sort)
-  // mma: routed chunks' FC1 tiles hold up to routed_tile_ pairs; under W4A4 with
-  // mma_routed_local_ FC1 quantizes their tokens into local memory (no moe_gather_pairs).
-  bool mma_routed_local_ = false;
-  int routed_tile_ = 8;
+  // mma under W4A4: > 0 where routed chunks' FC1 quantizes their tokens into local memory (no
+  // moe_gather_pairs) in tiles of at most this many pairs (mma_routed_local_tile); 0: the gather,
+  // and tiles of few_tiles_.tile_m.
+  int routed_local_tile_ = 0;
 };
 
 }  // namespace fp4cl

@@ -5,7 +5,9 @@
 // defaults, with a log line saying so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,13 @@ tuning::Entry linear_entry(std::int64_t tokens, const std::string& kernel, tunin
 class TunedLayers : public testing::Test {
  protected:
   void use_database(const tuning::Database& db) { use_text(tuning::to_json_text(db)); }
+  // A database of `entries` for this device.
+  void use_entries(const std::vector<tuning::Entry>& entries) {
+    tuning::Database db;
+    const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
+    for (const tuning::Entry& e : entries) db.put(device, e);
+    use_database(db);
+  }
   void use_text(const std::string& text) {
     std::ofstream(path_, std::ios::binary) << text;
     env_.emplace("FP4CL_TUNING_FILE", path_);
@@ -86,6 +95,17 @@ void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
+// The layer's calls of `counts` tokens match the scalar reference.
+void expect_computes(Linear& layer, const Fp4Weight& w, std::initializer_list<std::int64_t> counts) {
+  const std::vector<std::uint16_t> x = test::random_activations(std::max(counts), kK, 4);
+  for (std::int64_t m : counts) {
+    const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * kK);
+    std::vector<float> y;
+    layer.run(xm, m, y);
+    test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
+  }
+}
+
 TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_database(linear_database());
@@ -105,23 +125,14 @@ TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
   for (const std::string& m : log.at(log::Level::info)) logged |= m.find("tuned buckets 1 (gemv_rows)") != std::string::npos;
   EXPECT_TRUE(logged);
   // And the tuned kernels compute the layer.
-  const std::vector<std::uint16_t> x = test::random_activations(64, kK, 4);
-  for (std::int64_t m : {std::int64_t{1}, std::int64_t{3}, std::int64_t{64}}) {
-    const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * kK);
-    std::vector<float> y;
-    layer.run(xm, m, y);
-    test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
-  }
+  expect_computes(layer, w, {1, 3, 64});
 }
 
 // Buckets above 1 only: the counts below the smallest bucket's share keep the built-in plan.
 TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
-  tuning::Database db;
-  const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
-  db.put(device, linear_entry(64, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
-  db.put(device, linear_entry(512, "gemv_rows", {{"GEMV_TOKENS", 6}, {"GEMV_LOCAL", 2}}));
-  use_database(db);
+  use_entries({linear_entry(64, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}),
+               linear_entry(512, "gemv_rows", {{"GEMV_TOKENS", 6}, {"GEMV_LOCAL", 2}})});
   const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
   Linear layer = Linear::create(context(), w, kScheme, options(600));
   for (std::int64_t m : {std::int64_t{1}, std::int64_t{8}, std::int64_t{45}}) {
@@ -139,13 +150,7 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
   Linear small = Linear::create(context(), w, kScheme, options(40));
   for (std::int64_t m : {std::int64_t{1}, std::int64_t{40}}) expect_contains(small.kernel_description(m), "[built-in");
   // Both compute the layer.
-  const std::vector<std::uint16_t> x = test::random_activations(50, kK, 4);
-  for (std::int64_t m : {std::int64_t{1}, std::int64_t{50}}) {
-    const std::vector<std::uint16_t> xm(x.begin(), x.begin() + m * kK);
-    std::vector<float> y;
-    layer.run(xm, m, y);
-    test::check_against_reference(kScheme, w, xm, m, {}, test::as_doubles(y), false, layer.kernel_description(m));
-  }
+  expect_computes(layer, w, {1, 50});
 }
 
 // Decode buckets only: on GPUs counts past the decode/prefill crossover take the built-in plan's
@@ -153,11 +158,8 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
 // every larger count (its GEMV beats the built-in prefill there).
 TEST_F(TunedLayers, OnGpusDecodeBucketsDoNotServePrefillCounts) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
-  tuning::Database db;
-  const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
-  db.put(device, linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}));
-  db.put(device, linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
-  use_database(db);
+  use_entries({linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}),
+               linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}})});
   LinearConfig base;
   base.scheme = kScheme;
   base.n = kN;
