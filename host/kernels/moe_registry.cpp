@@ -332,6 +332,11 @@ int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::
   return 0;
 }
 
+int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int row_tiles) {
+  const int rt = std::max(row_tiles, kMmaRoutedLocalRowTiles);
+  return intermediate % (16 * rt) == 0 && (16 * rt) % block_rows == 0 ? rt : row_tiles;
+}
+
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {

@@ -223,11 +223,20 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     };
     const std::uint64_t local = ctx.info().local_mem_bytes;
     // Routed chunks under W4A4: FC1 quantizes its tile's tokens into local memory (no
-    // moe_gather_pairs) where mma_routed_local_tile finds room for 2 tokens or more.
-    if (!o.scheme.w4a16() && local > fc1_other_local(few_))
-      routed_local_tile_ = mma_routed_local_tile(problem.hidden, problem.local_experts, local - fc1_other_local(few_));
-    fc1_routed_ = build(few_, "moe_mma_fc1", few_.fc1, "MMA_FC1", true, false, true);
-    fc2_routed_ = build(few_, "moe_mma_fc2", few_.fc2, "MMA_FC2", true, false, true);
+    // moe_gather_pairs) where mma_routed_local_tile finds room for 2 tokens or more, in work-groups
+    // of mma_routed_local_row_tiles row tiles, unstaged (all read the one local copy). Else the
+    // few-pairs geometry.
+    routed_ = few_;
+    if (!o.scheme.w4a16()) {
+      routed_.fc1.rt = mma_routed_local_row_tiles(problem.intermediate, problem.scheme.block_size(), few_.fc1.rt);
+      routed_.fc1.stage = false;
+      if (local > fc1_other_local(routed_))
+        routed_local_tile_ =
+            mma_routed_local_tile(problem.hidden, problem.local_experts, local - fc1_other_local(routed_));
+      if (routed_local_tile_ == 0) routed_ = few_;
+    }
+    fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
+    fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
@@ -381,7 +390,7 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const bool routed = mma_routed(c.tokens, s.top_k), routed_local = routed && routed_local_tile_ > 0;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
-  const MmaGeometry& g = per_pair ? pair_ : few ? few_ : mma_;
+  const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
   cl::Kernel& fc2 = per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by

@@ -144,6 +144,7 @@ class MoeStrategyKernels {
   // (MMA_ROUTED: a tile led by each pair, no moe_sort; W4A4 after moe_gather_pairs unless
   // routed_local_tile_).
   cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
+  MmaGeometry routed_;  // their geometry: few_'s, with FC1's row tiles for routed_local_tile_
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   bool mma_few_pairs(std::int64_t pairs) const;

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "moe_test_support.hpp"
+#include "support/log_capture.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -98,7 +99,8 @@ TEST_P(MoeBatchComposition, OtherTokensInTheCallDoNotChangeBits) {
 }
 
 // Routed mma chunks (few tokens, at most 64 pairs) under W4A4 with at least 128 local experts:
-// FC1 quantizes its tiles' tokens into local memory, tiles of up to 4 pairs (mma_routed_local_tile),
+// FC1 quantizes its tiles' tokens into local memory, tiles of up to 4 pairs (mma_routed_local_tile)
+// in work-groups of 2 row tiles (mma_routed_local_row_tiles),
 // instead of moe_gather_pairs before it. The same bits as one call through moe_sort and
 // moe_gather (96 tokens, 768 pairs); an expert that every token picks takes 2 passes a chunk of 8
 // tokens.
@@ -125,7 +127,16 @@ TEST(MoeMmaRoutedW4A4, FC1QuantizesTheTilesTokensLikeTheGather) {
     cfg.max_tokens = T;
     MoeLayer whole = MoeLayer::create(test_context(), ex, cfg);
     cfg.max_tokens = chunk;
+    LogCapture log;
     MoeLayer chunked = MoeLayer::create(test_context(), ex, cfg);
+    // Its FC1 work-groups take 2 row tiles (mma_routed_local_row_tiles), unstaged.
+    bool routed_fc1 = false;
+    for (const std::string& line : log.at(log::Level::debug))
+      routed_fc1 = routed_fc1 || (line.find("program moe_mma.cl") != std::string::npos &&
+                                  line.find("-DMMA_ROUTE_TILE=4") != std::string::npos &&
+                                  line.find("-DMMA_RT=2 ") != std::string::npos &&
+                                  line.find("-DMMA_STAGE=0") != std::string::npos);
+    EXPECT_TRUE(routed_fc1) << "no routed FC1 program with 2 unstaged row tiles";
     EXPECT_EQ(whole.tile_pairs_for(T), 8);
     EXPECT_EQ(chunked.tile_pairs_for(chunk), 4);
     const DeviceResult one = run_topk(whole, MoeOutput::fp32, x, ids, w, T);

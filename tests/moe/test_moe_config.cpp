@@ -301,6 +301,11 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_routed_local_tile(2048, 127, 40000), 0);
   EXPECT_EQ(mma_routed_local_tile(2048, 128, 12000), 2);  // 4 tokens do not fit, 2 do
   EXPECT_EQ(mma_routed_local_tile(2048, 128, 8000), 0);
+  // Their FC1 work-groups take 2 row tiles where 32 rows divide I and hold whole blocks.
+  EXPECT_EQ(mma_routed_local_row_tiles(768, 16, 1), 2);   // qwen3-30b-a3b NVFP4
+  EXPECT_EQ(mma_routed_local_row_tiles(2880, 32, 2), 2);  // gpt-oss MXFP4: already 2
+  EXPECT_EQ(mma_routed_local_row_tiles(48, 16, 1), 1);    // 32 does not divide 48
+  EXPECT_EQ(mma_routed_local_row_tiles(96, 64, 4), 4);    // never fewer than given
   // Chunks of several tokens split K over kMmaFewSplitK warps by default, one token keeps the
   // automatic split per GEMM (0); a configured few_split_k applies to both.
   const MoeProblem problem{kNvW4A16, 2048, 768, 128, 8};
