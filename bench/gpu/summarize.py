@@ -58,7 +58,7 @@ def main():
         torch_cell = f"{base[0]:.1f} ({base[1]})" if base else "-"
         torch_tf = f"{base[2]:.2f}" if base else "-"
         print(f"| {r['shape']} | {r['scheme']} | {T} | {r['kernel']} | {us:.1f} | {float(r['weight_bytes']) / 1e6:.1f} "
-              f"| {gbps / 1e9:.0f} | {100 * frac:.0f} % | {tflops:.2f} | {torch_cell} | {torch_tf} | {speed:.2f}× | {bar} |")
+              f"| {gbps / 1e9:.0f} | {100 * frac:.1f} % | {tflops:.2f} | {torch_cell} | {torch_tf} | {speed:.2f}× | {bar} |")
     sweep = read(os.path.join(out, "moe-all.csv"))
     if sweep:
         print("\n### MoE strategies compared (NVFP4 W4A16, each forced; µs per call)\n")
