@@ -104,10 +104,11 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
     plan.steps.push_back({base.max_tokens, forced, config, origin, true});
     return plan;
   }
-  const std::int64_t decode_max =
-      options.decode_max_tokens > 0 ? options.decode_max_tokens : tuning::linear_default_decode_max_tokens(kind);
-  const LinearConfig caller = with_params(base, options.tuning);
   const DeviceInfo& device = ctx.info();
+  const std::int64_t decode_max = options.decode_max_tokens > 0
+                                      ? options.decode_max_tokens
+                                      : tuning::linear_default_decode_max_tokens(kind, device.preferred_float_width);
+  const LinearConfig caller = with_params(base, options.tuning);
   auto designed_for = [kind, &device](LinearRegime regime) {
     return [regime, kind, &device](const LinearKernel& k) {
       if (Verdict v = k.selectable(device); !v) return v;

@@ -153,6 +153,34 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
   expect_computes(layer, w, {1, 50});
 }
 
+// Without entries the built-in plan switches from the decode kernel to the prefill one at the
+// device class's crossover: 32 tokens, 64 on CPUs with 16 floats a vector (AVX-512), where the
+// decode kernels are faster up to 64 tokens and more.
+TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
+  const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
+  use_entries({});
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 16), 64);
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 8), 32);
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 16), 32);
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 1), 32);
+  LinearConfig base;
+  base.scheme = kScheme;
+  base.n = kN;
+  base.k = kK;
+  base.max_tokens = 600;
+  base.output = OutputType::fp32;
+  for (const DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
+    SCOPED_TRACE(to_string(kind));
+    base.device = kind;
+    const LinearPlan plan = plan_linear_layer(context(), base, options(600), linear_kernels());
+    ASSERT_EQ(plan.steps.size(), 2u);
+    EXPECT_EQ(plan.steps[0].last_tokens,
+              tuning::linear_default_decode_max_tokens(kind, context().info().preferred_float_width));
+    EXPECT_EQ(plan.steps[1].last_tokens, 600);
+    EXPECT_NE(plan.steps[0].kernel, plan.steps[1].kernel);
+  }
+}
+
 // Decode buckets only: on GPUs counts past the decode/prefill crossover take the built-in plan's
 // prefill steps, not the largest decode bucket's parameters; on CPUs the largest bucket serves
 // every larger count (its GEMV beats the built-in prefill there).
