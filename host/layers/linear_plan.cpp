@@ -77,18 +77,23 @@ std::int64_t tuned_from(const std::vector<const tuning::Entry*>& entries) {
   return first <= 1 ? 1 : tuning::last_tokens_of_bucket(first / 2, first) + 1;
 }
 
-// The largest token count tuned entries serve: on GPUs, every count where the largest bucket is a
-// prefill one (above the device class's decode/prefill crossover), else the crossover: decode
-// entries do not serve prefill counts there. On the H100 the 8-token entries served M = 512 of
-// 28672 x 4096 at 1235 us (W4A16) and 1297 (W4A4) against the built-in plan's 718 and 742, and
-// M = 64 of 4096 x 4096 W4A4 at 52.2 against 46.3. On CPUs the largest bucket serves every larger
-// count: there the decode entries' GEMV beats the built-in prefill (gemm_tiled) well past the
-// crossover (PoCL, 2 AVX-512 cores, 4096 x 4096 W4A16: gemv_words 7.3 / 12.8 / 105 ms at M = 33 /
-// 64 / 512 against 17.2 / 18.4 / 95).
-std::int64_t tuned_until(const std::vector<const tuning::Entry*>& entries, DeviceKind kind) {
-  if (kind == DeviceKind::cpu) return std::numeric_limits<std::int64_t>::max();
-  const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind);
-  return entries.back()->tokens > crossover ? std::numeric_limits<std::int64_t>::max() : crossover;
+// The largest token count tuned entries serve: every count where the largest bucket is a prefill
+// one (above the device class's decode/prefill crossover), else the crossover: decode entries do
+// not serve prefill counts. On the H100 the 8-token entries served M = 512 of 28672 x 4096 at 1235
+// us (W4A16) and 1297 (W4A4) against the built-in plan's 718 and 742, and M = 64 of 4096 x 4096
+// W4A4 at 52.2 against 46.3. On 2 AVX-512 cores (PoCL, 2026-11-28, 2 rounds, ms) the 8-token
+// gemv_words entries against the built-in gemm_tiled at M = 96 / 128 / 256 / 512: 4096 x 4096
+// W4A16 19.5, 19.0 / 25.7, 25.7 / 52.2, 51.4 / 105.9, 104.2 against 20.0, 19.7 / 22.8, 22.2 / 48.0,
+// 45.3 / 94.0, 89.6; W4A4 17.9, 17.9 / 24.2, 23.7 / 47.9, 47.2 / 95.5, 95.1 against 21.0, 19.8 /
+// 24.8, 23.8 / 47.6, 45.8 / 92.5, 93.3; 1536 x 2048 W4A16 3.6 / 4.8, 4.7 / 9.5 / 19.2, 19.8 against
+// 3.6, 3.8 / 3.6, 3.9 / 7.0, 7.4 / 15.0, 15.5; 2048 x 768 W4A16 1.8, 1.9 / 2.4 / 5.0, 5.1 / 10.3
+// against 1.9, 2.0 / 2.1 / 3.9, 4.0 / 7.7, 8.3 (W4A4 alike). CPUs with narrower vectors (AVX2)
+// keep the largest bucket for every larger count: unmeasured there since gemm_tiled's register tile.
+std::int64_t tuned_until(const std::vector<const tuning::Entry*>& entries, DeviceKind kind, unsigned float_width) {
+  const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind, float_width);
+  if (entries.back()->tokens > crossover || (kind == DeviceKind::cpu && float_width < 16))
+    return std::numeric_limits<std::int64_t>::max();
+  return crossover;
 }
 
 // The plan without tuned entries: decode and prefill strategies around the crossover.
@@ -133,13 +138,13 @@ LinearPlan default_plan(const Context& ctx, const LinearConfig& base, const Line
 // refuses (a database from another build; logged as a warning). Token counts below the smallest
 // bucket's share (tuned_from) take the built-in plan: an entry tuned for 64 tokens says nothing
 // about one (on the H100 4096 x 4096 W4A16's 64-token winner splits K 4 ways over 2-row-tile
-// work-groups, a prefill geometry). On GPUs, where every bucket is a decode one, counts past the
-// crossover take the built-in plan's prefill steps (tuned_until).
+// work-groups, a prefill geometry). Where every bucket is a decode one, counts past the crossover
+// take the built-in plan's prefill steps (tuned_until; not on AVX2 CPUs).
 bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOptions& options,
                 const LinearKernelRegistry& registry, const std::string& forced,
                 const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {
   const std::vector<std::string> known = registry.names();
-  const std::int64_t below = tuned_from(entries) - 1, above = tuned_until(entries, base.device);
+  const std::int64_t below = tuned_from(entries) - 1, above = tuned_until(entries, base.device, ctx.info().preferred_float_width);
   // The built-in plan, made (and its strategies selected) once, where counts below or above the
   // tuned buckets' take it.
   const LinearPlan builtin = below > 0 || above < base.max_tokens

@@ -87,18 +87,19 @@ std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_wi
   // GPUs, and CPUs with vectors of fewer than 16 floats (AVX2): measured on PoCL before gemm_tiled's
   // register tile (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV 18 / 17
   // / 18 at m = 16 / 32 / 64, tiled GEMM 6 / 13 / 22: the GEMV wins up to about 48 tokens.
-  // CPUs with 16 floats a vector (AVX-512): the decode kernel (gemv_words there) wins up to 64
-  // tokens and more. PoCL, 2 AVX-512 cores (the CI machine), 2026-11-28, built-in parameters, 2
-  // rounds, ms, gemv_words against gemm_tiled at M = 32 / 64 / 96 / 128: 4096x4096 W4A16 6.5, 6.3 /
-  // 15.8, 12.6 / 19.9, 18.8 / 26.1, 24.9 against 17.0, 16.6 / 22.7, 16.7 / 20.4, 19.2 / 23.4, 22.0;
-  // W4A4 6.1, 6.0 / 12.3, 12.2 / 18.3, 17.7 / 24.4, 23.6 against 17.1, 16.3 / 17.1, 16.8 / 20.2,
-  // 19.8 / 23.9, 22.7; 1536x2048 W4A16 1.2 / 2.4 / 3.6-3.7 / 4.8 against 3.1-3.2 / 3.3 / 3.4-3.5 /
-  // 3.5-3.6, W4A4 1.2 / 2.4 / 3.5 / 4.7 against 3.2-3.3 / 3.4-3.5 / 3.8 / 4.0-4.1; 2048x768 W4A16
-  // 0.6 / 1.2 / 1.9 / 2.4-2.5 against 1.6-1.7 / 1.7-1.8 / 1.9 / 2.0, W4A4 0.6 / 1.2 / 1.8 / 2.3-2.4
-  // against 1.7 / 1.8-1.9 / 1.9-2.0 / 2.1; MXFP4 4096x4096 at 64: W4A16 12.6 against 16.6, W4A4
-  // 12.9 against 16.8. (gemm_tiled computes whole tiles of 128 tokens: 17 ms at 4096x4096 for 32
-  // tokens as for 64.)
-  if (kind == DeviceKind::cpu && float_width >= 16) return 64;
+  // CPUs with 16 floats a vector (AVX-512): the decode kernel (gemv_words there) wins up to 96
+  // tokens. PoCL, 2 AVX-512 cores (the CI machine), 2026-11-28, built-in parameters, 2 rounds, ms,
+  // gemv_words against gemm_tiled at M = 32 / 64 / 96 / 128: 4096x4096 W4A16 6.5, 6.3 / 15.8, 12.6
+  // / 19.9, 18.8 / 26.1, 24.9 against 17.0, 16.6 / 22.7, 16.7 / 20.4, 19.2 / 23.4, 22.0; W4A4 6.1,
+  // 6.0 / 12.3, 12.2 / 18.3, 17.7 / 24.4, 23.6 against 17.1, 16.3 / 17.1, 16.8 / 20.2, 19.8 / 23.9,
+  // 22.7; 1536x2048 W4A16 1.2 / 2.4 / 3.6-3.7 / 4.8 against 3.1-3.2 / 3.3 / 3.4-3.5 / 3.5-3.6, W4A4
+  // 1.2 / 2.4 / 3.5 / 4.7 against 3.2-3.3 / 3.4-3.5 / 3.8 / 4.0-4.1; 2048x768 W4A16 0.6 / 1.2 / 1.9
+  // / 2.4-2.5 against 1.6-1.7 / 1.7-1.8 / 1.9 / 2.0, W4A4 0.6 / 1.2 / 1.8 / 2.3-2.4 against 1.7 /
+  // 1.8-1.9 / 1.9-2.0 / 2.1; MXFP4 4096x4096 at 64: W4A16 12.6 against 16.6, W4A4 12.9 against
+  // 16.8. Level or ahead at 96 (1536x2048 W4A16 5 % behind), behind from 128 (up to 1.35x at 512:
+  // host/layers/linear_plan.cpp, tuned_until). gemm_tiled computes whole tiles of 128 tokens: 17 ms
+  // at 4096x4096 for 32 tokens as for 64.
+  if (kind == DeviceKind::cpu && float_width >= 16) return 96;
   return 32;
 }
 

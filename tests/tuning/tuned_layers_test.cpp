@@ -154,12 +154,12 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
 }
 
 // Without entries the built-in plan switches from the decode kernel to the prefill one at the
-// device class's crossover: 32 tokens, 64 on CPUs with 16 floats a vector (AVX-512), where the
-// decode kernels are faster up to 64 tokens and more.
+// device class's crossover: 32 tokens, 96 on CPUs with 16 floats a vector (AVX-512), where the
+// decode kernels are faster up to 96 tokens.
 TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_entries({});
-  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 16), 64);
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 16), 96);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 8), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 16), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 1), 32);
@@ -185,10 +185,10 @@ TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
   }
 }
 
-// Decode buckets only: on GPUs counts past the decode/prefill crossover take the built-in plan's
-// prefill steps, not the largest decode bucket's parameters; on CPUs the largest bucket serves
-// every larger count (its GEMV beats the built-in prefill there).
-TEST_F(TunedLayers, OnGpusDecodeBucketsDoNotServePrefillCounts) {
+// Decode buckets only: counts past the decode/prefill crossover take the built-in plan's prefill
+// steps, not the largest decode bucket's parameters (GPUs: past 32 tokens; CPUs with 16 floats a
+// vector: past 96); on CPUs with narrower vectors the largest bucket serves every larger count.
+TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_entries({linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}),
                linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}})});
@@ -198,6 +198,7 @@ TEST_F(TunedLayers, OnGpusDecodeBucketsDoNotServePrefillCounts) {
   base.k = kK;
   base.max_tokens = 600;
   base.output = OutputType::fp32;
+  const unsigned width = context().info().preferred_float_width;
   for (const DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
     SCOPED_TRACE(to_string(kind));
     base.device = kind;
@@ -206,22 +207,30 @@ TEST_F(TunedLayers, OnGpusDecodeBucketsDoNotServePrefillCounts) {
     EXPECT_EQ(plan.steps[0].last_tokens, 2);  // bucket 1: floor(sqrt(1 · 8))
     expect_contains(plan.steps[0].origin, "tuned bucket 1");
     expect_contains(plan.steps[1].origin, "tuned bucket 8");
-    if (kind == DeviceKind::gpu) {
-      const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind);
+    if (kind == DeviceKind::gpu || width >= 16) {
+      const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind, width);
+      EXPECT_EQ(crossover, kind == DeviceKind::gpu ? 32 : 96);
       EXPECT_EQ(plan.steps[1].last_tokens, crossover);
       ASSERT_EQ(plan.steps.size(), 3u);
-      expect_contains(plan.steps[2].origin, "built-in GPU defaults");
+      expect_contains(plan.steps[2].origin,
+                      kind == DeviceKind::gpu ? "built-in GPU defaults" : "built-in CPU defaults");
       EXPECT_EQ(plan.steps[2].last_tokens, 600);
     } else {
       EXPECT_EQ(plan.steps[1].last_tokens, 600);
       EXPECT_EQ(plan.steps.size(), 2u);
     }
   }
-  // On this (CPU) device a layer runs bucket 8's parameters at every count past 2.
+  // A layer on this device runs bucket 8's parameters from 3 tokens up to the crossover (or to
+  // every count on a CPU with narrower vectors), and both its plans compute the layer.
   const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
   Linear layer = Linear::create(context(), w, kScheme, options(600));
-  for (std::int64_t m : {std::int64_t{3}, std::int64_t{33}, std::int64_t{600}})
-    expect_contains(layer.kernel_description(m), "[tuned bucket 8");
+  const DeviceKind here = context().info().kind;
+  for (std::int64_t m : {std::int64_t{3}, std::int64_t{32}}) expect_contains(layer.kernel_description(m), "[tuned bucket 8");
+  if (here == DeviceKind::cpu && width < 16)
+    expect_contains(layer.kernel_description(600), "[tuned bucket 8");
+  else
+    expect_contains(layer.kernel_description(600), "[built-in");
+  expect_computes(layer, w, {3, 200});
 }
 
 TEST_F(TunedLayers, ExplicitOptionsOverrideTheDatabase) {
