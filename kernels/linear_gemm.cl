@@ -66,7 +66,8 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
   const uint m_first = get_group_id(1) * GEMM_TILE_M + ly * GEMM_WI_M;
   const uint half_k = kpad / 2u;
 
-  // This work-item's tokens; rows past the last token repeat it (results discarded).
+  // This work-item's tokens; rows past the last token repeat it (results discarded; a work-item
+  // with none before it computes nothing).
   const __global float* xt[GEMM_WI_M];
   fp4_floatv acc[GEMM_WI_N][GEMM_WI_M];
   #pragma unroll
@@ -103,7 +104,10 @@ void linear_gemm(const __global uchar* restrict codes, const __global uchar* res
     const __local float* even = panel + lx * FP4CL_VEC * GEMM_WI_N;
     const __local float* odd = panel + (GEMM_TILE_K / 2) * GEMM_TILE_N + lx * FP4CL_VEC * GEMM_WI_N;
     const uint xk = k0 / 2u;
-    for (uint kk = 0; kk < panel_k / 2u; ++kk) {
+    // Work-items whose tokens all lie past the last one (in the last tile of tokens) skip the
+    // FMAs: a call's cost follows its token count, not its count of whole tiles.
+    const uint kk_end = m_first < m_tokens ? panel_k / 2u : 0u;
+    for (uint kk = 0; kk < kk_end; ++kk) {
       fp4_floatv we[GEMM_WI_N], wo[GEMM_WI_N];
 #pragma unroll
       for (uint v = 0; v < GEMM_WI_N; ++v) {

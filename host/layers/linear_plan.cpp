@@ -87,8 +87,10 @@ std::int64_t tuned_from(const std::vector<const tuning::Entry*>& entries) {
 // 45.3 / 94.0, 89.6; W4A4 17.9, 17.9 / 24.2, 23.7 / 47.9, 47.2 / 95.5, 95.1 against 21.0, 19.8 /
 // 24.8, 23.8 / 47.6, 45.8 / 92.5, 93.3; 1536 x 2048 W4A16 3.6 / 4.8, 4.7 / 9.5 / 19.2, 19.8 against
 // 3.6, 3.8 / 3.6, 3.9 / 7.0, 7.4 / 15.0, 15.5; 2048 x 768 W4A16 1.8, 1.9 / 2.4 / 5.0, 5.1 / 10.3
-// against 1.9, 2.0 / 2.1 / 3.9, 4.0 / 7.7, 8.3 (W4A4 alike). CPUs with narrower vectors (AVX2)
-// keep the largest bucket for every larger count: unmeasured there since gemm_tiled's register tile.
+// against 1.9, 2.0 / 2.1 / 3.9, 4.0 / 7.7, 8.3 (W4A4 alike; at 96 gemm_tiled now takes 17.0-17.2
+// at 4096 x 4096 W4A16: it skips the work of the tile's missing tokens). CPUs with narrower
+// vectors (AVX2) keep the largest bucket for every larger count: unmeasured there since
+// gemm_tiled's register tile.
 std::int64_t tuned_until(const std::vector<const tuning::Entry*>& entries, DeviceKind kind, unsigned float_width) {
   const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind, float_width);
   if (entries.back()->tokens > crossover || (kind == DeviceKind::cpu && float_width < 16))

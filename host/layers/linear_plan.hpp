@@ -5,7 +5,7 @@
 // nearest its token count (the largest bucket serves every larger count), except counts below the
 // smallest bucket's share when that bucket is not 1 (bucket 64 serves from 46 tokens), which take
 // the built-in plan below, and, where every bucket is a decode one, counts past the built-in
-// crossover (GPUs: 32 tokens; CPUs with 16 floats a vector: 96; not on other CPUs), which take
+// crossover (GPUs: 32 tokens; CPUs with 16 floats a vector: 64; not on other CPUs), which take
 // the built-in plan's prefill steps. Without (or when
 // LinearOptions::decode_max_tokens is set): the decode strategy up to decode_max_tokens tokens and
 // the prefill strategy above, as the registry selects them, with the device class's built-in

@@ -87,19 +87,20 @@ std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_wi
   // GPUs, and CPUs with vectors of fewer than 16 floats (AVX2): measured on PoCL before gemm_tiled's
   // register tile (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV 18 / 17
   // / 18 at m = 16 / 32 / 64, tiled GEMM 6 / 13 / 22: the GEMV wins up to about 48 tokens.
-  // CPUs with 16 floats a vector (AVX-512): the decode kernel (gemv_words there) wins up to 96
-  // tokens. PoCL, 2 AVX-512 cores (the CI machine), 2026-11-28, built-in parameters, 2 rounds, ms,
-  // gemv_words against gemm_tiled at M = 32 / 64 / 96 / 128: 4096x4096 W4A16 6.5, 6.3 / 15.8, 12.6
-  // / 19.9, 18.8 / 26.1, 24.9 against 17.0, 16.6 / 22.7, 16.7 / 20.4, 19.2 / 23.4, 22.0; W4A4 6.1,
-  // 6.0 / 12.3, 12.2 / 18.3, 17.7 / 24.4, 23.6 against 17.1, 16.3 / 17.1, 16.8 / 20.2, 19.8 / 23.9,
-  // 22.7; 1536x2048 W4A16 1.2 / 2.4 / 3.6-3.7 / 4.8 against 3.1-3.2 / 3.3 / 3.4-3.5 / 3.5-3.6, W4A4
-  // 1.2 / 2.4 / 3.5 / 4.7 against 3.2-3.3 / 3.4-3.5 / 3.8 / 4.0-4.1; 2048x768 W4A16 0.6 / 1.2 / 1.9
-  // / 2.4-2.5 against 1.6-1.7 / 1.7-1.8 / 1.9 / 2.0, W4A4 0.6 / 1.2 / 1.8 / 2.3-2.4 against 1.7 /
-  // 1.8-1.9 / 1.9-2.0 / 2.1; MXFP4 4096x4096 at 64: W4A16 12.6 against 16.6, W4A4 12.9 against
-  // 16.8. Level or ahead at 96 (1536x2048 W4A16 5 % behind), behind from 128 (up to 1.35x at 512:
-  // host/layers/linear_plan.cpp, tuned_until). gemm_tiled computes whole tiles of 128 tokens: 17 ms
-  // at 4096x4096 for 32 tokens as for 64.
-  if (kind == DeviceKind::cpu && float_width >= 16) return 96;
+  // CPUs with 16 floats a vector (AVX-512): the decode kernel (gemv_words there) and gemm_tiled
+  // are level from 48 to 64 tokens, gemm_tiled ahead from 96. PoCL, 2 AVX-512 cores (the CI
+  // machine), 2026-11-28, built-in parameters, gemm_tiled skipping the work of tokens past the
+  // call's last, 2 rounds, ms, gemv_words against gemm_tiled at M = 32 / 48 / 64 / 96: 4096x4096
+  // W4A16 6.6, 6.4 / 9.9, 9.7 / 13.0, 13.3 / 19.5, 19.3 against 8.7, 8.2 / 9.7, 9.8 / 12.5, 11.5 /
+  // 17.0, 17.2; W4A4 6.0, 6.2 / 9.4, 9.0 / 12.2, 11.9 / 18.1, 18.2 against 8.7, 8.3 / 9.9, 10.0 /
+  // 11.5, 11.7 / 17.8, 17.4; 1536x2048 W4A16 1.27, 1.20 / 1.84, 1.78 / 2.52, 2.44 / 3.67, 3.65
+  // against 1.67, 1.66 / 1.98, 1.99 / 2.25, 2.29 / 2.96, 2.94; W4A4 1.21, 1.22 / 1.82 / 2.43, 2.41 /
+  // 3.58, 3.56 against 1.73, 1.85 / 2.08, 2.02 / 2.49, 2.42 / 3.15, 3.50; 2048x768 W4A16 0.66, 0.61
+  // / 0.97, 0.91 / 1.20, 1.24 / 1.86, 1.79 against 0.86, 0.85 / 1.12, 1.02 / 1.37, 1.22 / 1.75,
+  // 1.62; W4A4 0.62, 0.59 / 0.90, 0.87 / 1.19, 1.15 / 1.78, 1.74 against 0.95, 0.93 / 1.09, 1.07 /
+  // 1.30, 1.25 / 1.74, 1.68. (Before that skip gemm_tiled computed whole tiles of 128 tokens, 17 ms
+  // at 4096x4096 for 32 tokens as for 64, and gemv_words led up to 96.)
+  if (kind == DeviceKind::cpu && float_width >= 16) return 64;
   return 32;
 }
 

@@ -16,7 +16,7 @@ namespace fp4cl::tuning {
 Params linear_default_params(DeviceKind kind, const std::string& kernel);
 
 // The default crossover of a linear layer: calls of at most this many tokens use the decode
-// kernel, larger ones the prefill kernel. 32, or 96 on CPUs with 16 floats a vector
+// kernel, larger ones the prefill kernel. 32, or 64 on CPUs with 16 floats a vector
 // (`float_width`: DeviceInfo::preferred_float_width).
 std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_width = 1);
 

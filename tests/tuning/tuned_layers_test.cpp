@@ -154,12 +154,12 @@ TEST_F(TunedLayers, CountsBelowTheSmallestBucketUseTheBuiltInPlan) {
 }
 
 // Without entries the built-in plan switches from the decode kernel to the prefill one at the
-// device class's crossover: 32 tokens, 96 on CPUs with 16 floats a vector (AVX-512), where the
-// decode kernels are faster up to 96 tokens.
+// device class's crossover: 32 tokens, 64 on CPUs with 16 floats a vector (AVX-512), where the
+// decode kernel and gemm_tiled are level from 48 to 64 tokens.
 TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_entries({});
-  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 16), 96);
+  EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 16), 64);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 8), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 16), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 1), 32);
@@ -187,7 +187,7 @@ TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
 
 // Decode buckets only: counts past the decode/prefill crossover take the built-in plan's prefill
 // steps, not the largest decode bucket's parameters (GPUs: past 32 tokens; CPUs with 16 floats a
-// vector: past 96); on CPUs with narrower vectors the largest bucket serves every larger count.
+// vector: past 64); on CPUs with narrower vectors the largest bucket serves every larger count.
 TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_entries({linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}),
@@ -209,7 +209,7 @@ TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
     expect_contains(plan.steps[1].origin, "tuned bucket 8");
     if (kind == DeviceKind::gpu || width >= 16) {
       const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind, width);
-      EXPECT_EQ(crossover, kind == DeviceKind::gpu ? 32 : 96);
+      EXPECT_EQ(crossover, kind == DeviceKind::gpu ? 32 : 64);
       EXPECT_EQ(plan.steps[1].last_tokens, crossover);
       ASSERT_EQ(plan.steps.size(), 3u);
       expect_contains(plan.steps[2].origin,
