@@ -146,7 +146,8 @@ bool tuned_plan(const Context& ctx, const LinearConfig& base, const LinearOption
                 const LinearKernelRegistry& registry, const std::string& forced,
                 const std::vector<const tuning::Entry*>& entries, LinearPlan& plan) {
   const std::vector<std::string> known = registry.names();
-  const std::int64_t below = tuned_from(entries) - 1, above = tuned_until(entries, base.device, ctx.info().preferred_float_width);
+  const std::int64_t below = tuned_from(entries) - 1;
+  const std::int64_t above = tuned_until(entries, base.device, ctx.info().preferred_float_width);
   // The built-in plan, made (and its strategies selected) once, where counts below or above the
   // tuned buckets' take it.
   const LinearPlan builtin = below > 0 || above < base.max_tokens
