@@ -225,7 +225,8 @@ TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
   const Fp4Weight w = test::random_weight(kScheme.weight, kN, kK, 3);
   Linear layer = Linear::create(context(), w, kScheme, options(600));
   const DeviceKind here = context().info().kind;
-  for (std::int64_t m : {std::int64_t{3}, std::int64_t{32}}) expect_contains(layer.kernel_description(m), "[tuned bucket 8");
+  for (std::int64_t m : {std::int64_t{3}, std::int64_t{32}})
+    expect_contains(layer.kernel_description(m), "[tuned bucket 8");
   if (here == DeviceKind::cpu && width < 16)
     expect_contains(layer.kernel_description(600), "[tuned bucket 8");
   else
