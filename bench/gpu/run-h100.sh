@@ -11,11 +11,13 @@
 #     OUT_DIR  default $OUT, else build-gpu-out (git-ignored)
 #   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
-#   FP4CL_GPU_PARTS     what to measure (default "torch moe linear"; e.g. "linear" alone)
+#   FP4CL_GPU_PARTS     what to measure (default "torch moe linear floor"; e.g. "linear" alone;
+#                       floor: bench/standalone/launch_floor.c, the fastest one or two kernels read
+#                       the decode layers' bytes)
 # Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv;
 # automatic selection: mma where the MMA is native, else gemv_split for decode and gemm_tiled for prefill), linear-all.csv (the
 # linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
-# (bench/gpu/summarize.py), build.log, ctest.log.
+# (bench/gpu/summarize.py), launch_floor.txt, build.log, ctest.log.
 set -uo pipefail
 # shellcheck source=common.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/common.sh"
@@ -23,7 +25,7 @@ deb_dir=${1:-$root/.device-deps/debs}
 out=${2:-${OUT:-$root/build-gpu-out}}
 mkdir -p "$out"
 gpu_host_env "$deb_dir"
-parts=" ${FP4CL_GPU_PARTS:-torch moe linear} "
+parts=" ${FP4CL_GPU_PARTS:-torch moe linear floor} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 
 gpu_build "$out" --target fp4cl_bench
@@ -36,6 +38,19 @@ cat "$out/devices.txt" >&2
 if part torch; then
   log "torch baseline and copy bandwidth"
   python3 "$root/bench/gpu/torch_moe_baseline.py" >"$out/torch.csv" || log "torch baseline failed"
+fi
+
+if part floor; then
+  log "launch floor (bench/standalone/launch_floor.c)"
+  # The copy bandwidth of the PyTorch run when there is one (GB/s), else launch_floor's default.
+  copy_gbps=$(awk -F, '$1 == "copy" { printf "%.0f", $8 / 1e9 }' "$out/torch.csv" 2>/dev/null)
+  if cc -O2 "$root/bench/standalone/launch_floor.c" -o "$build/launch_floor" \
+      ${CMAKE_PREFIX_PATH:+-L"$CMAKE_PREFIX_PATH/lib/x86_64-linux-gnu"} -lOpenCL >"$out/launch_floor.log" 2>&1; then
+    "$build/launch_floor" ${copy_gbps:-2970} 100 >"$out/launch_floor.txt" 2>>"$out/launch_floor.log" ||
+      log "launch_floor failed (launch_floor.log)"
+  else
+    log "launch_floor did not build (launch_floor.log)"
+  fi
 fi
 
 if part moe; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Summarizes one run of bench/gpu/run-h100.sh (moe.csv, linear.csv, torch.csv in OUT_DIR) as the
-Markdown tables of the README's "GPU performance" section, with the ratios against the bar:
+"""Summarizes one run of bench/gpu/run-h100.sh (moe.csv, linear.csv, torch.csv, launch_floor.txt in
+OUT_DIR) as the Markdown tables of the README's "GPU performance" section, with the ratios against the bar:
 decode (T <= 8) at least 60 % of the copy bandwidth in streamed weight bytes and at least 2.5x the
 PyTorch BF16 baseline; prefill (T = 512) in TFLOP/s with its ratio to PyTorch.
 
@@ -93,6 +93,11 @@ def main():
             cells.setdefault((r["shape"], r["scheme"], int(r["tokens"])), {})[r["kernel"]] = f"{us:.1f} ({100 * frac:.0f} %)"
         for (shape, scheme, M), by in cells.items():
             print(f"| {shape} | {scheme} | {M} | " + " | ".join(by.get(k, "-") for k in kernels) + " |")
+    floor = os.path.join(out, "launch_floor.txt")
+    if os.path.exists(floor):
+        print("\n### What one or two kernels read at best (bench/standalone/launch_floor.c)\n")
+        with open(floor) as f:
+            print("```\n" + f.read().rstrip() + "\n```")
     bad = [r for r in moe + sweep + linear + linear_sweep if r.get("check", "").strip() not in ("ok", "passed", "skipped") and not r.get("check", "").startswith("ok")]
     if bad:
         print(f"\n{len(bad)} row(s) did not pass the reference check: " + "; ".join(
