@@ -46,7 +46,7 @@ if part floor; then
   copy_gbps=$(awk -F, '$1 == "copy" { printf "%.0f", $8 / 1e9 }' "$out/torch.csv" 2>/dev/null)
   if cc -O2 "$root/bench/standalone/launch_floor.c" -o "$build/launch_floor" \
       ${CMAKE_PREFIX_PATH:+-L"$CMAKE_PREFIX_PATH/lib/x86_64-linux-gnu"} -lOpenCL >"$out/launch_floor.log" 2>&1; then
-    "$build/launch_floor" ${copy_gbps:-2970} 100 >"$out/launch_floor.txt" 2>>"$out/launch_floor.log" ||
+    "$build/launch_floor" "${copy_gbps:-2970}" 100 >"$out/launch_floor.txt" 2>>"$out/launch_floor.log" ||
       log "launch_floor failed (launch_floor.log)"
   else
     log "launch_floor did not build (launch_floor.log)"
