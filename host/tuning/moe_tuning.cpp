@@ -1,8 +1,14 @@
 #include "tuning/moe_tuning.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "support/log.hpp"
@@ -99,6 +105,23 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
     }
   };
   for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});
+  // One set of tiles a strategy: say which buckets' tiles a layer does not take (they still set
+  // the crossovers), so that a bucket tuned for, say, 64 tokens is not believed to serve them.
+  for (const Entry* used : {first_decode, last_grouped, first_split}) {
+    if (!used) continue;
+    std::vector<std::int64_t> unused;
+    for (const Entry* e : match.entries)
+      if (e->kernel == used->kernel && e != used) unused.push_back(e->tokens);
+    if (unused.empty()) continue;
+    const std::string line = fmt::format(
+        "tuning ({}): {} layers take {}'s tiles from bucket {} for every count they run; those of bucket(s) {} are "
+        "not used (one set of tiles a strategy)",
+        used->origin, lookup.describe(), used->kernel, used->tokens, fmt::join(unused, ", "));
+    static std::mutex mutex;
+    static std::set<std::string> said;  // once a process, like the store's line
+    std::lock_guard<std::mutex> lock(mutex);
+    if (said.insert(line).second) log::info("{}", line);
+  }
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
   // pairs (mma_few_pairs_tiles) from its smallest.
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k"});

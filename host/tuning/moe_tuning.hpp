@@ -18,6 +18,9 @@
 // split_k, few_split_k (0: automatic) and unroll. A value outside a key's range (tile_m of mma
 // 8, 16, 32 or 64, of the others 1, 2, 4 or 8; unroll 1, 2, 4 or 8; split_k 0 to 64), a key the
 // strategy does not have or an unknown strategy sets the layer's entries aside, with a warning.
+// Other buckets a strategy won set crossovers but no tiles; an info line (once a process) names
+// them, e.g. grouped's 8 beside its 512 (on PoCL, 2 AVX-512 cores, 512's tiles make qwen3-30b-a3b
+// W4A16 at 64-96 tokens 15-20 % slower than the built-in ones: bench/pocl-history).
 #pragma once
 
 #include <cstdint>

@@ -322,6 +322,28 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
       EXPECT_EQ(s.tiles.local_h, 1);
     }
   }
+  // A second grouped bucket sets no tiles: the largest one's serve every count, and the log says
+  // which buckets' tiles are not used.
+  {
+    tuning::Database two = db;
+    e.tokens = 4;
+    e.kernel = "grouped";
+    e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 4}, {"local_i", 1}, {"local_h", 2}};
+    two.put(device, e);
+    use_database(two);
+    test::LogCapture log;
+    const MoeSelection both = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
+    for (const MoeSelection::Entry& s : both.usable) {
+      if (s.id == MoeStrategy::grouped) {
+        EXPECT_EQ(s.tiles.tile_m, 2);  // bucket 16's
+      }
+    }
+    bool said = false;
+    for (const std::string& line : log.at(log::Level::info))
+      said = said || (line.find("grouped's tiles from bucket 16") != std::string::npos &&
+                      line.find("bucket(s) 4 are not used") != std::string::npos);
+    EXPECT_TRUE(said) << "no log line naming the unused grouped bucket";
+  }
   // A bucket won by split (GPUs) gives it its tiles and the crossover: buckets 1 (split) and 4
   // (decode) meet at 2 tokens.
   e.tokens = 1;
