@@ -7,7 +7,8 @@
 // of everything read, stored only if it matches an impossible value). Each size is run in
 // work-groups of 256 over 132 · {1, 2, 4, 8, 16, 32} work-groups (never more work-items than
 // 16-byte words) and the best median is printed. Successive calls read successive regions of a
-// 1 GiB buffer, so every read comes from DRAM and not from the last call's lines in L2.
+// 1 GiB buffer (the device's largest allocation if smaller; sizes it does not hold twice are
+// skipped), so every read comes from DRAM and not from the last call's lines in L2.
 //
 //   cc -O2 bench/standalone/launch_floor.c -o launch_floor -lOpenCL
 //   ./launch_floor [COPY_GBPS=2970] [CALLS=100]
@@ -32,7 +33,7 @@ static const char* source =
     "  if (a.x == 0x9E3779B9u && a.y == 0x7F4A7C15u) out[0] = a.z;\n"
     "}\n";
 
-static const size_t kRing = (size_t)1 << 30;  // bytes read in turn
+static size_t kRing = (size_t)1 << 30;  // bytes read in turn: 1 GiB, or the largest allocation if smaller
 static const size_t kLocal = 256;
 
 static int by_value(const void* a, const void* b) {
@@ -136,6 +137,9 @@ int main(int argc, char** argv) {
   check(clBuildProgram(program, 1, &device, "", NULL, NULL), "clBuildProgram");
   b.kernel = clCreateKernel(program, "stream", &err);
   check(err, "clCreateKernel");
+  cl_ulong max_alloc = 0;
+  check(clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL), "clGetDeviceInfo");
+  if (max_alloc < kRing) kRing = (size_t)max_alloc & ~(((size_t)1 << 20) - 1);
   b.ring = clCreateBuffer(ctx, CL_MEM_READ_ONLY, kRing, NULL, &err);
   check(err, "clCreateBuffer");
   const cl_uint zero = 0;
@@ -153,6 +157,10 @@ int main(int argc, char** argv) {
   printf("\none kernel\n%12s %9s %10s %8s %9s %9s %14s\n", "bytes", "groups", "median us", "min us", "GB/s",
          "% copy", "us at 60 %");
   for (size_t s = 0; s < sizeof one / sizeof one[0]; ++s) {
+    if (2 * one[s] > kRing) {
+      printf("%12zu   skipped: the largest allocation (%zu bytes) does not hold it twice\n", one[s], kRing);
+      continue;
+    }
     size_t counts[8];
     const int n = group_counts(one[s], counts);
     double best = 1e30, best_min = 0, gap;
@@ -172,6 +180,11 @@ int main(int argc, char** argv) {
   printf("\ntwo kernels\n%22s %13s %10s %8s %8s %9s %8s %14s\n", "bytes", "groups", "median us", "min us", "gap us",
          "GB/s", "% copy", "us at 60 %");
   for (size_t s = 0; s < sizeof two / sizeof two[0]; ++s) {
+    if (2 * (two[s][0] + two[s][1]) > kRing) {
+      printf("%10zu+%-11zu   skipped: the largest allocation (%zu bytes) does not hold it twice\n", two[s][0], two[s][1],
+             kRing);
+      continue;
+    }
     size_t c0[8], c1[8];
     const int n0 = group_counts(two[s][0], c0), n1 = group_counts(two[s][1], c1);
     double best = 1e30, best_min = 0, best_gap = 0;
