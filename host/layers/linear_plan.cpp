@@ -93,7 +93,7 @@ std::int64_t tuned_from(const std::vector<const tuning::Entry*>& entries) {
 // gemm_tiled's register tile.
 std::int64_t tuned_until(const std::vector<const tuning::Entry*>& entries, DeviceKind kind, unsigned float_width) {
   const std::int64_t crossover = tuning::linear_default_decode_max_tokens(kind, float_width);
-  if (entries.back()->tokens > crossover || (kind == DeviceKind::cpu && float_width < 16))
+  if (entries.back()->tokens > crossover || (kind == DeviceKind::cpu && !tuning::linear_wide_cpu(kind, float_width)))
     return std::numeric_limits<std::int64_t>::max();
   return crossover;
 }

@@ -83,6 +83,8 @@ Params linear_default_params(DeviceKind kind, const std::string& kernel) {
   fail("no built-in tuning for linear kernel '{}'", kernel);
 }
 
+bool linear_wide_cpu(DeviceKind kind, unsigned float_width) { return kind == DeviceKind::cpu && float_width >= 16; }
+
 std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_width) {
   // GPUs, and CPUs with vectors of fewer than 16 floats (AVX2): measured on PoCL before gemm_tiled's
   // register tile (fp4cl-bench linear, 2048×2048 NVFP4 W4A16, GFLOP/s per CPU-second): GEMV 18 / 17
@@ -100,7 +102,7 @@ std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_wi
   // 1.62; W4A4 0.62, 0.59 / 0.90, 0.87 / 1.19, 1.15 / 1.78, 1.74 against 0.95, 0.93 / 1.09, 1.07 /
   // 1.30, 1.25 / 1.74, 1.68. (Before that skip gemm_tiled computed whole tiles of 128 tokens, 17 ms
   // at 4096x4096 for 32 tokens as for 64, and gemv_words led up to 96.)
-  if (kind == DeviceKind::cpu && float_width >= 16) return 64;
+  if (linear_wide_cpu(kind, float_width)) return 64;
   return 32;
 }
 

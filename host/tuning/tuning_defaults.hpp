@@ -15,9 +15,12 @@ namespace fp4cl::tuning {
 // its default for devices of `kind`. Throws fp4cl::Error for an unknown strategy.
 Params linear_default_params(DeviceKind kind, const std::string& kernel);
 
+// CPUs with 16 floats a vector (AVX-512; `float_width`: DeviceInfo::preferred_float_width): where
+// the linear crossover below was measured since gemm_tiled's register tile.
+bool linear_wide_cpu(DeviceKind kind, unsigned float_width);
+
 // The default crossover of a linear layer: calls of at most this many tokens use the decode
-// kernel, larger ones the prefill kernel. 32, or 64 on CPUs with 16 floats a vector
-// (`float_width`: DeviceInfo::preferred_float_width).
+// kernel, larger ones the prefill kernel. 32, or 64 on wide CPUs (linear_wide_cpu).
 std::int64_t linear_default_decode_max_tokens(DeviceKind kind, unsigned float_width = 1);
 
 // "CPU" or "GPU" (accelerators and others take the GPU defaults): the class whose defaults apply.
