@@ -230,9 +230,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     if (!o.scheme.w4a16()) {
       routed_.fc1.rt = mma_routed_local_row_tiles(problem.intermediate, problem.scheme.block_size(), few_.fc1.rt);
       routed_.fc1.stage = false;
-      if (local > fc1_other_local(routed_))
-        routed_local_tile_ =
-            mma_routed_local_tile(problem.hidden, problem.local_experts, local - fc1_other_local(routed_));
+      const std::uint64_t other = fc1_other_local(routed_);
+      if (local > other) routed_local_tile_ = mma_routed_local_tile(problem.hidden, problem.local_experts, local - other);
       if (routed_local_tile_ == 0) routed_ = few_;
     }
     fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
