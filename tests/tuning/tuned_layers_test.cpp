@@ -106,6 +106,18 @@ void expect_computes(Linear& layer, const Fp4Weight& w, std::initializer_list<st
   }
 }
 
+// The test shape's layer of up to 600 tokens, as plan_linear_layer takes it (the tests set its
+// device class).
+LinearConfig planned_layer() {
+  LinearConfig base;
+  base.scheme = kScheme;
+  base.n = kN;
+  base.k = kK;
+  base.max_tokens = 600;
+  base.output = OutputType::fp32;
+  return base;
+}
+
 TEST_F(TunedLayers, TunedParametersReachTheLinearKernels) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_database(linear_database());
@@ -163,12 +175,7 @@ TEST_F(TunedLayers, TheBuiltInCrossoverFollowsTheDeviceClass) {
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::cpu, 8), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 16), 32);
   EXPECT_EQ(tuning::linear_default_decode_max_tokens(DeviceKind::gpu, 1), 32);
-  LinearConfig base;
-  base.scheme = kScheme;
-  base.n = kN;
-  base.k = kK;
-  base.max_tokens = 600;
-  base.output = OutputType::fp32;
+  LinearConfig base = planned_layer();
   for (const DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
     SCOPED_TRACE(to_string(kind));
     base.device = kind;
@@ -192,12 +199,7 @@ TEST_F(TunedLayers, DecodeBucketsDoNotServePrefillCounts) {
   const test::ScopedEnv forced("FP4CL_LINEAR_KERNEL", std::nullopt);
   use_entries({linear_entry(1, "gemv_rows", {{"GEMV_TOKENS", 3}, {"GEMV_LOCAL", 3}}),
                linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}})});
-  LinearConfig base;
-  base.scheme = kScheme;
-  base.n = kN;
-  base.k = kK;
-  base.max_tokens = 600;
-  base.output = OutputType::fp32;
+  LinearConfig base = planned_layer();
   const unsigned width = context().info().preferred_float_width;
   for (const DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
     SCOPED_TRACE(to_string(kind));
