@@ -68,6 +68,8 @@ class TunedLayers : public testing::Test {
     env_.reset();
     tuning::reload_tuning_store();
   }
+  // Every parameter of the 64-token entry is given: the device classes' defaults differ (GPU
+  // GEMM_WI_N 1, CPU 2), and the test expects one description on both.
   tuning::Database linear_database() const {
     tuning::Database db;
     const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(context().info());
@@ -75,7 +77,7 @@ class TunedLayers : public testing::Test {
                                                  {"GEMV_DECODE_LUT", 0}}));
     db.put(device, linear_entry(8, "gemv_rows", {{"GEMV_TOKENS", 5}, {"GEMV_LOCAL", 2}}));
     db.put(device, linear_entry(64, "gemm_tiled", {{"GEMM_TILE_M", 16}, {"GEMM_TILE_N", 32}, {"GEMM_TILE_K", 64},
-                                                   {"GEMM_WI_M", 2}, {"FP4CL_VEC", 8}}));
+                                                   {"GEMM_WI_M", 2}, {"GEMM_WI_N", 2}, {"FP4CL_VEC", 8}}));
     return db;
   }
 
