@@ -85,7 +85,7 @@ tuning::Params moe_default_params(const DeviceInfo& device, unsigned float_width
                                   const std::string& strategy) {
   const ScopedTiles builtin("");
   const MoeSelection sel = select_moe_strategies(device, float_width, problem, strategy);
-  const MoeTiles& t = sel.usable.front().tiles;
+  const MoeTiles& t = sel.usable.back().tiles;  // the strategy's tiles for the largest calls
   tuning::Params p = {{"vec", sel.layout.vec},  {"group", sel.layout.group}, {"tile_m", t.tile_m},
                       {"local_i", t.local_i},   {"local_h", t.local_h}};
   if (strategy == "mma") {

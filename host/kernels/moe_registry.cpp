@@ -359,19 +359,25 @@ bool MoeSelection::uses(MoeStrategy s) const {
 }
 
 const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top_k) const {
-  if (forced || usable.size() == 1) return usable.front();
   const std::int64_t pairs = tokens * top_k;
-  for (const Entry& e : usable) {
-    if (e.id == MoeStrategy::split && pairs <= split_max_pairs) return e;
+  // A strategy's entries by increasing max_pairs: the first that serves the call.
+  const auto serves = [pairs](const Entry& e) { return pairs <= e.max_pairs; };
+  if (forced || usable.size() == 1) {
+    for (const Entry& e : usable)
+      if (serves(e)) return e;
+    return usable.back();
   }
   for (const Entry& e : usable) {
-    if (e.id == MoeStrategy::decode && pairs <= decode_max_pairs) return e;
+    if (e.id == MoeStrategy::split && pairs <= split_max_pairs && serves(e)) return e;
   }
   for (const Entry& e : usable) {
-    if (e.id == MoeStrategy::mma) return e;
+    if (e.id == MoeStrategy::decode && pairs <= decode_max_pairs && serves(e)) return e;
   }
   for (const Entry& e : usable) {
-    if (e.id == MoeStrategy::split) continue;
+    if (e.id == MoeStrategy::mma && serves(e)) return e;
+  }
+  for (const Entry& e : usable) {
+    if (e.id == MoeStrategy::split || !serves(e)) continue;
     if (e.id == MoeStrategy::decode && pairs > decode_max_pairs) {
       log::debug("MoE: {} tokens × k = {} pairs: decode refused (it serves up to {} pairs)", tokens, pairs,
                  decode_max_pairs);
@@ -388,7 +394,7 @@ const MoeSelection::Entry& MoeSelection::for_tokens(std::int64_t tokens, int top
 }
 
 MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
-                                   const std::string& requested) {
+                                   const std::string& requested, bool one_tile_set) {
   std::string name = requested;
   const char* source = "MoeConfig::kernel";
   if (name.empty()) {
@@ -398,8 +404,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     }
   }
   // The tuning database's values for this layer (host/tuning/moe_tuning.hpp), then FP4CL_MOE_TILES.
-  const std::map<std::string, int> tuned = tuning::moe_tuned_overrides(
-      device, {problem.scheme, problem.hidden, problem.intermediate, problem.local_experts, problem.top_k});
+  const tuning::MoeShapeKey tuning_key{problem.scheme, problem.hidden, problem.intermediate, problem.local_experts,
+                                       problem.top_k};
+  const std::map<std::string, int> tuned = tuning::moe_tuned_overrides(device, tuning_key);
   const std::map<std::string, int> env_overrides = tile_overrides();
   std::map<std::string, int> overrides = tuned;
   for (const auto& [key, value] : env_overrides) overrides[key] = value;
@@ -450,6 +457,48 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     why.clear();
     return builtin;
   };
+  // grouped's entries: one a tuned bucket it won, smallest first, where no FP4CL_MOE_TILES value
+  // sets its tiles and the layer may take several (one_tile_set); the largest bucket's tiles
+  // (`tiles`) serve every larger call. A bucket whose tiles the strategy refuses leaves its counts
+  // to the next; neighbours with the same tiles are one entry.
+  const auto add = [&](MoeStrategy id, const MoeTiles& tiles) {
+    const bool env_tiles = env_overrides.count("grouped.tile_m") || env_overrides.count("grouped.local_i") ||
+                           env_overrides.count("grouped.local_h");
+    std::vector<MoeSelection::Entry> entries;
+    if (id == MoeStrategy::grouped && !one_tile_set && !tuned.empty() && !env_tiles) {
+      std::vector<tuning::MoeGroupedBucket> buckets = tuning::moe_tuned_grouped_buckets(device, tuning_key);
+      if (!buckets.empty()) buckets.pop_back();  // the largest: `tiles`
+      for (const tuning::MoeGroupedBucket& b : buckets) {
+        std::map<std::string, int> with = overrides;
+        for (const auto& [key, value] : b.tiles) with["grouped." + key] = value;
+        const MoeTiles t = tiles_with(id, with);
+        if (const std::string why = refusal(id, t, sel.layout, device, problem); !why.empty()) {
+          log::warn("tuning database: the tiles of MoE strategy grouped's bucket {} cannot run on {}: {}; the next "
+                    "bucket's serve its counts",
+                    b.tokens, device.name, why);
+          continue;
+        }
+        entries.push_back({id, t, b.last_tokens * problem.top_k});
+      }
+    }
+    entries.push_back({id, tiles});
+    const auto same = [](const MoeTiles& a, const MoeTiles& b) {
+      return a.tile_m == b.tile_m && a.local_i == b.local_i && a.local_h == b.local_h;
+    };
+    std::vector<MoeSelection::Entry> merged;
+    for (const MoeSelection::Entry& e : entries) {
+      if (!merged.empty() && same(merged.back().tiles, e.tiles)) merged.back().max_pairs = e.max_pairs;
+      else merged.push_back(e);
+    }
+    for (const MoeSelection::Entry& e : merged) {
+      if (merged.size() > 1)
+        log::debug("MoE: strategy {} takes MOE_TILE_M={} and local sizes {} and {} for calls of {}", to_string(id),
+                   e.tiles.tile_m, e.tiles.local_i, e.tiles.local_h,
+                   &e == &merged.back() ? std::string("more pairs")
+                                        : fmt::format("up to {} pairs", e.max_pairs));
+      sel.usable.push_back(e);
+    }
+  };
   if (!name.empty()) {
     bool known = false;
     for (MoeStrategy id : kAll) {
@@ -458,7 +507,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       std::string why;
       const MoeTiles tiles = tiles_for(id, why);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
-      sel.usable.push_back({id, tiles});
+      add(id, tiles);
       sel.forced = true;
     }
     if (!known) fail("unknown MoE kernel strategy '{}' ({}); valid: {}", name, source, valid_names());
@@ -472,7 +521,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     std::string why;
     const MoeTiles tiles = tiles_for(id, why);
     if (why.empty()) {
-      sel.usable.push_back({id, tiles});
+      add(id, tiles);
       log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",
                  to_string(id), sel.layout.vec, sel.layout.group, tiles.tile_m, tiles.local_i, tiles.local_h);
     } else {

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,10 @@ struct MoeSelection {
   struct Entry {
     MoeStrategy id;
     MoeTiles tiles;
+    // The largest call (in pairs: tokens × k) these tiles serve. A strategy has several entries
+    // only where tuned buckets give it several sets of tiles (grouped: moe_tuned_grouped_buckets),
+    // by increasing max_pairs; its last serves every larger call.
+    std::int64_t max_pairs = std::numeric_limits<std::int64_t>::max();
   };
   MoeLayout layout;           // shared by every strategy: the weights are prepared once
   std::vector<Entry> usable;  // the strategies this layer builds, in selection order
@@ -186,10 +191,12 @@ struct MoeSelection {
 };
 
 // `requested`: a strategy name, or "" for FP4CL_MOE_KERNEL when set, else automatic.
+// `one_tile_set`: one entry a strategy (MoeConfig::batch_invariant: a token's bits must not
+// depend on the call's size through the tiles), the largest bucket's tiles.
 // `float_width`: the device's preferred fp32 vector width (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT).
 // Throws fp4cl::Error for an unknown name (listing the valid ones), for a forced strategy the
 // device refuses (with the reason), and when no strategy can serve the layer (with every reason).
 MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
-                                   const std::string& requested);
+                                   const std::string& requested, bool one_tile_set = false);
 
 }  // namespace fp4cl

@@ -74,10 +74,9 @@ struct MoeLayer::Impl {
 
   const MoeStrategyKernels& kernels_for(std::int64_t tokens) const {
     const MoeSelection::Entry& chosen = selection.for_tokens(tokens, shape.top_k);
-    for (std::size_t i = 0; i < strategies.size(); ++i) {
-      if (selection.usable[i].id == chosen.id) return strategies[i];
-    }
-    fail("MoE: strategy {} was selected but not built", to_string(chosen.id));
+    const auto i = static_cast<std::size_t>(&chosen - selection.usable.data());  // its tiles' kernels
+    if (i >= strategies.size()) fail("MoE: strategy {} was selected but not built", to_string(chosen.id));
+    return strategies[i];
   }
   // FP4 bytes per expert (codes and block scales, FC1 and FC2) in the layout strategy `id` streams.
   std::uint64_t weights_bytes_of(MoeStrategy id) const {
@@ -117,7 +116,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   cl_uint float_width = 1;
   check_cl(ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &float_width),
            "querying the preferred fp32 vector width of {}", ctx.info().name);
-  impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel);
+  impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel, config.batch_invariant);
 
   const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection);
   const MoeNumerics& numerics = plan.numerics;

@@ -30,37 +30,72 @@ bool valid_value(const std::string& kernel, const std::string& name, long long v
   return false;
 }
 
+LookupKey moe_lookup_key(const MoeShapeKey& key) {
+  return {"moe",
+          scheme_key(key.scheme),
+          {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
+}
+
+// The layer's entries by increasing bucket; none when one names an unknown strategy or holds an
+// invalid value (with a warning where `warn`).
+std::vector<const Entry*> usable_entries(const Match& match, bool warn) {
+  for (const Entry* e : match.entries) {
+    if (e->kernel != "split" && e->kernel != "decode" && e->kernel != "grouped" && e->kernel != "mma") {
+      if (warn)
+        log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used",
+                  e->origin, e->kernel, e->tokens);
+      return {};
+    }
+    for (const auto& [name, value] : e->params) {
+      if (!valid_value(e->kernel, name, value)) {
+        if (warn)
+          log::warn("tuning database ({}): MoE parameter {} = {} of strategy {} for {} tokens is not valid; "
+                    "built-in MoE tiles used",
+                    e->origin, name, value, e->kernel, e->tokens);
+        return {};
+      }
+    }
+  }
+  return match.entries;
+}
+
 }  // namespace
 
+std::vector<MoeGroupedBucket> moe_tuned_grouped_buckets(const DeviceInfo& device, const MoeShapeKey& key) {
+  const Match match = tuning_store()->lookup(device, moe_lookup_key(key));
+  std::vector<const Entry*> grouped;
+  for (const Entry* e : usable_entries(match, false))  // moe_tuned_overrides warns
+    if (e->kernel == "grouped") grouped.push_back(e);
+  std::vector<MoeGroupedBucket> out;
+  for (std::size_t i = 0; i < grouped.size(); ++i) {
+    MoeGroupedBucket b;
+    b.tokens = grouped[i]->tokens;
+    b.last_tokens = i + 1 < grouped.size() ? last_tokens_of_bucket(grouped[i]->tokens, grouped[i + 1]->tokens)
+                                           : std::numeric_limits<std::int64_t>::max();
+    for (const char* name : {"tile_m", "local_i", "local_h"}) {
+      const auto it = grouped[i]->params.find(name);
+      if (it != grouped[i]->params.end()) b.tiles[name] = static_cast<int>(it->second);
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key) {
-  const LookupKey lookup{"moe",
-                         scheme_key(key.scheme),
-                         {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
+  const LookupKey lookup = moe_lookup_key(key);
   const Match match = tuning_store()->lookup(device, lookup);
+  const std::vector<const Entry*> entries = usable_entries(match, true);
   std::map<std::string, int> out;
-  if (match.entries.empty()) return out;
+  if (entries.empty()) return out;
   const Entry* first_decode = nullptr;
   const Entry* last_grouped = nullptr;
   const Entry* first_split = nullptr;
   const Entry* first_mma = nullptr;
   const Entry* last_mma = nullptr;
-  std::size_t first_not_split_index = match.entries.size();
-  std::size_t first_many_index = match.entries.size();  // the first bucket grouped or mma won
-  for (std::size_t i = 0; i < match.entries.size(); ++i) {
-    const Entry& e = *match.entries[i];
-    if (e.kernel != "split" && e.kernel != "decode" && e.kernel != "grouped" && e.kernel != "mma") {
-      log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used", e.origin,
-                e.kernel, e.tokens);
-      return {};
-    }
-    for (const auto& [name, value] : e.params) {
-      if (!valid_value(e.kernel, name, value)) {
-        log::warn("tuning database ({}): MoE parameter {} = {} of strategy {} for {} tokens is not valid; built-in "
-                  "MoE tiles used",
-                  e.origin, name, value, e.kernel, e.tokens);
-        return {};
-      }
-    }
+  std::size_t first_not_split_index = entries.size();
+  std::size_t first_many_index = entries.size();  // the first bucket grouped or mma won
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = *entries[i];
     if (e.kernel != "split") first_not_split_index = std::min(first_not_split_index, i);
     if (e.kernel == "split") {
       if (!first_split) first_split = &e;
@@ -79,11 +114,11 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
   // when decode won no bucket).
   std::int64_t decode_max_tokens = std::numeric_limits<int>::max() / key.top_k;
   if (first_many_index == 0 || !first_decode) decode_max_tokens = 0;
-  else if (first_many_index < match.entries.size())
-    decode_max_tokens = last_tokens_of_bucket(match.entries[first_many_index - 1]->tokens,
-                                              match.entries[first_many_index]->tokens);
+  else if (first_many_index < entries.size())
+    decode_max_tokens = last_tokens_of_bucket(entries[first_many_index - 1]->tokens,
+                                              entries[first_many_index]->tokens);
   // The layout is one per layer: the smallest bucket's.
-  const Entry& layout = *match.entries.front();
+  const Entry& layout = *entries.front();
   for (const char* name : {"vec", "group"}) {
     const auto it = layout.params.find(name);
     if (it != layout.params.end()) out[name] = static_cast<int>(it->second);
@@ -92,9 +127,9 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
   if (first_split) {
     std::int64_t split_max_tokens = std::numeric_limits<int>::max() / key.top_k;
     if (first_not_split_index == 0) split_max_tokens = 0;
-    else if (first_not_split_index < match.entries.size())
-      split_max_tokens = last_tokens_of_bucket(match.entries[first_not_split_index - 1]->tokens,
-                                               match.entries[first_not_split_index]->tokens);
+    else if (first_not_split_index < entries.size())
+      split_max_tokens = last_tokens_of_bucket(entries[first_not_split_index - 1]->tokens,
+                                               entries[first_not_split_index]->tokens);
     out["split_max_pairs"] = static_cast<int>(split_max_tokens * key.top_k);
   }
   const auto take = [&](const Entry* e, std::initializer_list<const char*> names) {
@@ -104,13 +139,16 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
       if (it != e->params.end()) out[e->kernel + "." + name] = static_cast<int>(it->second);
     }
   };
+  // grouped: the largest bucket's tiles here; the others' serve their own counts
+  // (moe_tuned_grouped_buckets).
   for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});
-  // One set of tiles a strategy: say which buckets' tiles a layer does not take (they still set
-  // the crossovers), so that a bucket tuned for, say, 64 tokens is not believed to serve them.
-  for (const Entry* used : {first_decode, last_grouped, first_split}) {
+  // decode and split take one set of tiles: say which buckets' tiles a layer does not take (they
+  // still set the crossovers), so that a bucket tuned for, say, 8 tokens is not believed to serve
+  // them.
+  for (const Entry* used : {first_decode, first_split}) {
     if (!used) continue;
     std::vector<std::int64_t> unused;
-    for (const Entry* e : match.entries)
+    for (const Entry* e : entries)
       if (e->kernel == used->kernel && e != used) unused.push_back(e->tokens);
     if (unused.empty()) continue;
     const std::string line = fmt::format(

@@ -2,7 +2,9 @@
 // strategies (kernels/moe_registry.hpp, the keys of FP4CL_MOE_TILES):
 //   vec, group                       the weight layout, shared by both strategies
 //   decode.<tile_m|local_i|local_h>  from the smallest tuned bucket that `decode` won
-//   grouped.<tile_m|local_i|local_h> from the largest tuned bucket that `grouped` won
+//   grouped.<tile_m|local_i|local_h> from the largest tuned bucket that `grouped` won (the
+//                                    smaller ones' serve their own counts:
+//                                    moe_tuned_grouped_buckets)
 //   split.<tile_m|local_i|local_h>   from the smallest tuned bucket that `split` won
 //   split_max_pairs                  (only when `split` won a bucket) the last token count of the
 //                                    last split bucket before the first bucket another won × k
@@ -18,14 +20,14 @@
 // split_k, few_split_k (0: automatic) and unroll. A value outside a key's range (tile_m of mma
 // 8, 16, 32 or 64, of the others 1, 2, 4 or 8; unroll 1, 2, 4 or 8; split_k 0 to 64), a key the
 // strategy does not have or an unknown strategy sets the layer's entries aside, with a warning.
-// Other buckets a strategy won set crossovers but no tiles; an info line (once a process) names
-// them, e.g. grouped's 8 beside its 512 (on PoCL, 2 AVX-512 cores, 512's tiles make qwen3-30b-a3b
-// W4A16 at 64-96 tokens 15-20 % slower than the built-in ones: bench/pocl-history).
+// Other buckets decode or split won set crossovers but no tiles; an info line (once a process)
+// names them.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "fp4cl/device.hpp"
 #include "fp4cl/scheme.hpp"
@@ -41,5 +43,18 @@ struct MoeShapeKey {
 // The overrides for the layer on the device from the process-wide tuning store; empty when the
 // database has no entry for it, or (with a warning) when its entries are not usable.
 std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key);
+
+// Every bucket `grouped` won, by increasing bucket, as the tiles it gives calls of up to
+// last_tokens tokens (the nearest-bucket rule among grouped's buckets: bucket 8 beside 512 serves
+// up to 64 tokens; the largest serves every larger count). A layer runs each call with its
+// bucket's tiles (select_moe_strategies), not only the largest's: on PoCL, 2 AVX-512 cores,
+// qwen3-30b-a3b W4A16 at 64 tokens took 48-50 ms with the 512-token tiles against 42.6-44.8 with
+// the 8-token ones. Empty where moe_tuned_overrides is (no warning here).
+struct MoeGroupedBucket {
+  std::int64_t tokens = 0;
+  std::int64_t last_tokens = 0;
+  std::map<std::string, int> tiles;  // tile_m, local_i, local_h: those the entry gives
+};
+std::vector<MoeGroupedBucket> moe_tuned_grouped_buckets(const DeviceInfo& device, const MoeShapeKey& key);
 
 }  // namespace fp4cl::tuning

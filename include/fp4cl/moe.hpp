@@ -19,8 +19,8 @@
 //     stored dequant-direction scales (vLLM's alpha; Fp4Experts::w13_input_scale, w2_input_scale).
 //   - Dot products, SwiGLU and the top-k sum are fp32; the output is rounded once (BF16 or fp32).
 //   The top-k sum runs in slot order with no atomics: the same inputs give bit-identical outputs.
-//   Batch invariance: the strategy is chosen once per call, by the call's token count, and runs
-//   every chunk of it. The `decode` strategy computes each pair alone, so a token's output bits
+//   Batch invariance: the strategy (and, where the tuning database has several buckets of it,
+//   its tiles) is chosen once per call, by the call's token count, and runs every chunk of it. The `decode` strategy computes each pair alone, so a token's output bits
 //   depend only on its own row and routing; so does `split` (GPUs: where several pairs share a
 //   pass over an expert's weights, each pair's sums keep the order they have alone; tested by
 //   tests/moe/test_moe_chunks.cpp). The `grouped` strategy sums a pair's dot products in
@@ -89,7 +89,8 @@ struct MoeConfig {
   // true: a token's output bits do not depend on max_tokens (chunking), nor on the other tokens
   // of a call as long as it runs the same strategy (force one with `kernel` to make that always
   // so): every `grouped` tile sums in the order of a full tile, with fewer independent
-  // accumulator chains where a tile holds one or two pairs (README "Expert parallelism" has the
+  // accumulator chains where a tile holds one or two pairs, and a strategy runs one set of tiles
+  // (the tuning database's largest bucket's) for every call (README "Expert parallelism" has the
   // measured cost: `fp4cl-bench moe --batch-invariant`).
   bool batch_invariant = false;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -326,8 +327,8 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
       EXPECT_EQ(s.tiles.local_h, 1);
     }
   }
-  // A second grouped bucket sets no tiles: the largest one's serve every count, and the log says
-  // which buckets' tiles are not used.
+  // A second grouped bucket gives its tiles to the calls nearest it (bucket 4 beside 16: up to
+  // 8 tokens); the largest bucket's serve every larger call.
   {
     tuning::Database two = db;
     e.tokens = 4;
@@ -335,18 +336,62 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     e.params = {{"vec", 4}, {"group", 8}, {"tile_m", 4}, {"local_i", 1}, {"local_h", 2}};
     two.put(device, e);
     use_database(two);
+    const auto grouped_of = [](const MoeSelection& from) {
+      std::vector<const MoeSelection::Entry*> out;
+      for (const MoeSelection::Entry& s : from.usable)
+        if (s.id == MoeStrategy::grouped) out.push_back(&s);
+      return out;
+    };
     test::LogCapture log;
     const MoeSelection both = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
-    for (const MoeSelection::Entry& s : both.usable) {
-      if (s.id == MoeStrategy::grouped) {
-        EXPECT_EQ(s.tiles.tile_m, 2);  // bucket 16's
-      }
+    const std::vector<const MoeSelection::Entry*> grouped = grouped_of(both);
+    ASSERT_EQ(grouped.size(), 2u);
+    EXPECT_EQ(grouped[0]->tiles.tile_m, 4);
+    EXPECT_EQ(grouped[0]->tiles.local_i, 1);
+    EXPECT_EQ(grouped[0]->tiles.local_h, 2);
+    EXPECT_EQ(grouped[0]->max_pairs, 8 * 2);  // floor(sqrt(4 · 16)) tokens × k
+    EXPECT_EQ(grouped[1]->tiles.tile_m, 2);   // bucket 16's
+    EXPECT_EQ(grouped[1]->max_pairs, std::numeric_limits<std::int64_t>::max());
+    EXPECT_EQ(both.decode_max_pairs, 2 * 2);  // buckets 1 (decode) and 4 (grouped) meet at 2 tokens
+    if (both.uses(MoeStrategy::decode)) {
+      EXPECT_EQ(both.for_tokens(2, 2).id, MoeStrategy::decode);
     }
-    bool said = false;
+    EXPECT_EQ(&both.for_tokens(3, 2), grouped[0]);
+    EXPECT_EQ(&both.for_tokens(8, 2), grouped[0]);
+    EXPECT_EQ(&both.for_tokens(9, 2), grouped[1]);
     for (const std::string& line : log.at(log::Level::info))
-      said = said || (line.find("grouped's tiles from bucket 16") != std::string::npos &&
-                      line.find("bucket(s) 4 are not used") != std::string::npos);
-    EXPECT_TRUE(said) << "no log line naming the unused grouped bucket";
+      EXPECT_EQ(line.find("grouped's tiles from bucket"), std::string::npos) << line;
+    // A forced grouped takes both as well.
+    const MoeSelection named = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");
+    ASSERT_EQ(named.usable.size(), 2u);
+    EXPECT_EQ(&named.for_tokens(3, 2), &named.usable[0]);
+    EXPECT_EQ(&named.for_tokens(9, 2), &named.usable[1]);
+    // One set of tiles (batch invariance) or grouped's tiles from FP4CL_MOE_TILES: one entry, the
+    // largest bucket's tiles (with the variable's values over them).
+    const MoeSelection one = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "", true);
+    ASSERT_EQ(grouped_of(one).size(), 1u);
+    EXPECT_EQ(grouped_of(one)[0]->tiles.tile_m, 2);
+    {
+      const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "grouped.local_h=4");
+      const MoeSelection from_env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
+      ASSERT_EQ(grouped_of(from_env).size(), 1u);
+      EXPECT_EQ(grouped_of(from_env)[0]->tiles.tile_m, 2);
+      EXPECT_EQ(grouped_of(from_env)[0]->tiles.local_h, 4);
+    }
+    // The layer runs each call with its bucket's tiles, and computes it.
+    const Fp4Experts ex = test::make_experts({scheme.weight, 4, 64, 64, test::Data::exact, 72});
+    MoeConfig cfg;
+    cfg.scheme = scheme;
+    cfg.top_k = 2;
+    cfg.max_tokens = 16;
+    cfg.kernel = "grouped";
+    MoeLayer layer = MoeLayer::create(context(), ex, cfg);
+    EXPECT_EQ(layer.tile_pairs_for(3), 4);
+    EXPECT_EQ(layer.tile_pairs_for(9), 2);
+    for (const std::int64_t T : {std::int64_t{3}, std::int64_t{9}})
+      EXPECT_TRUE(test::topk_matches_reference_twice(layer, ex, cfg, T, 73)) << T << " tokens";
+    cfg.batch_invariant = true;
+    EXPECT_EQ(MoeLayer::create(context(), ex, cfg).tile_pairs_for(3), 2);
   }
   // A bucket won by split (GPUs) gives it its tiles and the crossover: buckets 1 (split) and 4
   // (decode) meet at 2 tokens.
