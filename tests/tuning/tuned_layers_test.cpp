@@ -345,6 +345,9 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     test::LogCapture log;
     const MoeSelection both = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
     const std::vector<const MoeSelection::Entry*> grouped = grouped_of(both);
+    // (On tensor cores mma serves every call and grouped is not built: the forced selection below
+    // covers grouped there.)
+    if (!both.uses(MoeStrategy::mma)) {
     ASSERT_EQ(grouped.size(), 2u);
     EXPECT_EQ(grouped[0]->tiles.tile_m, 4);
     EXPECT_EQ(grouped[0]->tiles.local_i, 1);
@@ -359,6 +362,9 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     EXPECT_EQ(&both.for_tokens(3, 2), grouped[0]);
     EXPECT_EQ(&both.for_tokens(8, 2), grouped[0]);
     EXPECT_EQ(&both.for_tokens(9, 2), grouped[1]);
+    } else {
+      EXPECT_TRUE(grouped.empty());
+    }
     for (const std::string& line : log.at(log::Level::info))
       EXPECT_EQ(line.find("grouped's tiles from bucket"), std::string::npos) << line;
     // A forced grouped takes both as well.
@@ -368,12 +374,12 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     EXPECT_EQ(&named.for_tokens(9, 2), &named.usable[1]);
     // One set of tiles (batch invariance) or grouped's tiles from FP4CL_MOE_TILES: one entry, the
     // largest bucket's tiles (with the variable's values over them).
-    const MoeSelection one = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "", true);
+    const MoeSelection one = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped", true);
     ASSERT_EQ(grouped_of(one).size(), 1u);
     EXPECT_EQ(grouped_of(one)[0]->tiles.tile_m, 2);
     {
       const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "grouped.local_h=4");
-      const MoeSelection from_env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "");
+      const MoeSelection from_env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");
       ASSERT_EQ(grouped_of(from_env).size(), 1u);
       EXPECT_EQ(grouped_of(from_env)[0]->tiles.tile_m, 2);
       EXPECT_EQ(grouped_of(from_env)[0]->tiles.local_h, 4);
@@ -456,6 +462,33 @@ class TunedMma : public TunedLayers {
   const test::ScopedEnv no_tiles_{"FP4CL_MOE_TILES", std::nullopt};
   const test::ScopedEnv no_kernel_{"FP4CL_MOE_KERNEL", std::nullopt};
 };
+
+// With tensor cores (NVIDIA, compute capability 8.0 or more) mma serves every call, so grouped,
+// decode and split are not built (no programs, no weights in their layouts: as many bytes again as
+// mma's) unless a crossover of theirs is set.
+TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  use_entries({});
+  DeviceInfo gpu = context().info();  // described as a tensor-core GPU
+  gpu.kind = DeviceKind::gpu;
+  gpu.nv_compute_capability = 90;
+  const MoeProblem problem{{WeightFormat::nvfp4, Activations::bf16}, 64, 64, 4, 2};
+  const MoeSelection sel = select_moe_strategies(gpu, 8, problem, "");
+  ASSERT_EQ(sel.usable.size(), 1u);
+  EXPECT_EQ(sel.usable[0].id, MoeStrategy::mma);
+  EXPECT_EQ(sel.decode_max_pairs, 0);
+  EXPECT_EQ(sel.split_max_pairs, 0);
+  // decode's crossover set: decode stays for the calls it serves, grouped still goes.
+  const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "decode_max_pairs=8");
+  const MoeSelection with_decode = select_moe_strategies(gpu, 8, problem, "");
+  EXPECT_TRUE(with_decode.uses(MoeStrategy::decode));
+  EXPECT_TRUE(with_decode.uses(MoeStrategy::mma));
+  EXPECT_FALSE(with_decode.uses(MoeStrategy::grouped));
+  EXPECT_FALSE(with_decode.uses(MoeStrategy::split));
+  EXPECT_EQ(with_decode.for_tokens(4, 2).id, MoeStrategy::decode);
+  EXPECT_EQ(with_decode.for_tokens(5, 2).id, MoeStrategy::mma);
+}
 
 // The program-cache debug lines of moe_mma.cl naming `part`.
 std::vector<std::string> mma_programs(const test::LogCapture& log, const std::string& part) {
