@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "cl/caller_buffers.hpp"
 #include "cl/opencl_calls.hpp"
 #include "kernels/linear_kernel.hpp"
 #include "layers/linear_plan.hpp"
@@ -19,13 +20,6 @@ namespace fp4cl {
 namespace {
 
 std::size_t output_bytes(OutputType t) { return t == OutputType::bf16 ? 2 : 4; }
-
-std::size_t buffer_size(const cl::Buffer& b, const char* what) {
-  if (!b()) fail("Linear: the {} buffer is null", what);
-  std::size_t size = 0;
-  check_cl(b.getInfo(CL_MEM_SIZE, &size), "Linear: querying the size of the {} buffer", what);
-  return size;
-}
 
 cl::Buffer make_buffer(const Context& ctx, cl_mem_flags flags, std::size_t bytes, const void* host, const char* what) {
   return allocate_buffer(ctx, flags, bytes, host, fmt::format("Linear: {}", what));
@@ -158,7 +152,8 @@ cl::Event Linear::enqueue(const cl::Buffer& x, const cl::Buffer& y, std::int64_t
     fail("Linear: m = {} tokens; at most 2^31-1 per call", m);
   const std::size_t x_need = static_cast<std::size_t>(m * s.config.k) * 2;
   const std::size_t y_need = static_cast<std::size_t>(m * s.config.n) * output_bytes(s.config.output);
-  const std::size_t x_size = buffer_size(x, "x"), y_size = buffer_size(y, "y");
+  const auto x_size = static_cast<std::size_t>(caller_buffer_bytes(s.ctx, x, "Linear", "x"));
+  const auto y_size = static_cast<std::size_t>(caller_buffer_bytes(s.ctx, y, "Linear", "y"));
   if (x() == y()) fail("Linear: x and y are the same buffer; the output must not overwrite the input");
   if (x_size < x_need)
     fail("Linear: the x buffer has {} bytes; {} tokens × k = {} BF16 values need {}", x_size, m, s.config.k, x_need);

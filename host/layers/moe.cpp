@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cl/caller_buffers.hpp"
 #include "cl/opencl_calls.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "kernels/moe_registry.hpp"
@@ -21,12 +22,9 @@ namespace {
 // entry (same), tiles run, local pairs run.
 constexpr cl_int kStatusReset[4] = {INT_MAX, INT_MAX, 0, 0};
 
-void check_buffer(const cl::Buffer& b, const char* what, std::int64_t bytes, const char* shape) {
-  if (!b()) fail("MoE: the {} buffer is null", what);
-  std::size_t size = 0;
-  check_cl(b.getInfo(CL_MEM_SIZE, &size), "MoE: querying the size of the {} buffer", what);
-  if (static_cast<std::int64_t>(size) < bytes)
-    fail("MoE: the {} buffer has {} bytes; {} needs {}", what, size, shape, bytes);
+void check_buffer(const Context& ctx, const cl::Buffer& b, const char* what, std::int64_t bytes, const char* shape) {
+  const std::int64_t size = caller_buffer_bytes(ctx, b, "MoE", what);
+  if (size < bytes) fail("MoE: the {} buffer has {} bytes; {} needs {}", what, size, shape, bytes);
 }
 
 // How a layer's kernels are built on `ctx`, and what their x1q / x2q hold: the same for a layer
@@ -169,13 +167,13 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   call.tokens = tokens;
   if (tokens == 0) return call;
   const bool bf16 = config.output == MoeOutput::bf16;
-  check_buffer(x, "x", tokens * shape.hidden * 2, "[T, H] BF16");
-  check_buffer(out, "out", tokens * shape.hidden * (bf16 ? 2 : 4), bf16 ? "[T, H] BF16" : "[T, H] fp32");
+  check_buffer(ctx, x, "x", tokens * shape.hidden * 2, "[T, H] BF16");
+  check_buffer(ctx, out, "out", tokens * shape.hidden * (bf16 ? 2 : 4), bf16 ? "[T, H] BF16" : "[T, H] fp32");
   if (routing.logits) {
-    check_buffer(*routing.logits, "router_logits", tokens * shape.global_experts * 4, "[T, E_global] fp32");
+    check_buffer(ctx, *routing.logits, "router_logits", tokens * shape.global_experts * 4, "[T, E_global] fp32");
   } else {
-    check_buffer(*routing.topk_ids, "topk_ids", tokens * shape.top_k * 4, "[T, k] int32");
-    check_buffer(*routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
+    check_buffer(ctx, *routing.topk_ids, "topk_ids", tokens * shape.top_k * 4, "[T, k] int32");
+    check_buffer(ctx, *routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
   }
   // Calls share the workspace and run in order: the layer's queue is in order (Context refuses
   // others), so a call waits for the previous one without a wait list (which costs host time).

@@ -1,4 +1,5 @@
 // Host launcher of kernels/quantize.cl: argument checks, kernel selection, NDRange, events.
+#include "cl/caller_buffers.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/quantize.hpp"
 
@@ -28,17 +29,9 @@ std::int64_t items_along(std::int64_t blocks, std::size_t per_item) {
   return static_cast<std::int64_t>(round_up(static_cast<std::size_t>(blocks), per_item) / per_item);
 }
 
-std::int64_t buffer_bytes(const cl::Buffer& buffer, const char* call, const char* name) {
-  if (buffer() == nullptr) fail("{}: the {} buffer is null", call, name);
-  cl_int err = CL_SUCCESS;
-  const std::size_t size = buffer.getInfo<CL_MEM_SIZE>(&err);
-  check_cl(err, "{}: querying the size of the {} buffer", call, name);
-  return static_cast<std::int64_t>(size);
-}
-
-void check_buffer(const cl::Buffer& buffer, std::int64_t needed, const char* call, const char* name,
+void check_buffer(const Context& ctx, const cl::Buffer& buffer, std::int64_t needed, const char* call, const char* name,
                   const Fp4MatrixShape& s) {
-  const std::int64_t have = buffer_bytes(buffer, call, name);
+  const std::int64_t have = caller_buffer_bytes(ctx, buffer, call, name);
   if (have < needed)
     fail("{}: the {} buffer has {} bytes; {} [rows {}, cols {}] with {} scales needs {}", call, name, have,
          to_string(s.format), s.rows, s.cols, to_string(s.scale_layout), needed);
@@ -159,9 +152,9 @@ cl::Event Quantizer::quantize(const Fp4MatrixShape& shape, const cl::Buffer& inp
   constexpr const char* call = "Quantizer::quantize";
   check_shape(shape, call);
   check_global_scale(call, "gs_quant", shape.format, gs_quant);
-  check_buffer(input, shape.rows * shape.cols * 2, call, "BF16 input", shape);
-  check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
-  check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
+  check_buffer(state_->ctx, input, shape.rows * shape.cols * 2, call, "BF16 input", shape);
+  check_buffer(state_->ctx, packed, shape.packed_bytes(), call, "packed", shape);
+  check_buffer(state_->ctx, scales, shape.scale_bytes(), call, "scales", shape);
   check_distinct(input, "input", packed, "packed", call);
   check_distinct(input, "input", scales, "scales", call);
   check_distinct(packed, "packed", scales, "scales", call);
@@ -188,10 +181,10 @@ cl::Event Quantizer::dequantize(const Fp4MatrixShape& shape, const cl::Buffer& p
   constexpr const char* call = "Quantizer::dequantize";
   check_shape(shape, call);
   check_global_scale(call, "gs_dequant", shape.format, gs_dequant);
-  check_buffer(packed, shape.packed_bytes(), call, "packed", shape);
-  check_buffer(scales, shape.scale_bytes(), call, "scales", shape);
+  check_buffer(state_->ctx, packed, shape.packed_bytes(), call, "packed", shape);
+  check_buffer(state_->ctx, scales, shape.scale_bytes(), call, "scales", shape);
   const std::int64_t element_bytes = type == DequantizedType::bf16 ? 2 : 4;
-  check_buffer(output, shape.rows * shape.cols * element_bytes, call, "output", shape);
+  check_buffer(state_->ctx, output, shape.rows * shape.cols * element_bytes, call, "output", shape);
   check_distinct(output, "output", packed, "packed", call);
   check_distinct(output, "output", scales, "scales", call);
 

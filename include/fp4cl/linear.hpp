@@ -69,7 +69,8 @@ class Linear {
                                 const LinearOptions& options = {});
 
   // Enqueues y = x · Wᵀ (+ bias) on the context's queue after `wait` and returns the event of the
-  // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type.
+  // call's last command. x: BF16 [m, k] (at least m·k·2 bytes); y: [m, n] of the output type;
+  // both made in the layer's OpenCL context (Context::opencl_context(); fp4cl::Error otherwise).
   // 0 ≤ m < 2^31; m = 0 enqueues only a marker; m > max_tokens runs in chunks, each copied through
   // the layer's staging buffers (device-to-device copies). Each call runs after the previous one
   // (its calls share the layer's workspace) because the context's queue is in order, without a

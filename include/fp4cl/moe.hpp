@@ -179,7 +179,9 @@ class MoeLayer {
   // kernels: the same inputs give the same bits on either.
   MoeLayer with_context(const Context& ctx) const;
 
-  // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on.
+  // Enqueue a forward pass; nothing is read back. `wait` = events the inputs depend on. Every
+  // buffer must be made in the layer's OpenCL context (Context::opencl_context()): a null one, one
+  // of another context or one too small is an fp4cl::Error naming it.
   MoeCall enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, const cl::Buffer& topk_weights,
                        const cl::Buffer& out, std::int64_t tokens, const std::vector<cl::Event>& wait = {});
   MoeCall enqueue_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,

@@ -26,8 +26,9 @@ QuantizerOptions default_quantizer_options(const DeviceInfo& info);
 
 // Builds the kernels once (a program-cache hit after the first Quantizer on a context) and
 // enqueues them on ctx.queue(). Each call checks its arguments and throws fp4cl::Error naming
-// the argument and what was expected; it returns the event of its launch (for waiting on, or
-// profiling when the queue was created with profiling) and waits for `wait_for` first.
+// the argument and what was expected (buffers: not null, made in the context's OpenCL context,
+// large enough); it returns the event of its launch (for waiting on, or profiling when the queue
+// was created with profiling) and waits for `wait_for` first.
 // A Quantizer sets kernel arguments on each call: use one per thread.
 class Quantizer {
  public:

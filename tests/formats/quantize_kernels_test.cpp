@@ -301,6 +301,13 @@ TEST_F(QuantizeKernels, RejectsBadArguments) {
             std::string::npos);
   EXPECT_NE(q(nv, big, 1, big2, big2).find("same buffer"), std::string::npos);
   EXPECT_NE(q(nv, cl::Buffer(), 1, big2, big3).find("null"), std::string::npos);
+  const cl::Context other(ctx_->device());  // another OpenCL context on the same device
+  const cl::Buffer foreign(other, CL_MEM_READ_WRITE, 1 << 16);
+  EXPECT_NE(q(nv, foreign, 1, big2, big3).find("Quantizer::quantize: the BF16 input buffer belongs to another OpenCL context"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { quantizer_->dequantize(nv, big2, big3, 1.0f, DequantizedType::f32, foreign); })
+                .find("the output buffer belongs to another OpenCL context"),
+            std::string::npos);
   EXPECT_NE(q({WeightFormat::nvfp4, ScaleLayout::linear, -1, 64}, big, 1, big2, big3).find("negative"), std::string::npos);
   const std::string d = error_of([&] {
     quantizer_->dequantize(nv, big2, big3, 1.0f, DequantizedType::f32, small);

@@ -618,6 +618,12 @@ TEST(LinearApi, InvalidCallsAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of([&] { layer.enqueue(x, x, 1); }).find("x and y are the same buffer"), std::string::npos);
   EXPECT_NE(error_of([&] { layer.enqueue(cl::Buffer(), y, 1); }).find("the x buffer is null"), std::string::npos);
+  const cl::Context other(context().device());  // another OpenCL context on the same device
+  const cl::Buffer foreign(other, CL_MEM_READ_WRITE, 8 * 64 * 2);
+  EXPECT_NE(error_of([&] { layer.enqueue(foreign, y, 1); }).find("Linear: the x buffer belongs to another OpenCL context"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { layer.enqueue(x, foreign, 1); }).find("the y buffer belongs to another OpenCL context"),
+            std::string::npos);
   std::vector<float> wrong_type;
   std::vector<std::uint16_t> out;
   EXPECT_NE(error_of([&] { layer.run(std::vector<std::uint16_t>(64), 1, wrong_type); }).find("output type is BF16"),

@@ -897,7 +897,7 @@ TEST(MoeConfig, GateAndUpScalesAreKeptApart) {
   EXPECT_FALSE(matches_reference(reference::moe_reference(swapped, reference_options(cfg), x, routing), dev, cfg.output));
 }
 
-TEST(MoeConfig, BuffersTooSmallAreErrors) {
+TEST(MoeConfig, BuffersTooSmallOrOfAnotherContextAreErrors) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 4, 64, 32, Data::exact, 28});
   MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 2));
   const cl::Context& c = test_context().opencl_context();
@@ -916,6 +916,19 @@ TEST(MoeConfig, BuffersTooSmallAreErrors) {
   EXPECT_NE(message([&] { layer.enqueue_logits(x, small, out, 4); }).find("the router_logits buffer has 16 bytes; [T, E_global] fp32 needs 64"), std::string::npos);
   EXPECT_NE(message([&] { layer.enqueue_topk(x, ids, ids, small, 4); }).find("the out buffer has 16 bytes"), std::string::npos);
   EXPECT_NE(message([&] { layer.enqueue_topk(x, ids, ids, out, -1); }).find("tokens = -1 is negative"), std::string::npos);
+  // A buffer of another OpenCL context (the same device) is refused by name before any launch (on
+  // NVIDIA the launch failed as CL_INVALID_MEM_OBJECT of a kernel argument; PoCL ran it).
+  const cl::Context other(test_context().device());
+  const cl::Buffer foreign(other, CL_MEM_READ_WRITE, 4 * 64 * 2);
+  EXPECT_NE(message([&] { layer.enqueue_topk(x, foreign, ids, out, 4); })
+                .find("MoE: the topk_ids buffer belongs to another OpenCL context"),
+            std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_topk(foreign, ids, ids, out, 4); }).find("the x buffer belongs to another"),
+            std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_logits(x, foreign, out, 4); }).find("the router_logits buffer belongs"),
+            std::string::npos);
+  EXPECT_NE(message([&] { layer.enqueue_topk(x, ids, ids, foreign, 4); }).find("the out buffer belongs"),
+            std::string::npos);
   // T = 0 enqueues nothing.
   const MoeCall call = layer.enqueue_topk(small, small, small, small, 0);
   EXPECT_TRUE(call.launches.empty());

@@ -391,13 +391,13 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     cfg.top_k = 2;
     cfg.max_tokens = 16;
     cfg.kernel = "grouped";
-    MoeLayer layer = MoeLayer::create(context(), ex, cfg);
+    MoeLayer layer = MoeLayer::create(test::test_context(), ex, cfg);  // the context of the helper's buffers
     EXPECT_EQ(layer.tile_pairs_for(3), 4);
     EXPECT_EQ(layer.tile_pairs_for(9), 2);
     for (const std::int64_t T : {std::int64_t{3}, std::int64_t{9}})
       EXPECT_TRUE(test::topk_matches_reference_twice(layer, ex, cfg, T, 73)) << T << " tokens";
     cfg.batch_invariant = true;
-    EXPECT_EQ(MoeLayer::create(context(), ex, cfg).tile_pairs_for(3), 2);
+    EXPECT_EQ(MoeLayer::create(test::test_context(), ex, cfg).tile_pairs_for(3), 2);
   }
   // A bucket won by split (GPUs) gives it its tiles and the crossover: buckets 1 (split) and 4
   // (decode) meet at 2 tokens.
