@@ -546,8 +546,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // ... and mma replaces decode (2.4-6x faster at every T measured: bench/gpu/results-h100.md)
   // unless a tuning-database entry or FP4CL_MOE_TILES sets decode's crossover. grouped never
   // serves a call beside mma (for_tokens takes mma first). Neither is built where it serves
-  // nothing: their programs and their weight layout (the interleaved rows, as many bytes as mma's)
-  // would be made for no call.
+  // nothing: their programs would be compiled and their weight layout (the interleaved rows, as
+  // many bytes as mma's) prepared and uploaded for no call.
   if (mma) {
     if (overrides.find("decode_max_pairs") == overrides.end()) sel.decode_max_pairs = 0;
     const bool decode = sel.decode_max_pairs > 0;
