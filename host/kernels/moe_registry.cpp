@@ -406,7 +406,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // The tuning database's values for this layer (host/tuning/moe_tuning.hpp), then FP4CL_MOE_TILES.
   const tuning::MoeShapeKey tuning_key{problem.scheme, problem.hidden, problem.intermediate, problem.local_experts,
                                        problem.top_k};
-  const std::map<std::string, int> tuned = tuning::moe_tuned_overrides(device, tuning_key);
+  const tuning::MoeTuned tuned_db = tuning::moe_tuned(device, tuning_key);
+  const std::map<std::string, int>& tuned = tuned_db.overrides;
   const std::map<std::string, int> env_overrides = tile_overrides();
   std::map<std::string, int> overrides = tuned;
   for (const auto& [key, value] : env_overrides) overrides[key] = value;
@@ -446,10 +447,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     why = refusal(id, t, sel.layout, device, problem);
     if (why.empty() || tuned.empty()) return t;
     const MoeTiles builtin = tiles_with(id, env_overrides);
-    const bool same = builtin.tile_m == t.tile_m && builtin.local_i == t.local_i && builtin.local_h == t.local_h &&
-                      builtin.split_k == t.split_k && builtin.few_split_k == t.few_split_k &&
-                      builtin.unroll == t.unroll && builtin.row_loop == t.row_loop;
-    if (same || !refusal(id, builtin, sel.layout, device, problem).empty()) return t;
+    if (builtin == t || !refusal(id, builtin, sel.layout, device, problem).empty()) return t;
     log::warn("tuning database: the tuned tiles of MoE strategy {} for H = {}, I = {}, E = {}, k = {} ({}) cannot "
               "run on {}: {}; its built-in tiles used",
               to_string(id), problem.hidden, problem.intermediate, problem.local_experts, problem.top_k,
@@ -465,10 +463,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     const bool env_tiles = env_overrides.count("grouped.tile_m") || env_overrides.count("grouped.local_i") ||
                            env_overrides.count("grouped.local_h");
     std::vector<MoeSelection::Entry> entries;
-    if (id == MoeStrategy::grouped && !one_tile_set && !tuned.empty() && !env_tiles) {
-      std::vector<tuning::MoeGroupedBucket> buckets = tuning::moe_tuned_grouped_buckets(device, tuning_key);
-      if (!buckets.empty()) buckets.pop_back();  // the largest: `tiles`
-      for (const tuning::MoeGroupedBucket& b : buckets) {
+    if (id == MoeStrategy::grouped && !one_tile_set && !env_tiles && tuned_db.grouped.size() > 1) {
+      // Every bucket but the largest, whose tiles are `tiles`.
+      for (std::size_t i = 0; i + 1 < tuned_db.grouped.size(); ++i) {
+        const tuning::MoeGroupedBucket& b = tuned_db.grouped[i];
         std::map<std::string, int> with = overrides;
         for (const auto& [key, value] : b.tiles) with["grouped." + key] = value;
         const MoeTiles t = tiles_with(id, with);
@@ -482,12 +480,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       }
     }
     entries.push_back({id, tiles});
-    const auto same = [](const MoeTiles& a, const MoeTiles& b) {
-      return a.tile_m == b.tile_m && a.local_i == b.local_i && a.local_h == b.local_h;
-    };
     std::vector<MoeSelection::Entry> merged;
     for (const MoeSelection::Entry& e : entries) {
-      if (!merged.empty() && same(merged.back().tiles, e.tiles)) merged.back().max_pairs = e.max_pairs;
+      if (!merged.empty() && merged.back().tiles == e.tiles) merged.back().max_pairs = e.max_pairs;
       else merged.push_back(e);
     }
     for (const MoeSelection::Entry& e : merged) {

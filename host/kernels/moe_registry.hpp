@@ -59,6 +59,11 @@ struct MoeTiles {
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
+
+  bool operator==(const MoeTiles& o) const {
+    return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
+           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop;
+  }
 };
 
 struct MoeProblem {
@@ -174,7 +179,7 @@ struct MoeSelection {
     MoeStrategy id;
     MoeTiles tiles;
     // The largest call (in pairs: tokens × k) these tiles serve. A strategy has several entries
-    // only where tuned buckets give it several sets of tiles (grouped: moe_tuned_grouped_buckets),
+    // only where tuned buckets give it several sets of tiles (grouped: tuning::MoeTuned::grouped),
     // by increasing max_pairs; its last serves every larger call.
     std::int64_t max_pairs = std::numeric_limits<std::int64_t>::max();
   };

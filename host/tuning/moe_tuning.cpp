@@ -36,22 +36,20 @@ LookupKey moe_lookup_key(const MoeShapeKey& key) {
           {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
 }
 
-// The layer's entries by increasing bucket; none when one names an unknown strategy or holds an
-// invalid value (with a warning where `warn`).
-std::vector<const Entry*> usable_entries(const Match& match, bool warn) {
+// The layer's entries by increasing bucket; none, with a warning, when one names an unknown
+// strategy or holds an invalid value.
+std::vector<const Entry*> usable_entries(const Match& match) {
   for (const Entry* e : match.entries) {
     if (e->kernel != "split" && e->kernel != "decode" && e->kernel != "grouped" && e->kernel != "mma") {
-      if (warn)
-        log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used",
-                  e->origin, e->kernel, e->tokens);
+      log::warn("tuning database ({}): unknown MoE strategy '{}' for {} tokens; built-in MoE tiles used", e->origin,
+                e->kernel, e->tokens);
       return {};
     }
     for (const auto& [name, value] : e->params) {
       if (!valid_value(e->kernel, name, value)) {
-        if (warn)
-          log::warn("tuning database ({}): MoE parameter {} = {} of strategy {} for {} tokens is not valid; "
-                    "built-in MoE tiles used",
-                    e->origin, name, value, e->kernel, e->tokens);
+        log::warn("tuning database ({}): MoE parameter {} = {} of strategy {} for {} tokens is not valid; built-in "
+                  "MoE tiles used",
+                  e->origin, name, value, e->kernel, e->tokens);
         return {};
       }
     }
@@ -59,12 +57,10 @@ std::vector<const Entry*> usable_entries(const Match& match, bool warn) {
   return match.entries;
 }
 
-}  // namespace
-
-std::vector<MoeGroupedBucket> moe_tuned_grouped_buckets(const DeviceInfo& device, const MoeShapeKey& key) {
-  const Match match = tuning_store()->lookup(device, moe_lookup_key(key));
+// Every bucket `grouped` won among `entries`, as MoeTuned::grouped lists them.
+std::vector<MoeGroupedBucket> grouped_buckets(const std::vector<const Entry*>& entries) {
   std::vector<const Entry*> grouped;
-  for (const Entry* e : usable_entries(match, false))  // moe_tuned_overrides warns
+  for (const Entry* e : entries)
     if (e->kernel == "grouped") grouped.push_back(e);
   std::vector<MoeGroupedBucket> out;
   for (std::size_t i = 0; i < grouped.size(); ++i) {
@@ -81,12 +77,16 @@ std::vector<MoeGroupedBucket> moe_tuned_grouped_buckets(const DeviceInfo& device
   return out;
 }
 
-std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key) {
+}  // namespace
+
+MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   const LookupKey lookup = moe_lookup_key(key);
   const Match match = tuning_store()->lookup(device, lookup);
-  const std::vector<const Entry*> entries = usable_entries(match, true);
-  std::map<std::string, int> out;
-  if (entries.empty()) return out;
+  const std::vector<const Entry*> entries = usable_entries(match);
+  MoeTuned tuned;
+  if (entries.empty()) return tuned;
+  tuned.grouped = grouped_buckets(entries);
+  std::map<std::string, int>& out = tuned.overrides;
   const Entry* first_decode = nullptr;
   const Entry* last_grouped = nullptr;
   const Entry* first_split = nullptr;
@@ -139,8 +139,7 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
       if (it != e->params.end()) out[e->kernel + "." + name] = static_cast<int>(it->second);
     }
   };
-  // grouped: the largest bucket's tiles here; the others' serve their own counts
-  // (moe_tuned_grouped_buckets).
+  // grouped: the largest bucket's tiles here; every bucket's serve its own counts (`grouped`).
   for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});
   // decode and split take one set of tiles: say which buckets' tiles a layer does not take (they
   // still set the crossovers), so that a bucket tuned for, say, 8 tokens is not believed to serve
@@ -165,7 +164,7 @@ std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const M
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k"});
   take(first_mma, {"few_split_k", "unroll"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
-  return out;
+  return tuned;
 }
 
 }  // namespace fp4cl::tuning

@@ -4,7 +4,7 @@
 //   decode.<tile_m|local_i|local_h>  from the smallest tuned bucket that `decode` won
 //   grouped.<tile_m|local_i|local_h> from the largest tuned bucket that `grouped` won (the
 //                                    smaller ones' serve their own counts:
-//                                    moe_tuned_grouped_buckets)
+//                                    MoeTuned::grouped)
 //   split.<tile_m|local_i|local_h>   from the smallest tuned bucket that `split` won
 //   split_max_pairs                  (only when `split` won a bucket) the last token count of the
 //                                    last split bucket before the first bucket another won × k
@@ -40,23 +40,29 @@ struct MoeShapeKey {
   int top_k = 1;
 };
 
-// The overrides for the layer on the device from the process-wide tuning store; empty when the
-// database has no entry for it, or (with a warning) when its entries are not usable.
-std::map<std::string, int> moe_tuned_overrides(const DeviceInfo& device, const MoeShapeKey& key);
-
-// Every bucket `grouped` won, by increasing bucket, as the tiles it gives calls of up to
-// last_tokens tokens (the nearest-bucket rule among grouped's buckets: bucket 8 beside 512 serves
-// up to 64 tokens; the largest serves every larger count). A layer runs each call with its
-// bucket's tiles (select_moe_strategies), not only the largest's: on PoCL, 2 AVX-512 cores,
-// qwen3-30b-a3b W4A16 at 64 tokens took 48-50 ms with the 512-token tiles against 42.6-44.8 with
-// the 8-token ones. Each set is built with the layer (creating qwen3-30b-a3b W4A4 with 3 sets
-// took 3.3 s more on that CPU with an empty program cache, 1.4 s more with a warm one, for 3
-// layer copies). Empty where moe_tuned_overrides is (no warning here).
+// A bucket `grouped` won, as the tiles it gives calls of up to last_tokens tokens.
 struct MoeGroupedBucket {
   std::int64_t tokens = 0;
   std::int64_t last_tokens = 0;
   std::map<std::string, int> tiles;  // tile_m, local_i, local_h: those the entry gives
 };
-std::vector<MoeGroupedBucket> moe_tuned_grouped_buckets(const DeviceInfo& device, const MoeShapeKey& key);
+
+// What the process-wide tuning store holds for the layer on the device, from one lookup; both
+// empty when the database has no entry for it, or (with a warning) when its entries are not
+// usable.
+//   overrides  the keys above
+//   grouped    every bucket `grouped` won, by increasing bucket, each serving the calls of up to
+//              last_tokens tokens (the nearest-bucket rule among grouped's buckets: bucket 8
+//              beside 512 serves up to 64 tokens; the largest every larger count). A layer runs
+//              each call with its bucket's tiles (select_moe_strategies), not only the largest's:
+//              on PoCL, 2 AVX-512 cores, qwen3-30b-a3b W4A16 at 64 tokens took 48-50 ms with the
+//              512-token tiles against 42.6-44.8 with the 8-token ones. Each set is built with the
+//              layer (creating qwen3-30b-a3b W4A4 with 3 sets took 3.3 s more on that CPU with an
+//              empty program cache, 1.4 s more with a warm one, for 3 layer copies).
+struct MoeTuned {
+  std::map<std::string, int> overrides;
+  std::vector<MoeGroupedBucket> grouped;
+};
+MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key);
 
 }  // namespace fp4cl::tuning

@@ -266,7 +266,7 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
   file.reset();
   file.emplace("FP4CL_TUNING_FILE", path);
   tuning::reload_tuning_store();
-  const std::map<std::string, int> o = tuning::moe_tuned_overrides(ctx.info(), {kW4A16, 128, 64, 4, 2});
+  const std::map<std::string, int> o = tuning::moe_tuned(ctx.info(), {kW4A16, 128, 64, 4, 2}).overrides;
   EXPECT_EQ(o.at("mma.tile_m"), many.params.at("tile_m"));
   EXPECT_EQ(o.at("mma.local_i"), many.params.at("local_i"));
   EXPECT_EQ(o.at("mma.local_h"), many.params.at("local_h"));
