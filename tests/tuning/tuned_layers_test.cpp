@@ -348,20 +348,20 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     // (On tensor cores mma serves every call and grouped is not built: the forced selection below
     // covers grouped there.)
     if (!both.uses(MoeStrategy::mma)) {
-    ASSERT_EQ(grouped.size(), 2u);
-    EXPECT_EQ(grouped[0]->tiles.tile_m, 4);
-    EXPECT_EQ(grouped[0]->tiles.local_i, 1);
-    EXPECT_EQ(grouped[0]->tiles.local_h, 2);
-    EXPECT_EQ(grouped[0]->max_pairs, 8 * 2);  // floor(sqrt(4 · 16)) tokens × k
-    EXPECT_EQ(grouped[1]->tiles.tile_m, 2);   // bucket 16's
-    EXPECT_EQ(grouped[1]->max_pairs, std::numeric_limits<std::int64_t>::max());
-    EXPECT_EQ(both.decode_max_pairs, 2 * 2);  // buckets 1 (decode) and 4 (grouped) meet at 2 tokens
-    if (both.uses(MoeStrategy::decode)) {
-      EXPECT_EQ(both.for_tokens(2, 2).id, MoeStrategy::decode);
-    }
-    EXPECT_EQ(&both.for_tokens(3, 2), grouped[0]);
-    EXPECT_EQ(&both.for_tokens(8, 2), grouped[0]);
-    EXPECT_EQ(&both.for_tokens(9, 2), grouped[1]);
+      ASSERT_EQ(grouped.size(), 2u);
+      EXPECT_EQ(grouped[0]->tiles.tile_m, 4);
+      EXPECT_EQ(grouped[0]->tiles.local_i, 1);
+      EXPECT_EQ(grouped[0]->tiles.local_h, 2);
+      EXPECT_EQ(grouped[0]->max_pairs, 8 * 2);  // floor(sqrt(4 · 16)) tokens × k
+      EXPECT_EQ(grouped[1]->tiles.tile_m, 2);   // bucket 16's
+      EXPECT_EQ(grouped[1]->max_pairs, std::numeric_limits<std::int64_t>::max());
+      EXPECT_EQ(both.decode_max_pairs, 2 * 2);  // buckets 1 (decode) and 4 (grouped) meet at 2 tokens
+      if (both.uses(MoeStrategy::decode)) {
+        EXPECT_EQ(both.for_tokens(2, 2).id, MoeStrategy::decode);
+      }
+      EXPECT_EQ(&both.for_tokens(3, 2), grouped[0]);
+      EXPECT_EQ(&both.for_tokens(8, 2), grouped[0]);
+      EXPECT_EQ(&both.for_tokens(9, 2), grouped[1]);
     } else {
       EXPECT_TRUE(grouped.empty());
     }
