@@ -201,8 +201,6 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
   }
 }
 
-// The bf16 SwiGLU of one pair's gate and up sums.
-inline floatV moe_swiglu(floatV g, floatV u, float2 f) { return moe_round_bf16(moe_silu(g * f.x) * (u * f.y)); }
 
 #if MOE_W4A4
 // Quantizes each block of the work-group's a values of the first `count` pairs of a tile from
@@ -302,7 +300,8 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
     __global const uint* gate_w, __global const moe_scale_t* gate_s, __global const uint* up_w,
     __global const moe_scale_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
     __global const float* x1, __global const int* tiles, __global const int* chunk_info,
-    __global const float* fc2_input_scale, __global float* x2, __global const uint* x1q, __global uint* x2q) {
+    __global const float* fc2_input_scale, __global float* x2, __global const uint* x1q, __global uint* x2q,
+    __global const float* fc1_bias) {
 #if MOE_W4A4
   __local float a_local[MOE_TILE_M * MOE_LOCAL * MOE_VEC];
 #endif
@@ -355,7 +354,8 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
     if (t > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous tile's quantization has read a_local
     if (r < inter)
       for (int m = 0; m < n; ++m)
-        moe_storeV(moe_swiglu(hg[t * MOE_TILE_M + m], hu[t * MOE_TILE_M + m], f), a_local + (m * MOE_LOCAL + lid) * MOE_VEC);
+        moe_storeV(moe_fc1_act(hg[t * MOE_TILE_M + m], hu[t * MOE_TILE_M + m], f, fc1_bias, e, inter, r),
+                   a_local + (m * MOE_LOCAL + lid) * MOE_VEC);
     barrier(CLK_LOCAL_MEM_FENCE);
     moe_fc1_quantize_tile(a_local, e, start + t * MOE_TILE_M, n, inter, fc2_input_scale, x2, x2q);
   }
@@ -363,7 +363,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc1(
   (void)fc2_input_scale;
   if (r < inter)
     for (int m = 0; m < pairs; ++m) {
-      const floatV a = moe_swiglu(hg[m], hu[m], f);
+      const floatV a = moe_fc1_act(hg[m], hu[m], f, fc1_bias, e, inter, r);
       moe_storeV(a, x2 + (long)(start + m) * inter + r);
 #if MOE_BF16DOT
       vstore8(moe_bf16_quads16(as_uint16(a)), 0, x2q + (long)(start + m) * (inter / 2) + r / 2);  // MOE_VEC = 16

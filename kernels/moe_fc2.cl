@@ -176,7 +176,8 @@ inline long moe_fc2_scales(int e, int n, int hidden, int inter) {
 // A run's FC2 (moe_fp4_vec.cl, "Prefill panels"): y[pair, rows] for its `count` pairs from `start`.
 inline void moe_fc2_panel(const __global uint* w, const __global moe_scale_t* s, int inter, int scale_exp,
                           const __global float* x2, int start, int count, float f, __global const int* slot_pair,
-                          int hidden, int n0, __global float* y, __local float* panel) {
+                          int hidden, int n0, __global float* y, __local float* panel, __global const float* fc2_bias,
+                          int e) {
   floatV acc[MOE_PANEL_TILES * MOE_TILE_M];
   for (int i = 0; i < MOE_PANEL_TILES * MOE_TILE_M; ++i) acc[i] = (floatV)(0.0f);
   for (int k0 = 0; k0 < inter; k0 += MOE_PANEL_K) {
@@ -199,14 +200,15 @@ inline void moe_fc2_panel(const __global uint* w, const __global moe_scale_t* s,
       for (int m = 0; m < MOE_TILE_M; ++m) acc[m0 + m] = a[m];
     }
   }
-  for (int m = 0; m < count; ++m) moe_storeV(acc[m] * f, y + (long)slot_pair[start + m] * hidden + n0);
+  for (int m = 0; m < count; ++m)
+    moe_storeV(moe_fc2_out(acc[m], f, fc2_bias, e, hidden, n0), y + (long)slot_pair[start + m] * hidden + n0);
 }
 #endif
 
 __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
     __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* tiles, __global const int* chunk_info,
-    __global const int* slot_pair, __global float* y, __global const uint* x2q) {
+    __global const int* slot_pair, __global float* y, __global const uint* x2q, __global const float* fc2_bias) {
   const int n0 = get_global_id(0) * MOE_VEC, tile = get_group_id(1);
   if (n0 >= hidden || tile >= chunk_info[0]) return;
   const int e = tiles[3 * tile], start = tiles[3 * tile + 1];
@@ -219,7 +221,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
   if (run == 0) return;
   if (run > 1) {
     moe_fc2_panel(w, s, inter, scale_exp, x2, start, count, fc2_factor[e], slot_pair, hidden, n0, y,
-                  panel + get_local_id(0) * MOE_PANEL_K * MOE_VEC);
+                  panel + get_local_id(0) * MOE_PANEL_K * MOE_VEC, fc2_bias, e);
     return;
   }
 #endif
@@ -233,7 +235,8 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2(
 #endif
   else moe_fc2_dot(w, s, inter, scale_exp, x2, x2q, start, count, MOE_TILE_M, h);
   const float f = fc2_factor[e];
-  for (int m = 0; m < MOE_TILE_M && m < count; ++m) moe_storeV(h[m] * f, y + (long)slot_pair[start + m] * hidden + n0);
+  for (int m = 0; m < MOE_TILE_M && m < count; ++m)
+    moe_storeV(moe_fc2_out(h[m], f, fc2_bias, e, hidden, n0), y + (long)slot_pair[start + m] * hidden + n0);
 }
 
 __kernel void moe_reduce(__global const float* y, __global const int* pair_expert, __global const float* pair_weight,
@@ -252,7 +255,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_red
     __global const uint* w2, __global const moe_scale_t* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* pair_expert, __global const int* pair_slot,
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
-    __global const uint* x2q) {
+    __global const uint* x2q, __global const float* fc2_bias) {
   const int n0 = get_global_id(0) * MOE_VEC, t = get_global_id(1);
   if (n0 >= hidden || t >= num_tokens) return;
   floatV o = (floatV)(0.0f);
@@ -262,7 +265,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_LOCAL, 1, 1))) void moe_fc2_red
     floatV h[MOE_TILE_M];
     moe_fc2_dot(w2 + moe_fc2_words(e, n0, hidden, inter), w2_s + moe_fc2_scales(e, n0, hidden, inter), inter,
                 scale_exp, x2, x2q, pair_slot[p], 1, 1, h);
-    o += pair_weight[p] * (h[0] * fc2_factor[e]);
+    o += pair_weight[p] * moe_fc2_out(h[0], fc2_factor[e], fc2_bias, e, hidden, n0);
   }
   moe_store_out(o, out, ((long)token_offset + t) * hidden + n0);
 }

@@ -692,6 +692,48 @@ inline floatV moe_round_bf16(floatV v) {
 
 inline floatV moe_silu(floatV g) { return g / (1.0f + exp(-g)); }
 
+// FC1's activation of a pair's gate and up sums g, u (dequant factors and biases applied):
+// SwiGLU, silu(g) · u, or with MOE_ACT_CLAMPED gpt-oss's clamped form (vLLM's
+// swigluoai_and_mul): g' = min(g, limit), u' = clamp(u, -limit, limit), then
+// g' / (1 + e^(-alpha · g')) · (u' + 1), with alpha = MOE_ACT_ALPHA and limit = MOE_ACT_LIMIT
+// (fp32 literals). NaN stays NaN through the clamps, as in PyTorch.
+inline floatV moe_act(floatV g, floatV u) {
+#if MOE_ACT_CLAMPED
+  const floatV limit = (floatV)(MOE_ACT_LIMIT);
+  const floatV gc = select(g, limit, g > limit);
+  const floatV uc = select(select(u, limit, u > limit), -limit, u < -limit);
+  return gc / (1.0f + exp(-(MOE_ACT_ALPHA) * gc)) * (uc + 1.0f);
+#else
+  return moe_silu(g) * u;
+#endif
+}
+
+// The BF16 activation of rows r .. r + MOE_VEC - 1 of expert e's FC1 (`inter` rows a matrix):
+// the gate and up sums times their factors f, plus (MOE_BIAS) their biases, fc1_bias [E, 2, I]
+// fp32 (gate rows, then up rows).
+inline floatV moe_fc1_act(floatV g, floatV u, float2 f, __global const float* fc1_bias, int e, int inter, int r) {
+  g = g * f.x;
+  u = u * f.y;
+#if MOE_BIAS
+  g += moe_loadV(fc1_bias + (long)e * 2 * inter + r);
+  u += moe_loadV(fc1_bias + ((long)e * 2 + 1) * inter + r);
+#else
+  (void)fc1_bias, (void)e, (void)inter, (void)r;
+#endif
+  return moe_round_bf16(moe_act(g, u));
+}
+
+// FC2's output rows n .. n + MOE_VEC - 1 of a pair of expert e: its sums d times the factor f,
+// plus (MOE_BIAS) the expert's bias, fc2_bias [E, H] fp32.
+inline floatV moe_fc2_out(floatV d, float f, __global const float* fc2_bias, int e, int hidden, int n) {
+#if MOE_BIAS
+  return d * f + moe_loadV(fc2_bias + (long)e * hidden + n);
+#else
+  (void)fc2_bias, (void)e, (void)hidden, (void)n;
+  return d * f;
+#endif
+}
+
 // Prefill panels (CPU layouts: MOE_VEC >= 8, i.e. SIMD vectors of rows). An expert that received
 // more pairs than one tile holds is served by "runs" of up to MOE_PANEL_TILES consecutive tiles:
 // the work-group of a run's first tile decodes its rows' weights once per MOE_PANEL_K-element

@@ -415,7 +415,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global ushort* x2, __global const int* slot_pair, int top_k, int token_offset, int route_fused,
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
-    __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs) {
+    __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs,
+    __global const float* fc1_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
@@ -537,7 +538,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
       const int m = i / MMA_ROWS, r = i % MMA_ROWS;
       const float hg = mma_sum_partials(part, 0, r, m), hu = mma_sum_partials(part, 1, r, m);
       if (m < count) {
-        const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
+        const float a = moe_fc1_act(hg, hu, f, fc1_bias, pl.e, inter, row0 + r);
 #if MOE_W4A4
         a_local[m * MMA_ROWS + r] = a;
 #else
@@ -589,7 +590,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     int inter, int scale_exp, mma_x_t* x2, __global const int* tiles, __global const int* chunk_info,
     __global const int* slot_pair, __global float* y, __global const int* pair_expert,
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
-    __global int* done) {
+    __global int* done, __global const float* fc2_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
   __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
@@ -629,7 +630,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     for (int i = lid; i < MMA_ROWS * MMA_TOKENS; i += MMA_LOCAL) {
       const int m = i / MMA_ROWS, r = i % MMA_ROWS;
       const float h = mma_sum_partials(part, 0, r, m);
-      if (m < pl.count) y[(long)mma_pair_of(slots, pl.start + m) * hidden + pl.row0 + r] = h * f;
+      if (m < pl.count)
+        y[(long)mma_pair_of(slots, pl.start + m) * hidden + pl.row0 + r] = moe_fc2_out(h, f, fc2_bias, pl.e, hidden, pl.row0 + r);
     }
   }
 #if MMA_SUM

@@ -152,7 +152,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
     __global const float* fc1_factor, __global const float* fc1_input_scale, __global const float* fc2_input_scale,
     int inter, int scale_exp, int top_k, int token_offset, __global const ushort* x, int pairs, int route_fused,
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
-    int num_local, __global int* pair_expert, __global float* pair_weight, __global float* x2, __global int* status) {
+    int num_local, __global int* pair_expert, __global float* pair_weight, __global float* x2, __global int* status,
+    __global const float* fc1_bias) {
   __local float xl[SPLIT_PAIRS * SPLIT_HIDDEN];
   __local float part[SPLIT_ROWS1 * SPLIT_LANES1 * 2];
   __local float a_local[SPLIT_ROWS1];
@@ -281,7 +282,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
           hg += part[(row * SPLIT_LANES1 + l) * 2];
           hu += part[(row * SPLIT_LANES1 + l) * 2 + 1];
         }
-        const float a = moe_round_bf16(moe_silu(hg * f.x) * (hu * f.y));
+        const float a = moe_fc1_act(hg, hu, f, fc1_bias, e, inter, min(row0 + row, inter - 1));
 #if MOE_W4A4
         a_local[row] = a;
 #else
@@ -315,7 +316,7 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL1, 1, 1))) void moe_spli
 __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_split_fc2(
     __global const uint4* w2, __global const uint2* w2_s, __global const float* fc2_factor, int hidden, int inter,
     int scale_exp, __global const float* x2, __global const int* pair_expert, __global const float* pair_weight,
-    int top_k, int token_offset, __global void* out) {
+    int top_k, int token_offset, __global void* out, __global const float* fc2_bias) {
   __local float part[SPLIT_ROWS2 * SPLIT_SLOTS * SPLIT_LANES2];
   __local float dots[SPLIT_ROWS2 * SPLIT_SLOTS];
   const int t = get_group_id(1), lid = get_local_id(0);
@@ -348,7 +349,8 @@ __kernel __attribute__((reqd_work_group_size(SPLIT_LOCAL2, 1, 1))) void moe_spli
       float d = 0.0f;
       for (int l = 0; l < SPLIT_LANES2; ++l) d += part[(ls * SPLIT_ROWS2 + r) * SPLIT_LANES2 + l];
       const int ee = ss < top_k ? pair_expert[pp] : -1;
-      dots[ls * SPLIT_ROWS2 + r] = ee >= 0 ? pair_weight[pp] * (d * fc2_factor[ee]) : 0.0f;
+      const int nr = min((int)get_group_id(0) * SPLIT_ROWS2 + r, hidden - 1);
+      dots[ls * SPLIT_ROWS2 + r] = ee >= 0 ? pair_weight[pp] * moe_fc2_out(d, fc2_factor[ee], fc2_bias, ee, hidden, nr) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < SPLIT_ROWS2) {

@@ -1,6 +1,9 @@
 #include "fp4cl/moe.hpp"
 
+#include <fmt/format.h>
+
 #include <climits>
+#include <cmath>
 #include <cstdint>
 
 #include "cl/caller_buffers.hpp"
@@ -38,7 +41,17 @@ struct MoeBuildPlan {
   bool bf16_pairs = false;
 };
 
-MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeSelection& selection) {
+// FC1's activation and the experts' biases as the kernels' defines (kernels/moe_fp4_vec.cl,
+// moe_act): alpha and limit as exact hexadecimal fp32 literals.
+void add_moe_activation(BuildOptions& options, const MoeActivation& act, bool biases) {
+  if (biases) options.define("MOE_BIAS");
+  if (act.kind == MoeActivation::Kind::swiglu_clamped)
+    options.define("MOE_ACT_CLAMPED")
+        .define("MOE_ACT_ALPHA", fmt::format("{:a}f", act.alpha))
+        .define("MOE_ACT_LIMIT", fmt::format("{:a}f", act.limit));
+}
+
+MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const MoeSelection& selection, bool biases) {
   MoeBuildPlan plan;
   const MoeLayout& layout = selection.layout;
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
@@ -52,6 +65,7 @@ MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const M
   add_moe_int_dot(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group);
   add_moe_scaled_x(plan.options.numerics, ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
   plan.x_form_bytes = moe_x_form_bytes(ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
+  add_moe_activation(plan.options.numerics, config.activation, biases);
   return plan;
 }
 
@@ -97,6 +111,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (calibrated && (config.scheme.w4a16() || config.scheme.weight != WeightFormat::nvfp4))
     fail("MoE: a calibrated FC2 input scale applies to NVFP4 W4A4 only, not {}", config.scheme.name());
   check_moe_experts(experts, config.scheme, calibrated);
+  check_moe_activation(config.activation);
   const std::vector<std::int32_t> map = resolve_expert_map(config.expert_map, experts.num_experts);
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
@@ -116,7 +131,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
            "querying the preferred fp32 vector width of {}", ctx.info().name);
   impl->selection = select_moe_strategies(ctx.info(), float_width, problem, config.kernel, config.batch_invariant);
 
-  const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection);
+  const MoeBuildPlan plan = moe_build_plan(ctx, config, impl->selection, !experts.w13_bias.empty());
   const MoeNumerics& numerics = plan.numerics;
 
   const MoeSelection& sel = impl->selection;
@@ -148,7 +163,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   impl->selection = from.selection;
   impl->weights = from.weights;  // the same device buffers: read-only after creation
   impl->launch_events = from.launch_events;
-  const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection);
+  const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection, from.weights.biases);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
   impl->router = std::make_unique<MoeRouter>(ctx);

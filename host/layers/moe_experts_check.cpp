@@ -67,6 +67,21 @@ void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool cal
   check_size("w2_scales", ex.w2_scales.size(), E * H * I / block, "[E, H, I/block]");
   check_scale_bytes("w13_scales", ex.w13_scales, ex.format, 2 * I, H / block);
   check_scale_bytes("w2_scales", ex.w2_scales, ex.format, H, I / block);
+  if (ex.w13_bias.empty() != ex.w2_bias.empty())
+    fail("MoE experts: w13_bias has {} elements and w2_bias {}: give both biases or neither", ex.w13_bias.size(),
+         ex.w2_bias.size());
+  if (!ex.w13_bias.empty()) {
+    check_size("w13_bias", ex.w13_bias.size(), E * 2 * I, "[E, 2I]");
+    check_size("w2_bias", ex.w2_bias.size(), E * H, "[E, H]");
+    for (std::size_t i = 0; i < ex.w13_bias.size(); ++i)
+      if (!std::isfinite(ex.w13_bias[i]))
+        fail("MoE experts: w13_bias[{}, {}] = {}: a bias must be finite", static_cast<std::int64_t>(i) / (2 * I),
+             static_cast<std::int64_t>(i) % (2 * I), ex.w13_bias[i]);
+    for (std::size_t i = 0; i < ex.w2_bias.size(); ++i)
+      if (!std::isfinite(ex.w2_bias[i]))
+        fail("MoE experts: w2_bias[{}, {}] = {}: a bias must be finite", static_cast<std::int64_t>(i) / H,
+             static_cast<std::int64_t>(i) % H, ex.w2_bias[i]);
+  }
   if (ex.format == WeightFormat::nvfp4) {
     check_positive_scales("w13_global_scale", ex.w13_global_scale, 2 * E, "[E, 2] {gate, up}");
     check_positive_scales("w2_global_scale", ex.w2_global_scale, E, "[E]");
@@ -87,6 +102,20 @@ void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool cal
       }
     }
   }
+}
+
+void check_moe_activation(const MoeActivation& act) {
+  switch (act.kind) {
+    case MoeActivation::Kind::swiglu:
+      return;
+    case MoeActivation::Kind::swiglu_clamped:
+      if (!std::isfinite(act.alpha) || !(act.alpha > 0.0f))
+        fail("MoE: the clamped SwiGLU's alpha = {} must be finite and > 0", act.alpha);
+      if (!std::isfinite(act.limit) || !(act.limit > 0.0f))
+        fail("MoE: the clamped SwiGLU's limit = {} must be finite and > 0", act.limit);
+      return;
+  }
+  fail("MoE: unknown activation kind {}", static_cast<int>(act.kind));
 }
 
 }  // namespace fp4cl

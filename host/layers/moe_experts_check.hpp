@@ -2,6 +2,7 @@
 // and block-scale bytes. Pure host code, shared by the layer and the scalar reference.
 #pragma once
 
+#include "fp4cl/moe_activation.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
 
@@ -14,7 +15,12 @@ namespace fp4cl {
 //   - NVFP4 W4A4: w13_input_global_scale and w13_input_scale [E] (and the w2_ ones when
 //     `calibrated_fc2_input_scale`), finite, > 0 and each pair reciprocal up to rounding
 //     (check_activation_scale_pair). W4A16 never reads them;
-//   - no NaN block scale (E4M3 0x7F/0xFF, E8M0 0xFF).
+//   - no NaN block scale (E4M3 0x7F/0xFF, E8M0 0xFF);
+//   - biases: both or neither, w13_bias [E, 2I] and w2_bias [E, H], finite.
 void check_moe_experts(const Fp4Experts& experts, const QuantScheme& scheme, bool calibrated_fc2_input_scale);
+
+// Throws fp4cl::Error unless the activation's parameters are usable (the clamped SwiGLU's alpha
+// and limit finite and > 0).
+void check_moe_activation(const MoeActivation& activation);
 
 }  // namespace fp4cl

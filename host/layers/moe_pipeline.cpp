@@ -317,13 +317,13 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   set_args(fc1, "moe_split_fc1", w.split_gate, w.split_gate_scales, w.split_up, w.split_up_scales, w.fc1_factor,
            w.fc1_input_scale, w.fc2_input_scale, I, w.scale_exp, k, offset, *c.x, as_int(pairs), cl_int{fused ? 1 : 0},
            ids, weights, as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert,
-           ws.pair_weight, ws.x2, ws.status);
+           ws.pair_weight, ws.x2, ws.status, w.fc1_bias);
   const std::size_t tiles1 = static_cast<std::size_t>((s.intermediate + g.rows1() - 1) / g.rows1());
   moe_launch(queue, fc1, "moe_split_fc1",
              cl::NDRange(tiles1 * static_cast<std::size_t>(g.local1), static_cast<std::size_t>(pairs)),
              cl::NDRange(static_cast<std::size_t>(g.local1), 1), c, false, launches, last);
   set_args(fc2_, "moe_split_fc2", w.split_w2, w.split_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2,
-           ws.pair_expert, ws.pair_weight, k, offset, *c.out);
+           ws.pair_expert, ws.pair_weight, k, offset, *c.out, w.fc2_bias);
   const std::size_t tiles2 = static_cast<std::size_t>((s.hidden + g.rows2 - 1) / g.rows2);
   moe_launch(queue, fc2_, "moe_split_fc2",
              cl::NDRange(tiles2 * static_cast<std::size_t>(g.local2()), static_cast<std::size_t>(c.tokens)),
@@ -406,10 +406,10 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
            w.fc2_input_scale, ws.x2, ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights,
            as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status,
            ws.row_blocks_done,
-           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs));
+           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs), w.fc1_bias);
   set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
            ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
-           ws.row_blocks_done);
+           ws.row_blocks_done, w.fc2_bias);
   if (!few) set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
   if (routed) {
     if (!mma_direct_ && !routed_local) enqueue_gather_pairs(queue, s, w, ws, c, launches, last);
@@ -453,7 +453,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   // Work-item counts: each covers layout_.vec rows; groups of local_i / local_h work-items.
   const std::int64_t v = layout_.vec;
   set_args(fc1_, "moe_fc1", w.gate, w.gate_scales, w.up, w.up_scales, w.fc1_factor, H, I, w.scale_exp, ws.x1,
-           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.x1q, ws.x2q);
+           ws.tiles, ws.chunk_info, w.fc2_input_scale, ws.x2, ws.x1q, ws.x2q, w.fc1_bias);
   moe_launch(queue, fc1_, "moe_fc1",
              cl::NDRange(round_up((s.intermediate + v - 1) / v, tiles_.local_i), static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(tiles_.local_i), 1), c, false, launches, last);
@@ -462,7 +462,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
   const cl::NDRange fc2_local(static_cast<std::size_t>(tiles_.local_h), 1);
   if (id_ == MoeStrategy::grouped) {
     set_args(fc2_, "moe_fc2", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles, ws.chunk_info,
-             ws.slot_pair, ws.y, ws.x2q);
+             ws.slot_pair, ws.y, ws.x2q, w.fc2_bias);
     moe_launch(queue, fc2_, "moe_fc2", cl::NDRange(fc2_items, static_cast<std::size_t>(tiles)), fc2_local, c, false, launches,
                last);
     set_args(reduce_, "moe_reduce", ws.y, ws.pair_expert, ws.pair_weight, k, H, T, offset, *c.out);
@@ -471,7 +471,7 @@ void MoeStrategyKernels::enqueue(const cl::CommandQueue& queue, const MoeShape& 
                c, true, launches, last);
   } else {
     set_args(fc2_, "moe_fc2_reduce", w.down, w.down_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.pair_expert,
-             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out, ws.x2q);
+             ws.pair_slot, ws.pair_weight, k, T, offset, *c.out, ws.x2q, w.fc2_bias);
     moe_launch(queue, fc2_, "moe_fc2_reduce", cl::NDRange(fc2_items, static_cast<std::size_t>(c.tokens)), fc2_local,
                c, true, launches, last);
   }

@@ -220,6 +220,10 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   w.fc1_input_scale = upload(ctx, "the FC1 input scales", in1);
   w.fc2_input_scale = upload(ctx, "the FC2 input scales", in2);
   w.expert_map = upload(ctx, "the expert map", expert_map);
+  // The biases, or one zero for kernels built without MOE_BIAS (they never read it).
+  w.biases = !ex.w13_bias.empty();
+  w.fc1_bias = upload(ctx, "the FC1 biases", w.biases ? ex.w13_bias : std::vector<float>{0.0f});
+  w.fc2_bias = upload(ctx, "the FC2 biases", w.biases ? ex.w2_bias : std::vector<float>{0.0f});
   const std::uint64_t elements = static_cast<std::uint64_t>(3 * I * H);
   w.bytes_per_expert = elements / 2 + elements / static_cast<std::uint64_t>(block_size(ex.format)) * (nv ? 2u : 1u);
   return w;

@@ -32,6 +32,9 @@ struct MoeDeviceWeights {
   cl::Buffer fc1_input_scale;  // float [E] W4A4 NVFP4: quant-direction FC1 input global scale (else 1)
   cl::Buffer fc2_input_scale;  // float [E] W4A4 NVFP4: 1.0, or the calibrated FC2 input scale
   cl::Buffer expert_map;       // int [E_global]
+  cl::Buffer fc1_bias;         // float [E, 2, I] {gate rows, up rows} (Fp4Experts::w13_bias), or one 0
+  cl::Buffer fc2_bias;         // float [E, H] (Fp4Experts::w2_bias), or one 0
+  bool biases = false;         // the experts have biases (the kernels are built with MOE_BIAS)
   // Block scales are decoded as s × 2^scale_exp: with the E2M1 decode's 2^e2m1_exp every
   // weight × scale product is a normal fp32 number; the factors carry 2^-(scale_exp + e2m1_exp).
   int scale_exp = 0;

@@ -242,6 +242,34 @@ double silu_derivative(double g) {
   return sigma * (1.0 + g * (1.0 - sigma));
 }
 
+// a = act(g, u) of one row and its bound, from g ± e_g and u ± e_u (MoeActivation; the device's
+// fp32 arithmetic as moe_act in kernels/moe_fp4_vec.cl).
+struct Activated {
+  double value, bound;
+};
+Activated activate(const MoeActivation& act, double g, double e_g, double u, double e_u) {
+  double s = 0, e_s = 0;  // the gate's factor and its bound
+  if (act.kind == MoeActivation::Kind::swiglu_clamped) {
+    const double alpha = act.alpha, limit = act.limit;
+    // The clamps are 1-Lipschitz: g and u keep their bounds. f(g) = g·σ(alpha·g) = silu(alpha·g)
+    // / alpha: f' = silu'(alpha·g), |f''| <= alpha / 2.
+    const double gc = std::min(g, limit);
+    u = std::min(std::max(u, -limit), limit) + 1.0;
+    e_u += kU * (std::fabs(u) + e_u);  // up + 1 in fp32
+    s = silu(alpha * gc) / alpha;
+    e_s = (std::fabs(silu_derivative(alpha * gc)) + 0.25 * alpha * e_g) * e_g +
+          (16 + 2 * std::fabs(alpha * gc)) * kU * std::fabs(s) + 0x1p-120;
+  } else {
+    s = silu(g);
+    // Taylor: |silu(g + d) - silu(g)| <= |silu'(g)|·|d| + max|silu''|/2 · d², max|silu''| = 1/2
+    // (the local slope, not the global 1.1: far below zero silu is ~e^g and its error as small).
+    e_s = (std::fabs(silu_derivative(g)) + 0.25 * e_g) * e_g + 16 * kU * std::fabs(s) + 0x1p-120;
+  }
+  const double av = s * u;
+  const double e_prod = std::fabs(s) * e_u + std::fabs(u) * e_s + e_s * e_u;
+  return {av, e_prod + kU * (std::fabs(av) + e_prod)};
+}
+
 // NVFP4 W4A16 on CPUs may multiply FC2's inputs on their integer grid (chunks of 8; README,
 // Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the largest
 // any of its elements' BF16 candidates may take; an element all of whose candidates lie on that
@@ -325,16 +353,16 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
       ++c.res.fc1_rows;
       if (d.exact()) ++c.res.fc1_rows_exact;
     }
-    const double g = h[0].value, u = h[1].value;
-    const double sg = silu(g);
-    // Taylor: |silu(g + d) - silu(g)| <= |silu'(g)|·|d| + max|silu''|/2 · d², max|silu''| = 1/2
-    // (the local slope, not the global 1.1: far below zero silu is ~e^g and its error as small).
-    const double e_g = h[0].bound;
-    const double e_s = (std::fabs(silu_derivative(g)) + 0.25 * e_g) * e_g + 16 * kU * std::fabs(sg) + 0x1p-120;
-    const double av = sg * u;
-    const double e_u = h[1].bound;
-    const double e_prod = std::fabs(sg) * e_u + std::fabs(u) * e_s + e_s * e_u;
-    const double e_a = e_prod + kU * (std::fabs(av) + e_prod);
+    double g = h[0].value, u = h[1].value, e_g = h[0].bound, e_u = h[1].bound;
+    if (!ex.w13_bias.empty()) {  // + the biases in fp32
+      const std::size_t b = static_cast<std::size_t>(e * 2 * I + r);
+      g += static_cast<double>(ex.w13_bias[b]);
+      u += static_cast<double>(ex.w13_bias[b + static_cast<std::size_t>(I)]);
+      e_g += kU * (std::fabs(g) + e_g);
+      e_u += kU * (std::fabs(u) + e_u);
+    }
+    const Activated act = activate(c.opt.activation, g, e_g, u, e_u);
+    const double av = act.value, e_a = act.bound;
     a[static_cast<std::size_t>(r)] = round_to_bf16(av);
     cand[static_cast<std::size_t>(r)] = bf16_candidates(av, e_a, static_cast<std::size_t>(kMaxVariants));
     ++c.res.swiglu_values;
@@ -377,6 +405,10 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
       // The device's inputs differ by up to in.dev: their exact dot differs by up to dev, and
       // its rounding error is bounded over the larger Σ|terms|.
       out.bound = (dev + dot_rounding(d.n, d.abs_sum + dev)) * std::fabs(static_cast<double>(factor));
+    }
+    if (!ex.w2_bias.empty()) {  // + the bias in fp32
+      out.value += static_cast<double>(ex.w2_bias[static_cast<std::size_t>(e * H + n)]);
+      out.bound += kU * (std::fabs(out.value) + out.bound);
     }
     y[static_cast<std::size_t>(n)] = out.value;
     y_bound[static_cast<std::size_t>(n)] = out.bound;
@@ -451,6 +483,7 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
 MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOptions& options,
                                  const std::vector<std::uint16_t>& x_bf16, const MoeRouting& routing) {
   check_moe_experts(experts, options.scheme, options.calibrated_fc2_input_scale);
+  check_moe_activation(options.activation);
   const std::vector<std::int32_t> map = resolve_expert_map(options.expert_map, experts.num_experts);
   const std::int64_t T = routing.tokens, H = experts.hidden, k = routing.top_k;
   if (x_bf16.size() != static_cast<std::size_t>(T * H)) fail("reference MoE: x has {} values, expected {} × {}", x_bf16.size(), T, H);

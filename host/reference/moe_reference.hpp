@@ -14,6 +14,9 @@
 //     stored dequant-direction input scale as one fp32 product, alpha = input_scale × global_scale;
 //   - silu(g) = g / (1 + exp(-g)) in fp32: 16 u relative (exp 4 ulp, division 2.5 ulp, the
 //     addition) plus 1.1 × the error of g (|silu'| <= 1.1); the product with `up`: 1 rounding;
+//     the clamped SwiGLU (gpt-oss): the clamps move no error, g / (1 + exp(-alpha·g)) takes
+//     (16 + 2·|alpha·g|) u relative (the product alpha·g rounded too) and its slope times the
+//     error of g, up + 1 one rounding; biases one rounding each (gate, up, FC2's output);
 //   - the BF16 rounding of the SwiGLU output: where the uncertainty interval of `a` contains a
 //     BF16 rounding boundary the device may land on either side. W4A16 carries that difference
 //     into FC2; W4A4 re-quantizes every possible variant of the block (up to 4096 variants,
@@ -34,6 +37,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fp4cl/moe_activation.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
 
@@ -61,6 +65,7 @@ struct MoeReferenceOptions {
   QuantScheme scheme;
   bool calibrated_fc2_input_scale = false;  // NVFP4 W4A4: quantize the FC2 input with w2_input_global_scale
   std::vector<std::int32_t> expert_map;     // empty = identity
+  MoeActivation activation;                 // MoeConfig::activation
 };
 
 struct MoeReferenceResult {

@@ -4,6 +4,8 @@
 //
 //   out[t] = Σ_s topk_weights[t,s] × Expert_{topk_ids[t,s]}(x[t])           (s = 0 .. k-1, in order)
 //   Expert_e(x) = FC2_e(bf16(silu(x·gateᵀ) × x·upᵀ))                        silu(g) = g / (1 + e^-g)
+//   (MoeConfig::activation may choose gpt-oss's clamped SwiGLU instead, and Fp4Experts may carry
+//   biases: gate, up and FC2's outputs each + their expert's bias, after the dequant factors.)
 //
 // Rounding points (the scalar reference, host/reference/moe_reference.hpp, follows them):
 //   - W4A16: x is used as given (BF16); the SwiGLU output is rounded to BF16 before FC2. On CPUs
@@ -59,6 +61,7 @@
 #include <vector>
 
 #include "fp4cl/context.hpp"
+#include "fp4cl/moe_activation.hpp"
 #include "fp4cl/opencl.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
@@ -97,6 +100,7 @@ struct MoeConfig {
   std::vector<std::int32_t> expert_map;
   MoeFc2InputScale fc2_input_scale = MoeFc2InputScale::dynamic;
   MoeOutput output = MoeOutput::bf16;
+  MoeActivation activation;  // SwiGLU; gpt-oss's clamped form with MoeActivation::gpt_oss()
   // Kernel strategy: "" = automatic (or the environment variable FP4CL_MOE_KERNEL when set),
   // else one of moe_kernel_strategies(). An unknown name is an error listing the valid ones.
   std::string kernel;

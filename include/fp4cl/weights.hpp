@@ -61,6 +61,10 @@ struct Fp4Experts {
   // The same in the dequant direction (gs_d, for the epilogue's alpha), per expert:
   std::vector<float> w13_input_scale;  // [E] FC1 input
   std::vector<float> w2_input_scale;   // [E] FC2 input
+  // Optional biases (gpt-oss), fp32, finite; empty: none. Both or neither. Added to the sums after
+  // their dequant factors: gate / up = factor × dot + bias, FC2's output = factor × dot + bias.
+  std::vector<float> w13_bias;  // [E, 2I]: the gate rows' biases, then the up rows' (w13's row order)
+  std::vector<float> w2_bias;   // [E, H]
 
   // Sets all four from the quant-direction scales per expert ([E] each), as the loader does for
   // a checkpoint that stores gs_q: the *_input_global_scale are `fc1` and `fc2`, the

@@ -235,6 +235,7 @@ reference::MoeReferenceOptions reference_options(const MoeConfig& config) {
   o.scheme = config.scheme;
   o.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   o.expert_map = config.expert_map;
+  o.activation = config.activation;
   return o;
 }
 
