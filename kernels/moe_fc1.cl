@@ -201,7 +201,6 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
   }
 }
 
-
 #if MOE_W4A4
 // Quantizes each block of the work-group's a values of the first `count` pairs of a tile from
 // slot `start` (a_local: pair m's rows at (m · MOE_LOCAL + lid) · MOE_VEC; moe_quant.cl). Called
