@@ -40,20 +40,34 @@ struct MoeArgs {
   int topk = 0;
   std::string output = "bf16";
   bool batch_invariant = false;
+  std::string activation;  // "" (the preset's), "swiglu" or "gpt-oss"
 };
 
 struct MoeShape {
   std::string label;
   std::int64_t hidden, inter, experts;
   int topk;
+  bool gpt_oss = false;  // gpt-oss's clamped SwiGLU and expert biases
 };
 
+MoeShape shape_of_preset_or_args(const MoeArgs& a);
+
+// The shape with the activation --activation asks for, else the preset's.
 MoeShape shape_of(const MoeArgs& a) {
+  MoeShape s = shape_of_preset_or_args(a);
+  if (a.activation == "gpt-oss") s.gpt_oss = true;
+  else if (a.activation == "swiglu") s.gpt_oss = false;
+  else if (!a.activation.empty())
+    throw Error("--activation must be swiglu or gpt-oss, got '" + a.activation + "'");
+  return s;
+}
+
+MoeShape shape_of_preset_or_args(const MoeArgs& a) {
   const bool explicit_shape = a.hidden || a.inter || a.experts || a.topk;
   if (!a.preset.empty()) {
     if (explicit_shape) throw Error("give either --preset or --hidden/--inter/--experts/--topk, not both");
     const ModelPreset p = find_preset(a.preset);
-    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k};
+    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k, p.gpt_oss_activation};
   }
   if (!explicit_shape) {
     const ModelPreset p = find_preset("qwen3-30b-a3b");
@@ -91,6 +105,7 @@ std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& sc
   if (!kernel.empty()) cmd += " --kernel " + kernel;
   if (a.output != "bf16") cmd += " --output " + a.output;
   if (a.batch_invariant) cmd += " --batch-invariant";
+  if (!a.activation.empty()) cmd += " --activation " + a.activation;
   return cmd + common_command_options(a.run);
 }
 
@@ -106,7 +121,13 @@ void run_moe(const MoeArgs& a) {
   BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * kernels.size() * a.run.tokens.size(), a.run);
   const double rotation = rotation_bytes(ctx, a.run);
   for (const QuantScheme& scheme : schemes) {
-    std::vector<Fp4Experts> experts{make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, 1)};
+    // gpt-oss's layers: biases on every expert (the layer copies' too).
+    const auto experts_of = [&](std::uint64_t seed) {
+      Fp4Experts ex = make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, seed);
+      if (shape.gpt_oss) add_expert_biases(ex, seed + 500);
+      return ex;
+    };
+    std::vector<Fp4Experts> experts{experts_of(1)};
     for (const std::string& kernel : kernels) {
       MoeConfig config;
       config.scheme = scheme;
@@ -115,14 +136,14 @@ void run_moe(const MoeArgs& a) {
       config.kernel = kernel;
       config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
       config.batch_invariant = a.batch_invariant;
+      if (shape.gpt_oss) config.activation = MoeActivation::gpt_oss();
       std::vector<MoeLayer> layers{MoeLayer::create(ctx, experts[0], config)};
       const double expert_bytes = static_cast<double>(layers[0].expert_weight_bytes());
       // Copies of the whole layer only when all its experts fit in the rotation span.
       const std::size_t copies =
           copies_for_rotation(rotation, expert_bytes * static_cast<double>(shape.experts), 8);
       for (std::size_t c = 1; c < copies; ++c)
-        layers.push_back(
-            MoeLayer::create(ctx, make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, c + 1), config));
+        layers.push_back(MoeLayer::create(ctx, experts_of(c + 1), config));
       // Events on every launch only for the per-command breakdown: each costs host time, which
       // on a GPU shows as a gap between the commands (MoeLaunchEvents).
       if (a.run.launches)
@@ -150,8 +171,9 @@ void run_moe(const MoeArgs& a) {
         row.shape = shape.label;
         row.scheme = tuning::scheme_key(scheme);
         row.kernel = layers[0].strategy_for(tokens);
-        row.detail = fmt::format("strategy {} ({} pair(s) per weight pass), {} routings x {} layer copies rotated",
-                                 row.kernel, layers[0].tile_pairs_for(tokens), routings, copies);
+        row.detail = fmt::format("strategy {} ({} pair(s) per weight pass), {} routings x {} layer copies rotated{}",
+                                 row.kernel, layers[0].tile_pairs_for(tokens), routings, copies,
+                                 shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "");
         row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
         row.tokens = tokens;
         row.weight_bytes = static_cast<double>(layers[0].expert_weight_bytes_for(tokens)) * distinct /
@@ -209,6 +231,9 @@ void register_moe(CLI::App& app) {
   moe->add_option("--output", a->output, "bf16 | fp32")->capture_default_str();
   moe->add_flag("--batch-invariant", a->batch_invariant,
                 "MoeConfig::batch_invariant: every grouped tile sums in the order of a full tile");
+  moe->add_option("--activation", a->activation,
+                  "swiglu | gpt-oss (clamped SwiGLU, alpha 1.702, limit 7, with expert biases); default: the preset's "
+                  "(gpt-oss-20b: gpt-oss), else swiglu");
   moe->callback([a] { run_moe(*a); });
 }
 

@@ -17,6 +17,7 @@ struct ModelPreset {
   int top_k;                  // k
   const char* routing;
   const char* notes;
+  bool gpt_oss_activation = false;  // gpt-oss's clamped SwiGLU and expert biases (MoeActivation::gpt_oss)
 };
 
 const std::vector<ModelPreset>& model_presets();

@@ -58,6 +58,7 @@ MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig
   opt.scheme = config.scheme;
   opt.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   opt.expert_map = config.expert_map;
+  opt.activation = config.activation;
   c.ref = reference::moe_reference(experts, opt, xs, reference::routing_from_topk(ids, weights, n, k));
   return c;
 }

@@ -72,6 +72,15 @@ Fp4Experts make_experts(WeightFormat format, std::int64_t hidden, std::int64_t i
   return ex;
 }
 
+void add_expert_biases(Fp4Experts& ex, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  ex.w13_bias.resize(static_cast<std::size_t>(ex.num_experts * 2 * ex.intermediate));
+  ex.w2_bias.resize(static_cast<std::size_t>(ex.num_experts * ex.hidden));
+  for (float& b : ex.w13_bias) b = u(rng);
+  for (float& b : ex.w2_bias) b = u(rng);
+}
+
 std::vector<std::uint16_t> make_activations(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

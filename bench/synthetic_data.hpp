@@ -16,6 +16,10 @@ Fp4Weight make_linear_weight(WeightFormat format, std::int64_t n, std::int64_t k
 Fp4Experts make_experts(WeightFormat format, std::int64_t hidden, std::int64_t intermediate, std::int64_t experts,
                         std::uint64_t seed);
 
+// Adds biases (gpt-oss's layers have them) to `experts`: uniform in [-1, 1], about the size of
+// the synthetic sums.
+void add_expert_biases(Fp4Experts& experts, std::uint64_t seed);
+
 // BF16 bits [rows, cols], standard normal.
 std::vector<std::uint16_t> make_activations(std::int64_t rows, std::int64_t cols, std::uint64_t seed);
 

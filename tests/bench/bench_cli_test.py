@@ -63,6 +63,7 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(["moe", "--hidden", "64", "--inter", "64"], "needs all of --hidden, --inter, --experts and --topk")
         self.expect_error(["moe", "--hidden", "64", "--inter", "64", "--experts", "2", "--topk", "4"],
                           "--topk 4 exceeds --experts 2")
+        self.expect_error(TINY_MOE + ["--activation", "gelu"], "--activation must be swiglu or gpt-oss, got 'gelu'")
         self.expect_error(["quant", "--kernel", "gemv_rows"], "one kernel, 'quantize'")
         self.expect_error(["quant", "--cols", "40", "--scheme", "mxfp4-w4a4", "--iters", "1"],
                           "not a multiple of the MXFP4 block size 32")
@@ -100,6 +101,14 @@ class Outputs(unittest.TestCase):
                              env=off)
         self.assertNotEqual(code, 0, out)
         self.assertIn("FP4CL_W4A16_INT=0", err)
+
+    def test_gpt_oss_activation_is_checked_and_reproduced(self):
+        # gpt-oss's clamped SwiGLU with expert biases: checked against the reference like any row,
+        # named in the row's details, and kept in the reproduction command.
+        _, out, _ = run(*TINY_MOE, "--tokens", "1,3", "--activation", "gpt-oss", check=0)
+        self.assertEqual(out.count("ok: "), 2, out)
+        self.assertEqual(out.count("gpt-oss's clamped SwiGLU and expert biases"), 2, out)
+        self.assertEqual(out.count("--activation gpt-oss"), 2, out)
 
     def test_csv(self):
         _, out, _ = run(*TINY_LINEAR, "--tokens", "1,3", "--scheme", "nvfp4-w4a16,mxfp4-w4a4", "--csv", check=0)
