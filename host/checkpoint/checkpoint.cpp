@@ -45,7 +45,8 @@ std::vector<std::string> Checkpoint::quantized_modules() const {
 }
 
 LoadedLinear Checkpoint::load_linear(std::string_view module) const {
-  if (const detail::QuantizedModule* m = index_->find_module(module)) return {detail::prepare_linear(*m), m->scheme};
+  if (const detail::QuantizedModule* m = index_->find_module(module))
+    return {detail::prepare_linear(*m), m->scheme, detail::module_bias(*m)};
   for (const UnsupportedModule& u : index_->unsupported) {
     if (u.module == module) fail("cannot load module '{}': {}", module, u.reason);
   }

@@ -74,6 +74,13 @@ std::optional<bool> bool_member(const Json& object, std::string_view key, const 
   return v->get<bool>();
 }
 
+std::optional<double> number_member(const Json& object, std::string_view key, const JsonPath& at) {
+  const Json* v = member(object, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong_type(*v, at / key, "a number");
+  return v->get<double>();
+}
+
 const Json* object_member(const Json& object, std::string_view key, const JsonPath& at) {
   const Json* v = member(object, key);
   if (v && !v->is_object()) wrong_type(*v, at / key, "an object");

@@ -61,6 +61,7 @@ const Json* member(const Json& object, std::string_view key);
 std::optional<std::string> string_member(const Json& object, std::string_view key, const JsonPath& at);
 std::optional<std::int64_t> integer_member(const Json& object, std::string_view key, const JsonPath& at);
 std::optional<bool> bool_member(const Json& object, std::string_view key, const JsonPath& at);
+std::optional<double> number_member(const Json& object, std::string_view key, const JsonPath& at);
 const Json* object_member(const Json& object, std::string_view key, const JsonPath& at);
 // An array of strings; absent or null gives an empty list.
 std::vector<std::string> string_list_member(const Json& object, std::string_view key, const JsonPath& at);

@@ -45,6 +45,11 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     }
     if (!c.norm_topk_prob) c.norm_topk_prob = detail::bool_member(*object, "norm_topk_prob", at);
     if (!c.scoring_func) c.scoring_func = detail::string_member(*object, "scoring_func", at);
+    if (!c.swiglu_limit) {
+      c.swiglu_limit = detail::number_member(*object, "swiglu_limit", at);
+      if (c.swiglu_limit && !(*c.swiglu_limit > 0 && *c.swiglu_limit <= 3.4e38))
+        (at / "swiglu_limit").fail("must be a finite number > 0, got {}", *c.swiglu_limit);
+    }
   }
   return c;
 }

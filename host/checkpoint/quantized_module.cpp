@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdint>
 #include <utility>
+#include <vector>
+
+#include "fp4cl/formats.hpp"
 
 #include "support/check.hpp"
 
@@ -109,6 +114,15 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
     input_gs = b.global_scale(layout.input_global_scale, "the activations' global scale", layout.global_scale_direction,
                               weight);
   }
+  // An unquantized bias beside the weight (gpt-oss's experts, Qwen2's q/k/v projections): read, never
+  // dropped.
+  std::optional<TensorView> bias = model.find(TensorLayout::tensor_name(module, "bias"));
+  if (bias) {
+    const std::string expected =
+        fmt::format("BF16 or F32 [{}]: one bias per out-feature of weight '{}' (U8 [{}, {}])", n, weight.name(), n, k / 2);
+    if ((bias->dtype() != Dtype::bf16 && bias->dtype() != Dtype::f32) || bias->shape() != std::vector<std::int64_t>{n})
+      b.wrong(*bias, expected);
+  }
   return QuantizedModule{std::move(module),
                          scheme,
                          config.producer(),
@@ -118,7 +132,23 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
                          weight,
                          scale,
                          std::move(weight_gs),
-                         std::move(input_gs)};
+                         std::move(input_gs),
+                         std::move(bias)};
+}
+
+std::vector<float> module_bias(const QuantizedModule& m) {
+  if (!m.bias) return {};
+  std::vector<float> out;
+  if (m.bias->dtype() == Dtype::f32) {
+    out = m.bias->to_vector<float>();
+  } else {
+    for (const std::uint16_t bits : m.bias->to_vector<std::uint16_t>(Dtype::bf16)) out.push_back(bf16_to_float(bits));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (!std::isfinite(out[i]))
+      fail("{}: tensor '{}' in '{}' has {} at [{}]; a bias must be finite", m.describe(), m.bias->name(), m.bias->file(),
+           out[i], i);
+  return out;
 }
 
 }  // namespace fp4cl::detail

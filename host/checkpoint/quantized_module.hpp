@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fp4cl/quant_config.hpp"
 #include "fp4cl/safetensors.hpp"
@@ -24,6 +25,7 @@ struct QuantizedModule {
   TensorView weight_scale;                          // [n, k/block]: F8_E4M3 (NVFP4), U8 or F8_E8M0 (MXFP4)
   std::optional<TensorView> weight_global_scale;    // NVFP4: F32 [] or [1]
   std::optional<TensorView> input_global_scale;     // NVFP4 W4A4: F32 [] or [1]
+  std::optional<TensorView> bias;                   // "<module>.bias" where the checkpoint has one: BF16 or F32 [n]
 
   // "model.layers.0.mlp.down_proj (NVFP4 W4A4, ModelOpt)", for messages.
   std::string describe() const;
@@ -37,5 +39,9 @@ struct QuantizedModule {
 // Tensors the scheme has no use for (a W4A16 module's activation scales) are not looked at.
 QuantizedModule bind_quantized_module(const SafetensorsModel& model, const QuantConfig& config, std::string module,
                                       const QuantScheme& scheme);
+
+// The module's bias as fp32 (BF16 converts exactly), empty when it has none. Throws fp4cl::Error
+// naming the tensor and its file for a value that is not finite.
+std::vector<float> module_bias(const QuantizedModule& m);
 
 }  // namespace fp4cl::detail

@@ -1,13 +1,21 @@
 // Linear::from_checkpoint: a checkpoint's quantized linear module as a layer on the device.
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/linear.hpp"
+#include "support/check.hpp"
 
 namespace fp4cl {
 
 Linear Linear::from_checkpoint(const Context& ctx, const Checkpoint& checkpoint, std::string_view module,
                                const LinearOptions& options) {
   const LoadedLinear loaded = checkpoint.load_linear(module);
-  return create(ctx, loaded.weight, loaded.scheme, options);
+  if (loaded.bias.empty()) return create(ctx, loaded.weight, loaded.scheme, options);
+  if (!options.bias.empty())
+    fail("Linear::from_checkpoint: module '{}' of checkpoint '{}' has its own bias; LinearOptions::bias must be empty "
+         "(the checkpoint's is used)",
+         module, checkpoint.directory().string());
+  LinearOptions with_bias = options;
+  with_bias.bias = loaded.bias;
+  return create(ctx, loaded.weight, loaded.scheme, with_bias);
 }
 
 }  // namespace fp4cl

@@ -2,6 +2,7 @@
 #include "prepare/stack_experts.hpp"
 
 #include <cstdint>
+#include <vector>
 
 #include "prepare/global_scales.hpp"
 #include "prepare/prepare_linear.hpp"
@@ -67,6 +68,24 @@ Fp4Experts stack_experts(const std::vector<ExpertModules>& experts, ExpertInputS
     out.w2_global_scale[sz(e)] = weight_global_scale(*x.down).dequant;
     fc1_input[sz(e)] = wider(input_global_scale(*x.gate), input_global_scale(*x.up));
     fc2_input[sz(e)] = input_global_scale(*x.down);
+  }
+  // Biases: every projection of every expert has one, or none has (gpt-oss's experts have them).
+  const QuantizedModule* with_bias = nullptr;
+  const QuantizedModule* without_bias = nullptr;
+  for (const ExpertModules& x : experts)
+    for (const QuantizedModule* m : {x.gate, x.up, x.down}) (m->bias ? with_bias : without_bias) = m;
+  if (with_bias && without_bias)
+    fail("{} has a bias ('{}') but {} has none: an MoE layer's expert projections all have biases or none has",
+         with_bias->describe(), with_bias->bias->name(), without_bias->describe());
+  if (with_bias) {
+    for (const ExpertModules& x : experts) {
+      for (const QuantizedModule* m : {x.gate, x.up}) {
+        const std::vector<float> b = module_bias(*m);
+        out.w13_bias.insert(out.w13_bias.end(), b.begin(), b.end());
+      }
+      const std::vector<float> b = module_bias(*x.down);
+      out.w2_bias.insert(out.w2_bias.end(), b.begin(), b.end());
+    }
   }
   if (input_scales == ExpertInputScales::shared) {
     share_widest(fc1_input);

@@ -78,6 +78,9 @@ struct UnsupportedModule {
 struct LoadedLinear {
   Fp4Weight weight;
   QuantScheme scheme;
+  // The module's bias ("<module>.bias", BF16 or F32 [out_features], as fp32) where the checkpoint
+  // has one, else empty: pass it as LinearOptions::bias (Linear::from_checkpoint does).
+  std::vector<float> bias;
 };
 
 struct LoadedExperts {

@@ -17,6 +17,7 @@ struct ModelConfig {
   std::optional<int> experts_per_token;     // num_experts_per_tok: the MoE top-k
   std::optional<bool> norm_topk_prob;       // renormalize the top-k routing weights
   std::optional<std::string> scoring_func;  // DeepSeek: "softmax" or "sigmoid"
+  std::optional<double> swiglu_limit;       // gpt-oss: the clamped SwiGLU's limit (7.0)
 
   // Reads `<model_dir>/config.json`; a directory without one gives an empty ModelConfig. Throws
   // fp4cl::Error naming the file and key for malformed JSON or a value of the wrong type (or
@@ -32,6 +33,9 @@ struct ModelConfig {
   // routing: false for a scoring function other than softmax (DeepSeek V3's sigmoid with grouped
   // top-k), whose callers must pass precomputed topk_ids and topk_weights.
   bool softmax_routing() const { return !scoring_func || *scoring_func == "softmax"; }
+  // Whether the experts' activation is gpt-oss's clamped SwiGLU: model_type "gpt_oss" or a
+  // swiglu_limit (MoeConfig::from_checkpoint then takes MoeActivation::gpt_oss() with that limit).
+  bool clamped_swiglu() const { return model_type == "gpt_oss" || swiglu_limit.has_value(); }
 };
 
 }  // namespace fp4cl

@@ -107,9 +107,10 @@ struct MoeConfig {
 
   // The configuration MoE layer `layer` of a checkpoint runs with (its name or its decoder
   // layer's prefix, as Checkpoint::load_moe() takes it): the layer's scheme, top_k = config.json's
-  // num_experts_per_tok, renormalize = ModelConfig::renormalize() (fp4cl/model_config.hpp), every
-  // other field its default. Throws fp4cl::Error when config.json does not say what top_k or
-  // renormalize is: set those by hand then.
+  // num_experts_per_tok, renormalize = ModelConfig::renormalize() (fp4cl/model_config.hpp),
+  // activation = gpt-oss's clamped SwiGLU (limit: config.json's swiglu_limit) where
+  // ModelConfig::clamped_swiglu(), every other field its default. Throws fp4cl::Error when
+  // config.json does not say what top_k or renormalize is: set those by hand then.
   static MoeConfig from_checkpoint(const Checkpoint& checkpoint, std::string_view layer);
 };
 

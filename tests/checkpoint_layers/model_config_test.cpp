@@ -83,6 +83,35 @@ TEST(ModelConfig, DefaultsNestingAndErrors) {
             std::string::npos);
 }
 
+// gpt-oss's activation from config.json: model_type "gpt_oss" or a swiglu_limit.
+TEST(MoeFromCheckpoint, GptOssConfigChoosesTheClampedSwiglu) {
+  TempDir dir;
+  write_config(dir.path(), R"({"model_type": "gpt_oss", "num_experts_per_tok": 4, "swiglu_limit": 6.5})");
+  const ModelConfig g = ModelConfig::load(dir.path());
+  EXPECT_TRUE(g.clamped_swiglu());
+  EXPECT_EQ(g.swiglu_limit, 6.5);
+  write_config(dir.path(), R"({"swiglu_limit": -1})");
+  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a finite number > 0, got -1"),
+            std::string::npos);
+  write_config(dir.path(), R"({"swiglu_limit": "7"})");
+  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a number"), std::string::npos);
+
+  TempDir a, b;
+  const Checkpoint limited = Checkpoint::open(edited_checkpoint(a, [](nlohmann::json& c) { c["swiglu_limit"] = 5.0; }));
+  MoeConfig config = MoeConfig::from_checkpoint(limited, "model.layers.0");
+  EXPECT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
+  EXPECT_EQ(config.activation.alpha, 1.702f);
+  EXPECT_EQ(config.activation.limit, 5.0f);
+  const Checkpoint typed = Checkpoint::open(edited_checkpoint(b, [](nlohmann::json& c) { c["model_type"] = "gpt_oss"; }));
+  config = MoeConfig::from_checkpoint(typed, "model.layers.0");
+  EXPECT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
+  EXPECT_EQ(config.activation.limit, 7.0f);
+  EXPECT_EQ(MoeConfig::from_checkpoint(Checkpoint::open(quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}})),
+                                       "model.layers.0")
+                .activation.kind,
+            MoeActivation::Kind::swiglu);
+}
+
 TEST(MoeFromCheckpoint, NamesTheLayerByNameOrPrefix) {
   const Checkpoint ckpt = Checkpoint::open(quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}}));
   EXPECT_EQ(ckpt.moe_layer("model.layers.0").name, "model.layers.0.mlp.experts");

@@ -153,12 +153,13 @@ bool demo_linear(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOpti
   const LoadedLinear loaded = ckpt.load_linear(chosen->name);
   LinearOptions options;
   options.max_tokens = o.tokens;
+  options.bias = loaded.bias;
   Linear layer = Linear::create(ctx, loaded.weight, loaded.scheme, options);
   fmt::print("linear {}: {} [{}, {}], kernel {}\n", chosen->name, loaded.scheme.name(), chosen->out_features,
              chosen->in_features, layer.kernel_name(o.tokens));
   const std::vector<std::uint16_t> x = hidden_states(o.tokens, chosen->in_features, o.seed + 7);
   const LayerOutput y = run_linear(layer, x, o.tokens);
-  const CheckResult check = check_linear(loaded.scheme, loaded.weight, x, o.tokens, y);
+  const CheckResult check = check_linear(loaded.scheme, loaded.weight, x, o.tokens, y, loaded.bias);
   fmt::print("  check against the scalar reference: {}\n", describe(check));
 
   const cl::Buffer xb = device_copy(ctx, x);

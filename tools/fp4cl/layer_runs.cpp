@@ -100,12 +100,14 @@ std::string describe(const CheckResult& r) {
 }
 
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,
-                         std::int64_t tokens, const LayerOutput& y) {
-  const std::vector<reference::LinearOutput> ref = reference::LinearReference(scheme, weight, x.data(), tokens).all();
+                         std::int64_t tokens, const LayerOutput& y, const std::vector<float>& bias) {
+  const std::vector<reference::LinearOutput> ref =
+      reference::LinearReference(scheme, weight, x.data(), tokens, bias).all();
   if (ref.size() != y.size()) fail("check: the layer wrote {} outputs, the reference has {}", y.size(), ref.size());
   CheckResult r;
   for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double bound = reference::output_bound(ref[i], weight.k, 0.0, y.bf16), d = y.value(i);
+    const double b = bias.empty() ? 0.0 : std::fabs(static_cast<double>(bias[i % static_cast<std::size_t>(weight.n)]));
+    const double bound = reference::output_bound(ref[i], weight.k, b, y.bf16), d = y.value(i);
     record(r, i, static_cast<std::size_t>(weight.n), d, ref[i].y, bound, std::fabs(d - ref[i].y) <= bound);
   }
   return r;
@@ -117,6 +119,7 @@ CheckResult check_moe(const Fp4Experts& experts, const MoeConfig& config, const 
   options.scheme = config.scheme;
   options.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   options.expert_map = config.expert_map;
+  options.activation = config.activation;
   const std::int64_t global =
       config.expert_map.empty() ? experts.num_experts : static_cast<std::int64_t>(config.expert_map.size());
   const reference::MoeRouting route =

@@ -51,8 +51,9 @@ struct CheckResult {
 // "320 outputs within bounds, worst |error|/bound 0.42" or "... 3 of 320 outputs OUT OF BOUNDS ...".
 std::string describe(const CheckResult& r);
 
+// `bias`: the layer's LinearOptions::bias (empty: none).
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,
-                         std::int64_t tokens, const LayerOutput& y);
+                         std::int64_t tokens, const LayerOutput& y, const std::vector<float>& bias = {});
 CheckResult check_moe(const Fp4Experts& experts, const MoeConfig& config, const std::vector<std::uint16_t>& x,
                       const MoeRoutingInput& routing, std::int64_t tokens, const LayerOutput& y);
 

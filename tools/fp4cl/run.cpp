@@ -102,13 +102,14 @@ void run_linear_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ck
   LinearOptions options;
   options.max_tokens = std::max<std::int64_t>(tokens, 1);
   options.output = a.output_dtype == "bf16" ? OutputType::bf16 : OutputType::fp32;
+  options.bias = loaded.bias;
   Linear layer = Linear::create(ctx, w, loaded.scheme, options);
   fmt::print("layer {}: linear [{}, {}], {}, kernel {}\n", a.layer, w.n, w.k, loaded.scheme.name(),
              layer.kernel_name(tokens));
   const LayerOutput y = run_linear(layer, x, tokens);
   fmt::print("ran {} tokens on {}\n", tokens, ctx.info().name);
   write_output(a, a.layer, loaded.scheme, y, tokens, w.n);
-  if (a.check) report_check(check_linear(loaded.scheme, w, x, tokens, y));
+  if (a.check) report_check(check_linear(loaded.scheme, w, x, tokens, y, loaded.bias));
 }
 
 // Routing from router_logits [T, E]: top-k and renormalization from the options, else config.json.
