@@ -76,6 +76,7 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
   if (o.batch_invariant != 0 && o.batch_invariant != 1)
     raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->batch_invariant = {}: must be 0 or 1", o.batch_invariant);
   config.batch_invariant = o.batch_invariant == 1;
+  config.activation = model.config.activation();  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
   return config;
 }
 

@@ -24,10 +24,7 @@ MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_v
   config.scheme = moe.scheme;
   config.top_k = *model.experts_per_token;
   config.renormalize = *renormalize;
-  if (model.clamped_swiglu()) {
-    config.activation = MoeActivation::gpt_oss();
-    if (model.swiglu_limit) config.activation.limit = static_cast<float>(*model.swiglu_limit);
-  }
+  config.activation = model.activation();
   return config;
 }
 

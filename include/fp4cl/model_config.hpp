@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "fp4cl/moe_activation.hpp"
+
 namespace fp4cl {
 
 struct ModelConfig {
@@ -34,8 +36,18 @@ struct ModelConfig {
   // top-k), whose callers must pass precomputed topk_ids and topk_weights.
   bool softmax_routing() const { return !scoring_func || *scoring_func == "softmax"; }
   // Whether the experts' activation is gpt-oss's clamped SwiGLU: model_type "gpt_oss" or a
-  // swiglu_limit (MoeConfig::from_checkpoint then takes MoeActivation::gpt_oss() with that limit).
+  // swiglu_limit.
   bool clamped_swiglu() const { return model_type == "gpt_oss" || swiglu_limit.has_value(); }
+  // The experts' activation (what MoeConfig::from_checkpoint and the C API take): where
+  // clamped_swiglu(), MoeActivation::gpt_oss() with swiglu_limit as its limit when stated; else
+  // SwiGLU.
+  MoeActivation activation() const {
+    MoeActivation a;
+    if (!clamped_swiglu()) return a;
+    a = MoeActivation::gpt_oss();
+    if (swiglu_limit) a.limit = static_cast<float>(*swiglu_limit);
+    return a;
+  }
 };
 
 }  // namespace fp4cl

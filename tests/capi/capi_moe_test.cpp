@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "capi/capi_support.hpp"
 #include "fp4cl/checkpoint.hpp"
@@ -15,6 +19,7 @@
 #include "fp4cl/moe.hpp"
 #include "reference/moe_reference.hpp"
 #include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
 
 namespace fp4cl::test {
@@ -121,6 +126,31 @@ TEST_P(CapiMoeEveryScheme, HostRunIsBitIdenticalToTheCppApiAndWithinTheReference
 
 INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, CapiMoeEveryScheme, testing::ValuesIn(every_layout_and_scheme()),
                          [](const testing::TestParamInfo<Variant>& p) { return variant_name(p.param); });
+
+// config.json's clamped SwiGLU (gpt-oss: a swiglu_limit) reaches C API layers as it reaches
+// MoeConfig::from_checkpoint: the same bits, and not those of plain SwiGLU.
+TEST(CapiMoe, ConfigJsonsActivationIsTheCppApis) {
+  TempDir scratch("fp4cl-capi-swiglu");
+  const std::filesystem::path dir = scratch.path() / "model";
+  std::filesystem::copy(quantized_model(default_variant()), dir);
+  nlohmann::json config_json = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  config_json["swiglu_limit"] = 0.5;
+  std::ofstream(dir / "config.json") << config_json.dump(2);
+
+  fp4cl_model* m = nullptr;
+  ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+  ModelPtr model(m);
+  MoePtr layer = get_moe(model.get(), "model.layers.0.mlp.experts");
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
+  const Routing r = routing(kTokens);
+  const std::vector<std::uint16_t> out = c_topk(layer.get(), x, r, kTokens);
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
+  EXPECT_EQ(out, cpp_topk(ckpt, config, x, r, kTokens));
+  config.activation = MoeActivation{};
+  EXPECT_NE(out, cpp_topk(ckpt, config, x, r, kTokens));
+}
 
 TEST(CapiMoe, ExpertMapAndFp32OutputMatchTheCppApi) {
   ModelPtr model = open_model();
