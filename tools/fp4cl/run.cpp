@@ -174,6 +174,7 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   config.scheme = l.scheme;
   config.max_tokens = std::max<std::int64_t>(tokens, 1);
   config.output = a.output_dtype == "bf16" ? MoeOutput::bf16 : MoeOutput::fp32;
+  config.activation = model.activation();  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
   std::string routing_text;
   const MoeRoutingInput routing = in.has("router_logits")
                                       ? logits_routing(a, model, config_json, in, l, tokens, config, routing_text)
