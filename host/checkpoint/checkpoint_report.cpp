@@ -110,9 +110,14 @@ class Reporter {
     LayerReport report;
     report.layer = layer;
     if (layer.kind == LayerKind::linear) {
-      add_module(report, *ix_.find_module(layer.name));
+      const detail::QuantizedModule& m = *ix_.find_module(layer.name);
+      add_module(report, m);
+      report.biases = m.bias.has_value();
       return report;
     }
+    report.biases = true;
+    for (const detail::ExpertModules& x : ix_.find_moe(layer.name)->experts)
+      for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) report.biases = report.biases && m->bias;
     for (const detail::ExpertModules& x : ix_.find_moe(layer.name)->experts) {
       for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) add_module(report, *m);
       if (x.gate->weight_global_scale &&
@@ -124,9 +129,10 @@ class Reporter {
     return report;
   }
 
-  static std::string group_key(const detail::NumberedName& n, const CheckpointLayer& l) {
-    return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}", n.pattern, to_string(l.kind), l.scheme.name(), l.out_features,
-                       l.in_features, l.num_experts, l.hidden, l.intermediate, l.expert_naming);
+  static std::string group_key(const detail::NumberedName& n, const LayerReport& r) {
+    const CheckpointLayer& l = r.layer;
+    return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", n.pattern, to_string(l.kind), l.scheme.name(), l.out_features,
+                       l.in_features, l.num_experts, l.hidden, l.intermediate, l.expert_naming, r.biases);
   }
 
   static std::vector<LayerGroup> group(const std::vector<LayerReport>& layers) {
@@ -135,7 +141,7 @@ class Reporter {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const LayerReport& l = layers[i];
       const detail::NumberedName n = detail::split_layer_number(l.layer.name);
-      const auto [it, fresh] = by_key.emplace(group_key(n, l.layer), groups.size());
+      const auto [it, fresh] = by_key.emplace(group_key(n, l), groups.size());
       if (fresh) {
         LayerGroup g;
         g.pattern = n.pattern;

@@ -34,6 +34,9 @@ struct LayerReport {
   // MoE: the experts whose gate and up projections carry different weight global scales (kept
   // exactly, one per projection).
   std::int64_t gate_up_scale_mismatches = 0;
+  // Whether its weights have biases ("<module>.bias"; an MoE layer: every expert projection's),
+  // which the layer loads and adds.
+  bool biases = false;
   // W4A16: the activation-scale tensors the checkpoint carries for this layer (ignored: a W4A16
   // layer never reads them).
   std::vector<std::string> ignored_activation_scales;

@@ -14,6 +14,7 @@
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
 #include "fp4cl/checkpoint.hpp"
+#include "fp4cl/checkpoint_report.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/linear.hpp"
@@ -145,6 +146,34 @@ TEST_P(BiasesFromCheckpoint, LinearAndMoeApplyTheCheckpointsBiases) {
 
 INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, BiasesFromCheckpoint, testing::ValuesIn(every_layout_and_scheme()),
                          [](const testing::TestParamInfo<Variant>& p) { return variant_name(p.param); });
+
+// `fp4cl inspect`'s report says which layers have biases.
+TEST(BiasesFromCheckpointReport, InspectNamesTheLayersWithBiases) {
+  const Variant v{QuantProducer::compressed_tensors, {WeightFormat::nvfp4, Activations::fp4_dynamic}, std::nullopt};
+  TempDir dir("fp4cl-bias-report");
+  write_with(quantized_model(v), dir.path(), all_biases());
+  const CheckpointReport report = inspect_checkpoint(Checkpoint::open(dir.path()));
+  std::size_t seen = 0;
+  for (const LayerReport& l : report.layers) {
+    if (l.layer.name == kQProj || l.layer.name == kMoe) {
+      EXPECT_TRUE(l.biases) << l.layer.name;
+      ++seen;
+    } else {
+      EXPECT_FALSE(l.biases) << l.layer.name;
+    }
+  }
+  EXPECT_EQ(seen, 2u);
+  // Without the last expert's down_proj bias the MoE layer is not reported as having biases (and
+  // does not load: above).
+  std::vector<ExtraTensor> partial = all_biases();
+  partial.pop_back();
+  TempDir dir2("fp4cl-bias-report");
+  write_with(quantized_model(v), dir2.path(), partial);
+  for (const LayerReport& l : inspect_checkpoint(Checkpoint::open(dir2.path())).layers)
+    if (l.layer.name == kMoe) {
+      EXPECT_FALSE(l.biases);
+    }
+}
 
 // A bias tensor of the wrong dtype or shape, a NaN in one, and experts with and without biases:
 // errors that name the tensor and what was expected.

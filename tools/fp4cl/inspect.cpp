@@ -64,6 +64,7 @@ Json layer_json(const LayerReport& r) {
   j["bytes"] = l.stored_bytes;
   j["weight_global_scale"] = range_json(r.weight_global_scale);
   j["input_scale"] = range_json(r.input_scale);
+  j["biases"] = r.biases;
   j["gate_up_scale_mismatches"] = r.gate_up_scale_mismatches;
   j["ignored_activation_scales"] = r.ignored_activation_scales;
   return j;
@@ -121,9 +122,9 @@ void print_text(const CheckpointReport& r) {
   fmt::print("layers\n");
   for (const LayerGroup& g : r.groups) {
     const LayerReport& t = g.total;
-    fmt::print("  {}: {}, {}, {}{}{}\n", g.label(), shape_text(t.layer), t.layer.scheme.name(),
-               human_bytes(t.layer.stored_bytes), range_text("weight gs_d", t.weight_global_scale),
-               range_text("input gs_d", t.input_scale));
+    fmt::print("  {}: {}, {}, {}{}{}{}\n", g.label(), shape_text(t.layer), t.layer.scheme.name(),
+               human_bytes(t.layer.stored_bytes), t.biases ? ", with biases" : "",
+               range_text("weight gs_d", t.weight_global_scale), range_text("input gs_d", t.input_scale));
   }
   if (!r.unsupported.empty()) {
     fmt::print("not loadable by fp4cl\n");
