@@ -115,11 +115,12 @@ class Reporter {
       report.biases = m.bias.has_value();
       return report;
     }
-    report.biases = true;
-    for (const detail::ExpertModules& x : ix_.find_moe(layer.name)->experts)
-      for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) report.biases = report.biases && m->bias;
+    report.biases = true;  // unless a projection has none
     for (const detail::ExpertModules& x : ix_.find_moe(layer.name)->experts) {
-      for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) add_module(report, *m);
+      for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) {
+        add_module(report, *m);
+        report.biases = report.biases && m->bias;
+      }
       if (x.gate->weight_global_scale &&
           detail::read_global_scale(*x.gate->weight_global_scale, x.gate->direction).dequant !=
               detail::read_global_scale(*x.up->weight_global_scale, x.up->direction).dequant) {

@@ -26,6 +26,15 @@ void check_positive_scales(const char* tensor, const std::vector<float>& v, std:
   }
 }
 
+// Biases [E, cols]: every value finite.
+void check_finite_biases(const char* tensor, const std::vector<float>& v, std::int64_t cols) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]))
+      fail("MoE experts: {}[{}, {}] = {}: a bias must be finite", tensor, static_cast<std::int64_t>(i) / cols,
+           static_cast<std::int64_t>(i) % cols, v[i]);
+  }
+}
+
 // Block-scale bytes [E, rows, cols]: no NaN encodings.
 void check_scale_bytes(const char* tensor, const std::vector<std::uint8_t>& s, WeightFormat format, std::int64_t rows,
                        std::int64_t cols) {
@@ -73,14 +82,8 @@ void check_moe_experts(const Fp4Experts& ex, const QuantScheme& scheme, bool cal
   if (!ex.w13_bias.empty()) {
     check_size("w13_bias", ex.w13_bias.size(), E * 2 * I, "[E, 2I]");
     check_size("w2_bias", ex.w2_bias.size(), E * H, "[E, H]");
-    for (std::size_t i = 0; i < ex.w13_bias.size(); ++i)
-      if (!std::isfinite(ex.w13_bias[i]))
-        fail("MoE experts: w13_bias[{}, {}] = {}: a bias must be finite", static_cast<std::int64_t>(i) / (2 * I),
-             static_cast<std::int64_t>(i) % (2 * I), ex.w13_bias[i]);
-    for (std::size_t i = 0; i < ex.w2_bias.size(); ++i)
-      if (!std::isfinite(ex.w2_bias[i]))
-        fail("MoE experts: w2_bias[{}, {}] = {}: a bias must be finite", static_cast<std::int64_t>(i) / H,
-             static_cast<std::int64_t>(i) % H, ex.w2_bias[i]);
+    check_finite_biases("w13_bias", ex.w13_bias, 2 * I);
+    check_finite_biases("w2_bias", ex.w2_bias, H);
   }
   if (ex.format == WeightFormat::nvfp4) {
     check_positive_scales("w13_global_scale", ex.w13_global_scale, 2 * E, "[E, 2] {gate, up}");
