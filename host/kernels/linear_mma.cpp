@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "cl/exact_division.hpp"
+#include "cl/kernel_limits.hpp"
 #include "cl/opencl_calls.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "kernels/device_codes_and_scales.hpp"
@@ -204,10 +205,13 @@ class LinearMmaKernel final : public LinearKernel {
     const auto groups = static_cast<std::size_t>(weights_->n / (16 * rt_ * mt_));
     const auto token_tiles = static_cast<std::size_t>((call.m + tile_tokens - 1) / tile_tokens);
     cl::Event event;
-    check_cl(opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(groups * local, token_tiles), cl::NDRange(local, 1),
-                                    wait, &event),
-             "enqueueing linear_mma ({} tokens in tiles of {}, n = {}, k = {}{})", call.m, tile_tokens, weights_->n,
-             weights_->k, !w4a4_ ? "" : quantize_here ? ", quantized in the kernel" : ", quantized by the pre-pass");
+    if (const cl_int err = opencl::enqueue_kernel(ctx.queue(), run, cl::NDRange(groups * local, token_tiles),
+                                                  cl::NDRange(local, 1), wait, &event);
+        err != CL_SUCCESS)
+      check_cl(err, "enqueueing linear_mma ({} tokens in tiles of {}, n = {}, k = {}{}; work-groups of {}; {})", call.m,
+               tile_tokens, weights_->n, weights_->k,
+               !w4a4_ ? "" : quantize_here ? ", quantized in the kernel" : ", quantized by the pre-pass", local,
+               describe_kernel_limits(run, ctx.device()));
     if (call.events) call.events->push_back(event);
   }
 

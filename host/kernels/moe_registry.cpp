@@ -323,6 +323,16 @@ int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units) {
   return 1;
 }
 
+std::vector<int> mma_pair_fc1_row_tiles(const MoeProblem& p, int row_tiles, int split_k, std::size_t max_work_group) {
+  std::vector<int> out;
+  for (const int rt : {4, 2})
+    if (rt > row_tiles && p.intermediate % (16 * rt) == 0 && (16 * rt) % p.scheme.block_size() == 0 &&
+        static_cast<std::size_t>(32 * rt * split_k) <= max_work_group)
+      out.push_back(rt);
+  out.push_back(row_tiles);
+  return out;
+}
+
 int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::uint64_t free_local_bytes) {
   if (2 * kMmaRoutedPairs > local_experts) return 0;
   for (int tile = kMmaRoutedLocalTile; tile >= 2; tile /= 2) {

@@ -142,6 +142,12 @@ constexpr int kMmaFewSplitK = 2;
 // 115.7, 116.7 / 100.6, 100.4 / 114.7, 114.7 / 168.7, 168.7; qwen3-30b-a3b (96) 32.8, 31.0 / 33.5,
 // 33.3 / 48.6, 49.2 / 63.7, 63.5.
 int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units);
+// The row tiles the one-token W4A4 FC1 may take (every work-group quantizes the token, so wider
+// work-groups quantize it fewer times), widest first: 4 and 2 where 16·rt rows divide I, keep
+// whole blocks of the scheme, exceed `row_tiles` (the few-pairs geometry's) and 32·rt·`split_k`
+// work-items fit the device's `max_work_group`; then `row_tiles` itself. (gpt-oss-20b: a K split
+// of 9 warps, so 4 row tiles would be 1152 work-items, more than an H200's 1024.)
+std::vector<int> mma_pair_fc1_row_tiles(const MoeProblem& p, int row_tiles, int split_k, std::size_t max_work_group);
 // Routed chunks (few tokens, up to kMmaRoutedPairs pairs) under W4A4: every FC1 work-group
 // quantizes its tile's tokens into local memory (2·H bytes each, BF16 pairs) instead of a
 // moe_gather_pairs launch before FC1, with tiles of at most this many pairs: the largest of 4 and 2

@@ -1,7 +1,10 @@
 #include "layers/moe_pipeline.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
+#include "cl/kernel_limits.hpp"
 #include "cl/opencl_calls.hpp"
 #include "kernels/moe_build_options.hpp"
 #include "support/check.hpp"
@@ -20,6 +23,14 @@ void set_args(cl::Kernel& kernel, const char* name, const Args&... args) {
 }
 
 cl_int as_int(std::int64_t v) { return static_cast<cl_int>(v); }
+
+// "51840 × 4" for a launch's message; "the driver's choice" for cl::NullRange.
+std::string describe(const cl::NDRange& r) {
+  if (r.dimensions() == 0) return "the driver's choice";
+  std::string s = std::to_string(r[0]);
+  for (cl_uint i = 1; i < r.dimensions(); ++i) s += " × " + std::to_string(r[i]);
+  return s;
+}
 
 cl::Buffer device_buffer(const Context& ctx, const char* what, std::int64_t bytes) {
   return allocate_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)), nullptr,
@@ -93,8 +104,10 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
   // fp4cl's queues are in order (Context refuses others), so each kernel already runs after
   // `last`; an explicit wait list would only cost time (NVIDIA's OpenCL adds ~10 µs a launch).
   cl::Event e;
-  check_cl(opencl::enqueue_kernel(queue, kernel, global, local, nullptr, event ? &e : nullptr),
-           "enqueueing the MoE kernel {}", name);
+  if (const cl_int err = opencl::enqueue_kernel(queue, kernel, global, local, nullptr, event ? &e : nullptr);
+      err != CL_SUCCESS)
+    check_cl(err, "enqueueing the MoE kernel {} ({} work-items in work-groups of {}; {})", name, describe(global),
+             describe(local), describe_kernel_limits(kernel, queue.getInfo<CL_QUEUE_DEVICE>()));
   launches.push_back({name, e});
   if (event) last = e;
 }
@@ -238,20 +251,19 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
-    // (unstaged: all read the one local copy) to quantize it fewer times; where that does not
-    // fit, one-token chunks take the few-pairs path.
-    if (!o.scheme.w4a16()) {
-      const int block = problem.scheme.block_size();
-      for (int rt : {4, 2}) {
-        if (problem.intermediate % (16 * rt) == 0 && (16 * rt) % block == 0 && rt >= pair_.fc1.rt) {
-          pair_.fc1.rt = rt;
-          break;
-        }
-      }
-      pair_.fc1.stage = false;
+    // (unstaged: all read the one local copy) to quantize it fewer times, the widest of
+    // mma_pair_fc1_row_tiles whose local memory fits; where none fits, one-token chunks take the
+    // few-pairs path.
+    const std::vector<int> pair_row_tiles =
+        o.scheme.w4a16() ? std::vector<int>{pair_.fc1.rt}
+                         : mma_pair_fc1_row_tiles(problem, pair_.fc1.rt, pair_.fc1.ks, ctx.info().max_work_group_size);
+    if (!o.scheme.w4a16()) pair_.fc1.stage = false;
+    for (const int rt : pair_row_tiles) {
+      pair_.fc1.rt = rt;
+      mma_per_pair_ =
+          o.scheme.w4a16() || 2u * static_cast<std::uint64_t>(problem.hidden) + fc1_other_local(pair_) <= local;
+      if (mma_per_pair_) break;
     }
-    mma_per_pair_ =
-        o.scheme.w4a16() || 2u * static_cast<std::uint64_t>(problem.hidden) + fc1_other_local(pair_) <= local;
     if (!o.scheme.w4a16()) {  // FC1 quantizes the token (MMA_X_LOCAL): blocks of rows a work-group
       const std::int64_t blocks = problem.intermediate / pair_.fc1.rows();
       pair_row_loop_ = tiles_.row_loop > 0 ? static_cast<int>(largest_divisor_within(blocks, tiles_.row_loop))

@@ -226,6 +226,14 @@ TEST(MemoryExhausted, LaunchFailuresAreClearErrorsAndTheLayerRecovers) {
   // The first kernel of the strategy the device runs: moe_sort (grouped, decode, mma; mma's FC1
   // for one token), moe_split_fc1 (split).
   EXPECT_NE(t.message.find("enqueueing the MoE kernel moe_"), std::string::npos) << t.message;
+  // With the launch's sizes and what the device and the kernel report, to tell a work-group too
+  // large from a device out of memory.
+  EXPECT_NE(t.message.find(" work-items in work-groups of "), std::string::npos) << t.message;
+  EXPECT_NE(t.message.find("the device allows work-groups of at most " +
+                           std::to_string(ctx.info().max_work_group_size) + " work-items"),
+            std::string::npos)
+      << t.message;
+  EXPECT_NE(t.message.find("reports CL_KERNEL_WORK_GROUP_SIZE "), std::string::npos) << t.message;
   EXPECT_EQ(run_topk(layer, cfg.output, x, ids, weights, T).bf16, clean.bf16);
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "moe_test_support.hpp"
 #include "kernels/cpu_denormal_speed.hpp"
@@ -292,6 +293,17 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
   EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
   EXPECT_EQ(mma_pair_row_loop(6, 2, 2), 2);      // 8 and 4 do not divide 6
+  // The one-token W4A4 FC1's row tiles, widest first, within the device's work-group maximum:
+  // gpt-oss-20b's K split of 9 warps takes 2 on a device of 1024 (4 would be 1152 work-items, the
+  // launch an H200 refused), qwen3-30b-a3b's 8 warps all three (4 is 1024 exactly).
+  const QuantScheme nv_w4a4{WeightFormat::nvfp4, Activations::fp4_dynamic};
+  const QuantScheme mx_w4a4{WeightFormat::mxfp4, Activations::fp4_dynamic};
+  EXPECT_EQ(mma_pair_fc1_row_tiles({nv_w4a4, 2880, 2880, 32, 4}, 1, 9, 1024), (std::vector<int>{2, 1}));
+  EXPECT_EQ(mma_pair_fc1_row_tiles({nv_w4a4, 2880, 2880, 32, 4}, 1, 9, 4096), (std::vector<int>{4, 2, 1}));
+  EXPECT_EQ(mma_pair_fc1_row_tiles({nv_w4a4, 2048, 768, 128, 8}, 1, 8, 1024), (std::vector<int>{4, 2, 1}));
+  EXPECT_EQ(mma_pair_fc1_row_tiles({nv_w4a4, 2048, 160, 128, 8}, 1, 2, 1024), (std::vector<int>{2, 1}));  // 64 ∤ 160
+  EXPECT_EQ(mma_pair_fc1_row_tiles({mx_w4a4, 2880, 2880, 32, 4}, 2, 9, 1024), (std::vector<int>{2}));  // blocks of 32
+  EXPECT_EQ(mma_pair_fc1_row_tiles({nv_w4a4, 2880, 2880, 32, 4}, 1, 16, 512), (std::vector<int>{1}));
   // Routed W4A4 chunks quantize in FC1 with tiles of 4 pairs at H = 2048 (16 KiB), 2 at 4096, none
   // past 16 KiB for 2 tokens, with fewer than 128 local experts or too little local memory.
   EXPECT_EQ(mma_routed_local_tile(2048, 128, 40000), 4);  // qwen3-30b-a3b
