@@ -12,6 +12,7 @@
 #include "fp4cl/error.hpp"
 #include "moe_test_support.hpp"
 #include "checkpoint/portable_random.hpp"
+#include "kernels/moe_registry.hpp"  // mma_native
 
 namespace fp4cl::test {
 namespace {
@@ -83,6 +84,32 @@ TEST(MoeActivation, GptOssAndBiasesAloneMatchReference) {
     if (gpt_oss) cfg.activation = MoeActivation::gpt_oss();
     MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
     EXPECT_TRUE(topk_matches_reference_twice(layer, ex, cfg, 5, 23));
+  }
+}
+
+// One token at gpt-oss-20b's expert shape (H = I = 2880, top 4; 4 experts stand for its 32): the
+// one-token mma kernels split K = 2880 over 9 warps, and under W4A4 FC1 takes as many row tiles as
+// fit the device's work-group maximum (4 would be 1152 work-items: an H200 refused that launch
+// before mma_pair_fc1_row_tiles). The device's automatic strategy (mma on NVIDIA GPUs); mma
+// forced only where it runs natively (its emulation on a CPU takes most of a minute here).
+TEST(MoeActivation, GptOssShapeOneTokenMatchesReference) {
+  constexpr std::int64_t kGptOssExperts = 4, kGptOssSize = 2880;
+  for (const QuantScheme scheme : {QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic},
+                                   QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}}) {
+    SCOPED_TRACE(scheme.name());
+    Fp4Experts ex = make_experts({scheme.weight, kGptOssExperts, kGptOssSize, kGptOssSize, Data::exact, 31});
+    add_biases(ex, 32);
+    for (const std::string strategy : {"", "mma"}) {
+      if (strategy == "mma" && !mma_native(test_context().info())) continue;
+      SCOPED_TRACE(strategy.empty() ? "automatic" : strategy);
+      MoeConfig cfg;
+      cfg.scheme = scheme;
+      cfg.top_k = 4;
+      cfg.kernel = strategy;
+      cfg.activation = MoeActivation::gpt_oss();
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      EXPECT_TRUE(topk_matches_reference_twice(layer, ex, cfg, 1, 33));
+    }
   }
 }
 
