@@ -310,11 +310,13 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
   // at most 16 and keeping at least 4 chunks of 64 per warp. Measured on an H100 (NVFP4 W4A16,
   // bench/gpu/sweep-mma.sh, split K of both GEMMs alike): mixtral-8x7b T = 1 with 2, 4, 8, 16
   // warps 300, 189, 176, 168 µs; qwen3-30b-a3b T = 1 92, 98, 78, 88 µs.
+  // Where no divisor within the cap reaches 4096 warps, the largest within it (K = 2880: 45 chunks,
+  // cap 11, so 9, where "the cap if it divides, else 1" gave a 4096 × 2880 linear layer 1).
   const std::int64_t chunks = std::max<std::int64_t>(1, k / 64), warps = rows / 16 * top_k;
   const std::int64_t cap = std::max<std::int64_t>(1, std::min<std::int64_t>(16, chunks / 4));
   for (std::int64_t d = 1; d <= cap; ++d)
-    if (chunks % d == 0 && (warps * d >= 4096 || d == cap)) return static_cast<int>(d);
-  return 1;
+    if (chunks % d == 0 && warps * d >= 4096) return static_cast<int>(d);
+  return static_cast<int>(largest_divisor_within(chunks, cap));
 }
 
 int mma_pair_row_loop(std::int64_t blocks, int top_k, int compute_units) {

@@ -293,6 +293,18 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
   EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
   EXPECT_EQ(mma_pair_row_loop(6, 2, 2), 2);      // 8 and 4 do not divide 6
+  // The automatic K split: the fewest warps (a divisor of K / 64, at most 16 and leaving each 4
+  // chunks) giving 4096 warps, else the most: qwen3-30b-a3b's FC1 8 (cap), FC2 3 (cap), mixtral's
+  // 4 and 8, gpt-oss-20b's 9 (its 5 give 3600), a 4096 × 2880 linear layer 9 (cap 11 does not
+  // divide 45 chunks: 1 before), K = 4608 (72 chunks) 12.
+  EXPECT_EQ(mma_auto_split_k(2048, 768, 8), 8);
+  EXPECT_EQ(mma_auto_split_k(768, 2048, 8), 3);
+  EXPECT_EQ(mma_auto_split_k(4096, 14336, 2), 4);
+  EXPECT_EQ(mma_auto_split_k(14336, 4096, 2), 8);
+  EXPECT_EQ(mma_auto_split_k(2880, 2880, 4), 9);
+  EXPECT_EQ(mma_auto_split_k(2880, 4096, 1), 9);
+  EXPECT_EQ(mma_auto_split_k(4608, 4096, 1), 12);
+  EXPECT_EQ(mma_auto_split_k(128, 64, 1), 1);
   // The one-token W4A4 FC1's row tiles, widest first, within the device's work-group maximum:
   // gpt-oss-20b's K split of 9 warps takes 2 on a device of 1024 (4 would be 1152 work-items, the
   // launch an H200 refused), qwen3-30b-a3b's 8 warps all three (4 is 1024 exactly).
