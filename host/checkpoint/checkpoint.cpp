@@ -85,6 +85,7 @@ const CheckpointLayer& Checkpoint::moe_layer(std::string_view layer) const {
 
 LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
   const detail::MoeLayerIndex& m = find_moe_or_fail(*index_, layer);
+  if (m.fused) return {detail::load_fused_experts(*m.fused), m.fused->scheme};  // MXFP4: no input scales
   return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
 }
 

@@ -53,6 +53,8 @@ std::optional<std::string_view> module_of(std::string_view tensor, std::string_v
 // a compressed-tensors `.weight_packed`, a ModelOpt U8 `.weight`, or either producer's block
 // scale or weight global scale. Mapped to one of their tensors, for messages.
 std::map<std::string, std::string> quantized_candidates(const SafetensorsModel& model, const QuantConfig& config) {
+  // gpt-oss quantizes no module on its own: its MXFP4 tensors are fused experts (fused_layers()).
+  if (config.producer() == QuantProducer::gpt_oss) return {};
   const TensorLayout layout = config.layout(QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic});
   // ModelOpt's weight suffix ".weight" is also every unquantized module's: U8 only.
   const bool weight_suffix_shared = config.producer() == QuantProducer::modelopt;
@@ -129,6 +131,26 @@ class Discovery {
     return TensorLayout::tensor_name(module, ix_.config.layout(scheme).weight);
   }
 
+  // The config's scheme for `module`, whose tensor `tensor` says it is `stored` ("quantized
+  // tensors"); nullopt, with the module listed as unsupported, where the config cannot run it or
+  // leaves it unquantized.
+  std::optional<QuantScheme> resolve_or_list(const std::string& module, const std::string& tensor,
+                                             const char* stored) {
+    std::optional<QuantScheme> scheme;
+    try {
+      scheme = ix_.config.resolve(module);
+    } catch (const Error& e) {
+      ix_.unsupported.push_back({module, e.what()});
+      return std::nullopt;
+    }
+    if (!scheme)
+      ix_.unsupported.push_back(
+          {module, fmt::format("{} leaves it unquantized ({}), but the checkpoint stores {} for it ('{}' in '{}')",
+                               ix_.config.source(), ix_.config.explain(module), stored, tensor,
+                               ix_.model.tensor(tensor).file())});
+    return scheme;
+  }
+
   void bind_modules() {
     std::map<std::string, std::string> candidates = quantized_candidates(ix_.model, ix_.config);
     std::vector<std::string> names;
@@ -137,22 +159,8 @@ class Discovery {
               [](const std::string& a, const std::string& b) { return natural_less(a, b); });
     ix_.modules.reserve(names.size());
     for (const std::string& module : names) {
-      std::optional<QuantScheme> scheme;
-      try {
-        scheme = ix_.config.resolve(module);
-      } catch (const Error& e) {
-        ix_.unsupported.push_back({module, e.what()});
-        continue;
-      }
-      if (!scheme) {
-        const std::string& tensor = candidates[module];
-        ix_.unsupported.push_back(
-            {module,
-             fmt::format("{} leaves it unquantized ({}), but the checkpoint stores quantized tensors for it "
-                         "('{}' in '{}')",
-                         ix_.config.source(), ix_.config.explain(module), tensor, ix_.model.tensor(tensor).file())});
-        continue;
-      }
+      const std::optional<QuantScheme> scheme = resolve_or_list(module, candidates[module], "quantized tensors");
+      if (!scheme) continue;
       ix_.module_by_name.emplace(module, ix_.modules.size());
       ix_.modules.push_back(bind_quantized_module(ix_.model, ix_.config, module, *scheme));
     }
@@ -195,7 +203,10 @@ class Discovery {
               [](const std::string& a, const std::string& b) { return natural_less(a, b); });
     ix_.moe.reserve(names.size());
     for (const std::string& name : names) ix_.moe.push_back(build_moe(moe[name], expected));
-    for (const MoeLayerIndex& m : ix_.moe) ix_.layers.push_back(describe_moe(m));
+    fused_layers();
+    std::stable_sort(ix_.moe.begin(), ix_.moe.end(),
+                     [](const MoeLayerIndex& a, const MoeLayerIndex& b) { return natural_less(a.name, b.name); });
+    for (const MoeLayerIndex& m : ix_.moe) ix_.layers.push_back(m.fused ? describe_fused(*m.fused) : describe_moe(m));
     std::stable_sort(ix_.layers.begin(), ix_.layers.end(),
                      [](const CheckpointLayer& a, const CheckpointLayer& b) { return natural_less(a.name, b.name); });
   }
@@ -241,6 +252,45 @@ class Discovery {
       check_expert(layer, e, x);
       layer.experts.push_back(x);
     }
+    return layer;
+  }
+
+  // gpt-oss's MoE layers, stored as fused expert tensors (checkpoint/fused_experts.hpp); the
+  // config decides their scheme as for any module, by the experts container's name.
+  void fused_layers() {
+    std::vector<std::string> names = fused_expert_layers(ix_.model);
+    if (names.empty()) return;
+    const std::optional<ExpectedExperts> expected = expected_expert_count(ix_.directory);
+    for (const std::string& name : names) {
+      if (ix_.find_moe(name)) fail("MoE layer '{}' has both per-expert modules and fused expert tensors", name);
+      const std::optional<QuantScheme> scheme =
+          resolve_or_list(name, name + ".gate_up_proj_blocks", "fused MXFP4 experts");
+      if (!scheme) continue;
+      MoeLayerIndex layer;
+      layer.name = name;
+      const std::size_t dot = name.rfind('.');
+      const std::size_t parent = dot == std::string::npos ? std::string::npos : name.rfind('.', dot - 1);
+      // "model.layers.3.mlp.experts" → "model.layers.3", as the per-module namings give it.
+      layer.prefix = parent == std::string::npos ? std::string() : name.substr(0, parent);
+      layer.fused = bind_fused_experts(ix_.model, name, *scheme);
+      if (expected && expected->count != layer.fused->experts)
+        fail("MoE layer '{}': {} says {} experts, but tensor '{}' in '{}' holds {}", name, expected->source,
+             expected->count, layer.fused->gate_up_blocks.name(), layer.fused->gate_up_blocks.file(),
+             layer.fused->experts);
+      ix_.moe.push_back(std::move(layer));
+    }
+  }
+
+  static CheckpointLayer describe_fused(const FusedExperts& f) {
+    CheckpointLayer layer;
+    layer.name = f.layer;
+    layer.kind = LayerKind::moe;
+    layer.scheme = f.scheme;
+    layer.num_experts = f.experts;
+    layer.hidden = f.hidden;
+    layer.intermediate = f.intermediate;
+    layer.expert_naming = "gpt-oss (fused experts)";
+    layer.stored_bytes = f.stored_bytes();
     return layer;
   }
 

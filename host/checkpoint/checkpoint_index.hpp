@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/expert_naming.hpp"
+#include "checkpoint/fused_experts.hpp"
 #include "checkpoint/quantized_module.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/quant_config.hpp"
@@ -23,6 +25,7 @@ struct MoeLayerIndex {
   std::string prefix;  // the decoder layer, "model.layers.3"
   const ExpertNaming* naming = nullptr;
   std::vector<ExpertModules> experts;  // expert e at index e; pointers into CheckpointIndex::modules
+  std::optional<FusedExperts> fused;   // gpt-oss: the experts as fused tensors (then `experts` is empty)
 };
 
 struct CheckpointIndex {

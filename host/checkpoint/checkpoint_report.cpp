@@ -115,8 +115,13 @@ class Reporter {
       report.biases = m.bias.has_value();
       return report;
     }
+    const detail::MoeLayerIndex& moe = *ix_.find_moe(layer.name);
+    if (moe.fused) {
+      report.biases = moe.fused->gate_up_bias.has_value();
+      return report;
+    }
     report.biases = true;  // unless a projection has none
-    for (const detail::ExpertModules& x : ix_.find_moe(layer.name)->experts) {
+    for (const detail::ExpertModules& x : moe.experts) {
       for (const detail::QuantizedModule* m : {x.gate, x.up, x.down}) {
         add_module(report, *m);
         report.biases = report.biases && m->bias;

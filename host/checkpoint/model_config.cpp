@@ -56,9 +56,10 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
 
 std::optional<bool> ModelConfig::renormalize() const {
   if (norm_topk_prob) return norm_topk_prob;
-  // transformers: MixtralSparseMoeBlock always divides by the top-k sum; Qwen2MoeConfig and
-  // Qwen3MoeConfig default norm_topk_prob to False.
-  if (model_type == "mixtral") return true;
+  // transformers: MixtralSparseMoeBlock always divides by the top-k sum, and GptOssTopKRouter's
+  // softmax over the top-k logits is the same weights; Qwen2MoeConfig and Qwen3MoeConfig default
+  // norm_topk_prob to False.
+  if (model_type == "mixtral" || model_type == "gpt_oss") return true;
   for (std::string_view t : {"qwen2_moe", "qwen3_moe"})
     if (model_type == t) return false;
   return std::nullopt;

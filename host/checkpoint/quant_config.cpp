@@ -15,7 +15,15 @@
 namespace fp4cl {
 
 const char* to_string(QuantProducer producer) {
-  return producer == QuantProducer::modelopt ? "ModelOpt" : "compressed-tensors";
+  switch (producer) {
+    case QuantProducer::modelopt:
+      return "ModelOpt";
+    case QuantProducer::compressed_tensors:
+      return "compressed-tensors";
+    case QuantProducer::gpt_oss:
+      return "gpt-oss MXFP4";
+  }
+  return "?";
 }
 
 const char* to_string(ScaleDirection direction) {
@@ -56,6 +64,10 @@ const LayoutRow kLayouts[] = {
 }  // namespace
 
 TensorLayout tensor_layout(QuantProducer producer, const QuantScheme& scheme) {
+  if (producer == QuantProducer::gpt_oss)
+    fail("gpt-oss MXFP4 checkpoints have no per-module {} layout: they quantize MoE experts only, as fused "
+         "tensors (<layer>.gate_up_proj_blocks, ...)",
+         scheme.name());
   for (const LayoutRow& row : kLayouts) {
     if (row.producer != producer || row.format != scheme.weight) continue;
     TensorLayout layout = row.w4a4;
@@ -84,9 +96,10 @@ std::shared_ptr<const QuantRules> parse_quantization_config(const Json& config, 
   if (const std::optional<std::string> method = string_member(config, "quant_method", at)) {
     if (*method == "compressed-tensors") return parse_compressed_tensors_config(config, at);
     if (is_modelopt_method(*method)) return parse_modelopt_config(config, at);
+    if (*method == "mxfp4") return parse_gpt_oss_config(config, at);
     (at / "quant_method")
-        .fail("is '{}', which fp4cl does not read (it reads ModelOpt, \"modelopt\", and compressed-tensors, "
-              "\"compressed-tensors\")",
+        .fail("is '{}', which fp4cl does not read (it reads ModelOpt, \"modelopt\", compressed-tensors, "
+              "\"compressed-tensors\", and gpt-oss's \"mxfp4\")",
               *method);
   }
   // ModelOpt exports that predate quant_method: {"quant_library": "modelopt", ...},

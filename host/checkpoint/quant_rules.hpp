@@ -1,5 +1,6 @@
 // The parsed form of a quantization config behind fp4cl::QuantConfig: one implementation per
-// producer (quant_config_modelopt.cpp, quant_config_compressed_tensors.cpp), each deciding per
+// producer (quant_config_modelopt.cpp, quant_config_compressed_tensors.cpp,
+// quant_config_gpt_oss.cpp), each deciding per
 // module with its producer's matching rules.
 #pragma once
 
@@ -55,5 +56,8 @@ std::shared_ptr<const QuantRules> parse_modelopt_config(const Json& config, cons
 
 // A compressed-tensors quantization_config at `at`.
 std::shared_ptr<const QuantRules> parse_compressed_tensors_config(const Json& config, const JsonPath& at);
+
+// A gpt-oss quantization_config ({"quant_method": "mxfp4", "modules_to_not_convert": [...]}) at `at`.
+std::shared_ptr<const QuantRules> parse_gpt_oss_config(const Json& config, const JsonPath& at);
 
 }  // namespace fp4cl::detail

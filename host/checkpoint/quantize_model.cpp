@@ -169,6 +169,8 @@ std::uint64_t add_quantized(SafetensorsWriter& writer, const Linear& l, const Qu
 }
 
 void check_options(const QuantizeOptions& o) {
+  if (o.layout == QuantProducer::gpt_oss)
+    fail("quantize: fp4cl writes the ModelOpt and compressed-tensors layouts, not gpt-oss's fused MXFP4 experts");
   if (o.layout == QuantProducer::modelopt && o.scheme.weight == WeightFormat::mxfp4) {
     fail("ModelOpt has no {} checkpoint layout that fp4cl writes (FP4.md §5 defines ModelOpt NVFP4 and "
          "W4A16 NVFP4); use the compressed-tensors layout for MXFP4",

@@ -1,6 +1,10 @@
 // Checking block-scale bytes before they reach a kernel.
 #include "prepare/block_scales.hpp"
 
+#include <fmt/ranges.h>
+
+#include <vector>
+
 #include "support/check.hpp"
 
 namespace fp4cl::detail {
@@ -19,12 +23,20 @@ const char* bad_scale(WeightFormat format, std::uint8_t byte) {
 
 void check_block_scales(const TensorView& scales, WeightFormat format) {
   const Span<const std::uint8_t> bytes = scales.bytes();
-  const std::int64_t cols = scales.shape().size() == 2 ? scales.shape()[1] : 1;
+  const std::vector<std::int64_t>& shape = scales.shape();
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (const char* why = bad_scale(format, bytes[i])) {
-      const std::int64_t index = static_cast<std::int64_t>(i);
-      fail("tensor '{}' in '{}': block scale [{}, {}] is 0x{:02X}, {}; expected a finite non-negative {} scale",
-           scales.name(), scales.file(), index / cols, index % cols, bytes[i], why,
+      // The byte's index over the tensor's shape: [row, block], or [expert, row, block] for
+      // stacked experts.
+      std::vector<std::int64_t> at(shape.size());
+      std::int64_t rest = static_cast<std::int64_t>(i);
+      for (std::size_t d = shape.size(); d-- > 0;) {
+        at[d] = shape[d] > 0 ? rest % shape[d] : 0;
+        rest = shape[d] > 0 ? rest / shape[d] : rest;
+      }
+      if (at.empty()) at.push_back(rest);
+      fail("tensor '{}' in '{}': block scale [{}] is 0x{:02X}, {}; expected a finite non-negative {} scale",
+           scales.name(), scales.file(), fmt::join(at, ", "), bytes[i], why,
            format == WeightFormat::nvfp4 ? "E4M3" : "E8M0");
     }
   }

@@ -11,6 +11,10 @@
 // conventions of the models (one table, checkpoint/expert_naming.cpp):
 //   Qwen3-MoE / DeepSeek  <layer>.mlp.experts.{e}.{gate_proj, up_proj, down_proj}
 //   Mixtral               <layer>.block_sparse_moe.experts.{e}.{w1 (gate), w3 (up), w2 (down)}
+// gpt-oss checkpoints (quant_method "mxfp4") store each MoE layer's experts as fused tensors,
+// `<layer>.mlp.experts.gate_up_proj_blocks` and the rest (host/checkpoint/fused_experts.hpp):
+// one MoE layer per such tensor, named "<layer>.mlp.experts", expert_naming "gpt-oss (fused
+// experts)".
 // open() checks what can be checked from the headers alone — every tensor a layer needs is
 // present, with the dtype and shape its scheme requires; every MoE layer has experts 0..E-1
 // (E also checked against config.json's num_experts / num_local_experts / n_routed_experts when

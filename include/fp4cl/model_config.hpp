@@ -27,8 +27,8 @@ struct ModelConfig {
   static ModelConfig load(const std::filesystem::path& model_dir);
 
   // Whether the router renormalizes its top-k weights: norm_topk_prob when stated, else the
-  // transformers default of the model type (Mixtral: always; Qwen2-MoE and Qwen3-MoE: false),
-  // else nothing.
+  // transformers default of the model type (Mixtral and gpt-oss: always; Qwen2-MoE and Qwen3-MoE:
+  // false), else nothing.
   std::optional<bool> renormalize() const;
 
   // Whether the layer's device router (softmax over the logits, then top-k) computes this model's

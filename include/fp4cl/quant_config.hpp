@@ -2,7 +2,7 @@
 // module uses (or that it is not quantized), and under which tensor names and global-scale
 // direction that producer stores the module's weights. See ../shared/spec/FP4.md §3 and §5.
 //
-// Two producers are read:
+// Three producers are read:
 //  - NVIDIA ModelOpt: `hf_quant_config.json` ({"producer": {"name": "modelopt"}, "quantization":
 //    {"quant_algo": ...}}) and/or `config.json` → `quantization_config` with `quant_method:
 //    "modelopt"`. quant_algo NVFP4 (W4A4), W4A16_NVFP4 (W4A16), or MIXED_PRECISION with a
@@ -22,6 +22,12 @@
 //    (callers only resolve linear layers). When several groups target a module, the most specific
 //    target wins as in compressed-tensors (exact name, then regex, then class name); two groups
 //    that match equally specifically with different schemes are an error.
+//
+//  - gpt-oss (transformers' Mxfp4Config): `config.json` → `quantization_config` with
+//    `quant_method: "mxfp4"` and `modules_to_not_convert` (regular expressions matched from the
+//    start of the name, as transformers does). Every other module is MXFP4 W4A16; the checkpoint
+//    stores its MXFP4 weights as each MoE layer's fused expert tensors, not per module, so
+//    tensor_layout() has no per-module layout for it (Checkpoint finds the fused tensors).
 //
 // KV-cache settings (kv_cache_quant_algo, kv_cache_scheme) concern attention, not linear layers,
 // and are not read.
@@ -49,8 +55,9 @@ namespace fp4cl {
 enum class QuantProducer {
   modelopt,            // NVIDIA ModelOpt (TensorRT Model Optimizer)
   compressed_tensors,  // compressed-tensors, as written by llm-compressor
+  gpt_oss,             // gpt-oss's MXFP4 checkpoints (transformers' Mxfp4Config)
 };
-// "ModelOpt" / "compressed-tensors".
+// "ModelOpt" / "compressed-tensors" / "gpt-oss MXFP4".
 const char* to_string(QuantProducer producer);
 
 // Which way a stored FP32 global scale points (FP4.md §3).
@@ -76,7 +83,8 @@ struct TensorLayout {
 };
 
 // The tensor names and global-scale direction `producer` writes for `scheme`. Throws
-// fp4cl::Error for a combination the producer does not write (ModelOpt has no MXFP4 layout).
+// fp4cl::Error for a combination the producer does not write (ModelOpt has no MXFP4 layout;
+// gpt-oss quantizes no module on its own, only fused expert tensors).
 TensorLayout tensor_layout(QuantProducer producer, const QuantScheme& scheme);
 
 namespace detail {

@@ -116,7 +116,7 @@ TEST(QuantConfigLoading, DocumentsThatAreNotQuantizationConfigsAreErrors) {
 }
 
 TEST(QuantConfigLoading, UnknownQuantMethodIsAnError) {
-  for (const char* method : {"gptq", "awq", "mxfp4", "fp8", "something-new"}) {
+  for (const char* method : {"gptq", "awq", "fp8", "something-new"}) {
     expect_error(
         [&] {
           QuantConfig::from_json(std::string(R"({"quantization_config": {"quant_method": ")") + method + "\"}}",
@@ -124,6 +124,31 @@ TEST(QuantConfigLoading, UnknownQuantMethodIsAnError) {
         },
         {"config.json: quantization_config.quant_method", std::string("'") + method + "'", "does not read"});
   }
+}
+
+// gpt-oss's quantization_config (transformers' Mxfp4Config): every module MXFP4 W4A16 but those
+// modules_to_not_convert matches from the start of the name, as a regular expression.
+TEST(QuantConfigLoading, GptOssMxfp4ConfigQuantizesAllButItsExclusions) {
+  const QuantConfig c = QuantConfig::from_json(
+      R"({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+          "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})",
+      "config.json");
+  EXPECT_EQ(c.producer(), QuantProducer::gpt_oss);
+  EXPECT_STREQ(to_string(c.producer()), "gpt-oss MXFP4");
+  EXPECT_EQ(c.resolve("model.layers.3.mlp.experts"), (QuantScheme{WeightFormat::mxfp4, Activations::bf16}));
+  EXPECT_EQ(c.resolve("model.layers.3.self_attn.q_proj"), std::nullopt);
+  EXPECT_EQ(c.resolve("model.layers.10.mlp.router"), std::nullopt);
+  EXPECT_EQ(c.resolve("lm_head"), std::nullopt);
+  EXPECT_NE(c.explain("model.layers.3.self_attn.o_proj").find("modules_to_not_convert entry 'model.layers.*.self_attn'"),
+            std::string::npos)
+      << c.explain("model.layers.3.self_attn.o_proj");
+  // No per-module layout: its MXFP4 tensors are fused experts.
+  expect_error([&] { c.layout(QuantScheme{WeightFormat::mxfp4, Activations::bf16}); },
+               {"gpt-oss MXFP4 checkpoints have no per-module MXFP4 W4A16 layout", "fused"});
+  // Without modules_to_not_convert every module is quantized; a bad regex is refused by name.
+  EXPECT_TRUE(QuantConfig::from_json(R"({"quant_method": "mxfp4"})", "q.json").resolve("lm_head").has_value());
+  expect_error([] { QuantConfig::from_json(R"({"quant_method": "mxfp4", "modules_to_not_convert": ["(a"]})", "q.json"); },
+               {"q.json: modules_to_not_convert", "(a"});
 }
 
 TEST(QuantConfigLoading, ConfigJsonAndHfQuantConfigMustAgree) {

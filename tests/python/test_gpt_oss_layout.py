@@ -1,0 +1,73 @@
+"""gpt-oss's own MXFP4 layout, written by the official `safetensors` package: the experts of an
+fp4cl-made compressed-tensors MXFP4 W4A16 checkpoint repacked in NumPy the way transformers
+defines gpt-oss's tensors (integrations/mxfp4.py, GptOssExperts): per layer
+`<layer>.mlp.experts.gate_up_proj_blocks` U8 [E, 2I, H/32, 16] with gate row j at row 2j and up
+row j at row 2j + 1, `gate_up_proj_scales` U8 [E, 2I, H/32] (E8M0), `down_proj_blocks`
+[E, H, I/32, 16] and `down_proj_scales`, under quantization_config {"quant_method": "mxfp4"}.
+The binding's MoE layer on it must give the bits of the same layer loaded from the original
+checkpoint."""
+
+import json
+import os
+
+import ml_dtypes
+import numpy as np
+from safetensors.numpy import save_file
+
+import fp4_reference as ref
+from conftest import MODEL, MOE_PREFIX
+
+
+def fused_experts(tensors):
+    e_count, h, i = MODEL["experts"], MODEL["hidden"], MODEL["inter"]
+
+    def packed(e, proj):
+        return tensors[f"{MOE_PREFIX}.mlp.experts.{e}.{proj}.weight_packed"].view(np.uint8)
+
+    def scales(e, proj):
+        return tensors[f"{MOE_PREFIX}.mlp.experts.{e}.{proj}.weight_scale"].view(np.uint8)
+
+    gate_up_blocks = np.empty((e_count, 2 * i, h // 2), np.uint8)
+    gate_up_scales = np.empty((e_count, 2 * i, h // 32), np.uint8)
+    for e in range(e_count):
+        gate_up_blocks[e, 0::2], gate_up_blocks[e, 1::2] = packed(e, "gate_proj"), packed(e, "up_proj")
+        gate_up_scales[e, 0::2], gate_up_scales[e, 1::2] = scales(e, "gate_proj"), scales(e, "up_proj")
+    down_blocks = np.stack([packed(e, "down_proj") for e in range(e_count)])
+    down_scales = np.stack([scales(e, "down_proj") for e in range(e_count)])
+    p = f"{MOE_PREFIX}.mlp.experts"
+    return {
+        f"{p}.gate_up_proj_blocks": gate_up_blocks.reshape(e_count, 2 * i, h // 32, 16),
+        f"{p}.gate_up_proj_scales": gate_up_scales,
+        f"{p}.down_proj_blocks": down_blocks.reshape(e_count, h, i // 32, 16),
+        f"{p}.down_proj_scales": down_scales,
+    }
+
+
+def test_gpt_oss_layout_gives_the_bits_of_the_compressed_tensors_layout(context, checkpoints, tmp_path):
+    source = checkpoints.get("mxfp4a16", "compressed-tensors")
+    target = tmp_path / "gpt-oss"
+    target.mkdir()
+    with open(os.path.join(source, "config.json")) as f:
+        config = json.load(f)
+    assert config["quantization_config"]["format"] == "mxfp4-pack-quantized"
+    config["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.gate", "model.embed_tokens",
+                                   "lm_head"]}
+    with open(target / "config.json", "w") as f:
+        json.dump(config, f)
+    tensors = fused_experts(ref.read_tensors(source))
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(target / "model.safetensors"),
+              metadata={"format": "pt"})
+
+    rng = np.random.default_rng(61)
+    x = (rng.standard_normal((5, MODEL["hidden"])) * 1.5).astype(ml_dtypes.bfloat16)
+    ids = np.stack([rng.choice(MODEL["experts"], MODEL["topk"], replace=False) for _ in range(5)]).astype(np.int32)
+    weights = rng.uniform(0.1, 1, ids.shape).astype(np.float32)
+    outputs = []
+    for directory in (source, target):
+        with context.open(str(directory)) as model:
+            with model.moe(MOE_PREFIX, output="fp32") as moe:
+                outputs.append(moe.run(x, ids, weights))
+    assert np.count_nonzero(outputs[0]) > 0.9 * outputs[0].size
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
