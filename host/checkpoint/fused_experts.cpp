@@ -94,8 +94,8 @@ FusedExperts bind_fused_experts(const SafetensorsModel& model, const std::string
   expect(gate_up_scales, scales, {E, 2 * I, H / 32}, sizes.c_str());
   expect(down_blocks, {Dtype::u8}, {E, H, I / 32, 16}, sizes.c_str());
   expect(down_scales, scales, {E, H, I / 32}, sizes.c_str());
-  std::optional<TensorView> gate_up_bias = model.find(tensor_name(layer, "gate_up_proj_bias"));
-  std::optional<TensorView> down_bias = model.find(tensor_name(layer, "down_proj_bias"));
+  const std::optional<TensorView> gate_up_bias = model.find(tensor_name(layer, "gate_up_proj_bias"));
+  const std::optional<TensorView> down_bias = model.find(tensor_name(layer, "down_proj_bias"));
   if (gate_up_bias.has_value() != down_bias.has_value()) {
     const TensorView& has = gate_up_bias ? *gate_up_bias : *down_bias;
     fail("gpt-oss MoE layer '{}' has '{}' but no '{}': its experts have both biases or neither", layer, has.name(),
@@ -105,9 +105,8 @@ FusedExperts bind_fused_experts(const SafetensorsModel& model, const std::string
     expect(*gate_up_bias, {Dtype::bf16, Dtype::f32}, {E, 2 * I}, sizes.c_str());
     expect(*down_bias, {Dtype::bf16, Dtype::f32}, {E, H}, sizes.c_str());
   }
-  return FusedExperts{layer,          scheme,      E,           H,
-                      I,              gate_up_blocks, gate_up_scales, down_blocks,
-                      down_scales,    std::move(gate_up_bias), std::move(down_bias)};
+  return FusedExperts{layer, scheme, E, H, I, gate_up_blocks, gate_up_scales, down_blocks, down_scales,
+                      gate_up_bias, down_bias};
 }
 
 Fp4Experts load_fused_experts(const FusedExperts& f) {
