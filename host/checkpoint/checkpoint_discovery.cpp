@@ -268,10 +268,8 @@ class Discovery {
       if (!scheme) continue;
       MoeLayerIndex layer;
       layer.name = name;
-      const std::size_t dot = name.rfind('.');
-      const std::size_t parent = dot == std::string::npos ? std::string::npos : name.rfind('.', dot - 1);
-      // "model.layers.3.mlp.experts" → "model.layers.3", as the per-module namings give it.
-      layer.prefix = parent == std::string::npos ? std::string() : name.substr(0, parent);
+      // "model.layers.3.mlp.experts" → "model.layers.3" (gpt-oss's container is Qwen3's).
+      layer.prefix = container_prefix(name, "mlp.experts").value_or(std::string());
       layer.fused = bind_fused_experts(ix_.model, name, *scheme);
       if (expected && expected->count != layer.fused->experts)
         fail("MoE layer '{}': {} says {} experts, but tensor '{}' in '{}' holds {}", name, expected->source,

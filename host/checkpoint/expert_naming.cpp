@@ -55,6 +55,15 @@ std::string ExpertNaming::module(std::string_view layer, std::int64_t expert, Ex
   return fmt::format("{}.{}.{}", layer, expert, projection_name(projection));
 }
 
+std::optional<std::string> container_prefix(std::string_view layer, std::string_view container) {
+  if (layer == container) return std::string();
+  if (layer.size() > container.size() &&
+      layer.compare(layer.size() - container.size(), container.size(), container) == 0 &&
+      layer[layer.size() - container.size() - 1] == '.')
+    return std::string(layer.substr(0, layer.size() - container.size() - 1));
+  return std::nullopt;
+}
+
 std::optional<ExpertModuleName> parse_expert_module(std::string_view module) {
   // "<layer>.<e>.<projection>"
   const std::size_t proj_dot = module.rfind('.');
@@ -67,11 +76,8 @@ std::optional<ExpertModuleName> parse_expert_module(std::string_view module) {
   const std::string_view layer = module.substr(0, expert_dot);
 
   for (const ExpertNaming& naming : kExpertNamings) {
-    const std::string_view c = naming.container;
-    const bool in_container =
-        layer == c || (layer.size() > c.size() && layer.compare(layer.size() - c.size(), c.size(), c) == 0 &&
-                       layer[layer.size() - c.size() - 1] == '.');
-    if (!in_container) continue;
+    std::optional<std::string> prefix = container_prefix(layer, naming.container);
+    if (!prefix) continue;
     for (ExpertProjection p : kProjections) {
       if (naming.projection_name(p) != projection) continue;
       if (expert.size() > 7 || std::stoll(std::string(expert)) >= kMaxExperts) {
@@ -81,7 +87,7 @@ std::optional<ExpertModuleName> parse_expert_module(std::string_view module) {
       ExpertModuleName name;
       name.naming = &naming;
       name.layer = std::string(layer);
-      name.prefix = layer.size() > c.size() ? std::string(layer.substr(0, layer.size() - c.size() - 1)) : std::string();
+      name.prefix = std::move(*prefix);
       name.expert = std::stoll(std::string(expert));
       name.projection = p;
       return name;

@@ -39,6 +39,11 @@ struct ExpertModuleName {
   ExpertProjection projection = ExpertProjection::gate;
 };
 
+// The decoder layer of MoE layer `layer` ("<prefix>.<container>"): "model.layers.3" for
+// "model.layers.3.mlp.experts" and container "mlp.experts"; nothing when `layer` is not in such a
+// container, "" when it is the container itself.
+std::optional<std::string> container_prefix(std::string_view layer, std::string_view container);
+
 // `module` as an expert projection of a known convention, or nothing when it is not one. Throws
 // fp4cl::Error for an expert index of kMaxExperts or more.
 std::optional<ExpertModuleName> parse_expert_module(std::string_view module);

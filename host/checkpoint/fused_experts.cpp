@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
-#include "fp4cl/formats.hpp"
+#include "checkpoint/quantized_module.hpp"  // bias_values
 #include "prepare/block_scales.hpp"
 #include "support/check.hpp"
 
@@ -28,7 +27,7 @@ TensorView require(const SafetensorsModel& model, const std::string& layer, std:
 }
 
 void expect(const TensorView& t, std::initializer_list<Dtype> dtypes, const std::vector<std::int64_t>& shape,
-            const char* what) {
+            const std::string& what) {
   if (std::find(dtypes.begin(), dtypes.end(), t.dtype()) == dtypes.end()) {
     std::string names;
     for (const Dtype d : dtypes) names += (names.empty() ? "" : " or ") + std::string(dtype_name(d));
@@ -37,20 +36,6 @@ void expect(const TensorView& t, std::initializer_list<Dtype> dtypes, const std:
   if (t.shape() != shape)
     fail("tensor '{}' in '{}' has shape {}; expected {} ({})", t.name(), t.file(), shape_string(t.shape()),
          shape_string(shape), what);
-}
-
-// A bias tensor's values as fp32 (BF16 converts exactly), each finite.
-std::vector<float> bias_values(const TensorView& t) {
-  std::vector<float> out;
-  if (t.dtype() == Dtype::f32) {
-    out = t.to_vector<float>();
-  } else {
-    for (const std::uint16_t bits : t.to_vector<std::uint16_t>(Dtype::bf16)) out.push_back(bf16_to_float(bits));
-  }
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (!std::isfinite(out[i]))
-      fail("tensor '{}' in '{}' has {} at flat index {}; a bias must be finite", t.name(), t.file(), out[i], i);
-  return out;
 }
 
 }  // namespace
@@ -91,9 +76,9 @@ FusedExperts bind_fused_experts(const SafetensorsModel& model, const std::string
   const TensorView down_scales = require(model, layer, "down_proj_scales");
   const auto scales = {Dtype::u8, Dtype::f8_e8m0};
   const std::string sizes = fmt::format("E = {}, I = {}, H = {} from {}", E, I, H, gate_up_blocks.name());
-  expect(gate_up_scales, scales, {E, 2 * I, H / 32}, sizes.c_str());
-  expect(down_blocks, {Dtype::u8}, {E, H, I / 32, 16}, sizes.c_str());
-  expect(down_scales, scales, {E, H, I / 32}, sizes.c_str());
+  expect(gate_up_scales, scales, {E, 2 * I, H / 32}, sizes);
+  expect(down_blocks, {Dtype::u8}, {E, H, I / 32, 16}, sizes);
+  expect(down_scales, scales, {E, H, I / 32}, sizes);
   const std::optional<TensorView> gate_up_bias = model.find(tensor_name(layer, "gate_up_proj_bias"));
   const std::optional<TensorView> down_bias = model.find(tensor_name(layer, "down_proj_bias"));
   if (gate_up_bias.has_value() != down_bias.has_value()) {
@@ -102,8 +87,8 @@ FusedExperts bind_fused_experts(const SafetensorsModel& model, const std::string
          tensor_name(layer, gate_up_bias ? "down_proj_bias" : "gate_up_proj_bias"));
   }
   if (gate_up_bias) {
-    expect(*gate_up_bias, {Dtype::bf16, Dtype::f32}, {E, 2 * I}, sizes.c_str());
-    expect(*down_bias, {Dtype::bf16, Dtype::f32}, {E, H}, sizes.c_str());
+    expect(*gate_up_bias, {Dtype::bf16, Dtype::f32}, {E, 2 * I}, sizes);
+    expect(*down_bias, {Dtype::bf16, Dtype::f32}, {E, H}, sizes);
   }
   return FusedExperts{layer, scheme, E, H, I, gate_up_blocks, gate_up_scales, down_blocks, down_scales,
                       gate_up_bias, down_bias};
@@ -143,11 +128,12 @@ Fp4Experts load_fused_experts(const FusedExperts& f) {
   out.w13_input_scale.assign(sz(E), 1.0f);
   out.w2_input_scale.assign(sz(E), 1.0f);
   if (f.gate_up_bias) {
-    const std::vector<float> gate_up = bias_values(*f.gate_up_bias);
+    const std::string owner = fmt::format("gpt-oss MoE layer '{}'", f.layer);
+    const std::vector<float> gate_up = bias_values(*f.gate_up_bias, owner);
     out.w13_bias.resize(gate_up.size());
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t r = 0; r < 2 * I; ++r) out.w13_bias[sz(e * 2 * I + (r % 2) * I + r / 2)] = gate_up[sz(e * 2 * I + r)];
-    out.w2_bias = bias_values(*f.down_bias);
+    out.w2_bias = bias_values(*f.down_bias, owner);
   }
   return out;
 }

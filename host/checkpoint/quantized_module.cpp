@@ -137,17 +137,19 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
 }
 
 std::vector<float> module_bias(const QuantizedModule& m) {
-  if (!m.bias) return {};
+  return m.bias ? bias_values(*m.bias, m.describe()) : std::vector<float>{};
+}
+
+std::vector<float> bias_values(const TensorView& bias, const std::string& owner) {
   std::vector<float> out;
-  if (m.bias->dtype() == Dtype::f32) {
-    out = m.bias->to_vector<float>();
+  if (bias.dtype() == Dtype::f32) {
+    out = bias.to_vector<float>();
   } else {
-    for (const std::uint16_t bits : m.bias->to_vector<std::uint16_t>(Dtype::bf16)) out.push_back(bf16_to_float(bits));
+    for (const std::uint16_t bits : bias.to_vector<std::uint16_t>(Dtype::bf16)) out.push_back(bf16_to_float(bits));
   }
   for (std::size_t i = 0; i < out.size(); ++i)
     if (!std::isfinite(out[i]))
-      fail("{}: tensor '{}' in '{}' has {} at [{}]; a bias must be finite", m.describe(), m.bias->name(), m.bias->file(),
-           out[i], i);
+      fail("{}: tensor '{}' in '{}' has {} at [{}]; a bias must be finite", owner, bias.name(), bias.file(), out[i], i);
   return out;
 }
 

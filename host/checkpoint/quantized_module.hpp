@@ -44,4 +44,8 @@ QuantizedModule bind_quantized_module(const SafetensorsModel& model, const Quant
 // naming the tensor and its file for a value that is not finite.
 std::vector<float> module_bias(const QuantizedModule& m);
 
+// A BF16 or F32 bias tensor's values as fp32, the same way; `owner` opens the message ("<owner>:
+// tensor '<name>' in '<file>' has nan at [i]; a bias must be finite").
+std::vector<float> bias_values(const TensorView& bias, const std::string& owner);
+
 }  // namespace fp4cl::detail

@@ -25,6 +25,7 @@
 #include "reference/moe_reference.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
+#include "support/weights_equal.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -143,17 +144,7 @@ TEST(GptOssCheckpoint, FusedExpertsLoadAsTheExpertsTheyWereWrittenFrom) {
   EXPECT_EQ(layer.intermediate, kInter);
   EXPECT_EQ(ckpt.moe_layer("model.layers.0").name, kLayer);
 
-  const LoadedExperts loaded = ckpt.load_moe("model.layers.0");
-  const Fp4Experts& got = loaded.experts;
-  EXPECT_EQ(got.format, WeightFormat::mxfp4);
-  EXPECT_EQ(got.w13_packed, ex.w13_packed);
-  EXPECT_EQ(got.w13_scales, ex.w13_scales);
-  EXPECT_EQ(got.w2_packed, ex.w2_packed);
-  EXPECT_EQ(got.w2_scales, ex.w2_scales);
-  EXPECT_EQ(got.w13_bias, ex.w13_bias);
-  EXPECT_EQ(got.w2_bias, ex.w2_bias);
-  EXPECT_EQ(got.w13_global_scale, ex.w13_global_scale);
-  EXPECT_EQ(got.w2_global_scale, ex.w2_global_scale);
+  expect_experts_equal(ckpt.load_moe("model.layers.0").experts, ex);
 
   const CheckpointReport report = inspect_checkpoint(ckpt);
   EXPECT_EQ(report.producer, "gpt-oss MXFP4");
