@@ -305,6 +305,12 @@ MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool on
   return t;
 }
 
+MmaGeometry mma_few_pairs_geometry(const MoeTiles& few_tiles, const MoeProblem& p) {
+  MmaGeometry g = mma_geometry(few_tiles, p);
+  g.fc1.stage = g.fc2.stage = false;
+  return g;
+}
+
 int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
   // The smallest divisor of K / 64 that gives one token's top_k tiles 4096 warps (132 SMs × 31),
   // at most 16 and keeping at least 4 chunks of 64 per warp. Measured on an H100 (NVFP4 W4A16,

@@ -125,6 +125,12 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // mixtral-8x7b T = 8 345-395 us (runs differ) against 940 with the prefill tiles (32 pairs, 8
 // row tiles).
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem, bool one_token = false);
+// The geometry of those tiles (`few_tiles`: mma_few_pairs_tiles'): mma_geometry's, never staged.
+// Their two row tiles of MXFP4 W4A4's FC1 (a block of 32 rows) would otherwise stage the
+// activations through local memory a few chunks at a time, between barriers and without loads
+// ahead. Measured on an H200 (gpt-oss-20b, MXFP4 W4A4, T = 8, `--launches`): the staged FC1 took
+// 185.9 µs against 86.3 for NVFP4 W4A4's one unstaged row tile and 79.9 for MXFP4 W4A16's.
+MmaGeometry mma_few_pairs_geometry(const MoeTiles& few_tiles, const MoeProblem& problem);
 // The automatic K split of chunks of several tokens with few pairs per expert. Measured on an
 // H100 (2026-11-24, 2 interleaved rounds, µs, against mma_auto_split_k's FC1 / FC2 splits of 8 / 3
 // for qwen3-30b-a3b and 4 / 8 for mixtral-8x7b): qwen3 W4A16 T = 8, 16, 64: 87.0 / 87.6, 141.1 /

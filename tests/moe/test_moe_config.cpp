@@ -270,6 +270,7 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
       {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // many pairs: staged, 2 row tiles
       {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
       {kMxW4A4, 1, "mma.row_loop=2"},
+      {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
   };
   for (const Case& c : cases) {
     ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
@@ -340,6 +341,17 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   tiles.few_split_k = 4;
   EXPECT_EQ(mma_few_pairs_tiles(tiles, problem).split_k, 4);
   EXPECT_EQ(mma_few_pairs_tiles(tiles, problem, true).split_k, 4);
+  // Their geometry is never staged: MXFP4 W4A4's FC1 takes 2 row tiles (a block of 32 rows), which
+  // mma_geometry stages (gpt-oss-20b T = 8 on an H200: FC1 186 µs staged, 86 for NVFP4's one tile).
+  const MoeProblem gpt_oss_mx{QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}, 2880, 2880, 32, 4};
+  const MoeTiles few_mx = mma_few_pairs_tiles(MoeTiles{}, gpt_oss_mx);
+  EXPECT_EQ(mma_geometry(few_mx, gpt_oss_mx).fc1.rt, 2);
+  EXPECT_TRUE(mma_geometry(few_mx, gpt_oss_mx).fc1.stage);
+  for (const bool one_token : {false, true}) {
+    const MmaGeometry g = mma_few_pairs_geometry(mma_few_pairs_tiles(MoeTiles{}, gpt_oss_mx, one_token), gpt_oss_mx);
+    EXPECT_EQ(g.fc1.rt, 2) << one_token;
+    EXPECT_FALSE(g.fc1.stage || g.fc2.stage) << one_token;
+  }
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "mma";
   {
