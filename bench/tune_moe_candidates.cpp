@@ -65,9 +65,10 @@ std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, b
   if (strategy == "mma") {
     if (few_pairs) return {{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}};
     return {{"tile_m", {8, 16, 32, 64}},
-            {"local_i", {64, 128, 256}},
-            {"local_h", {64, 128, 256}},
-            {"split_k", {0, 1, 2, 4}}};
+            {"local_i", {32, 64, 128, 256}},
+            {"local_h", {32, 64, 128, 256}},
+            {"split_k", {0, 1, 2, 4}},
+            {"stage", {0, 1}}};
   }
   const bool cpu = kind == DeviceKind::cpu;
   std::vector<ParamAxis> axes;
@@ -92,6 +93,7 @@ tuning::Params moe_default_params(const DeviceInfo& device, unsigned float_width
     p["split_k"] = t.split_k;
     p["few_split_k"] = t.few_split_k;
     p["unroll"] = t.unroll;
+    p["stage"] = t.stage;
   }
   return p;
 }

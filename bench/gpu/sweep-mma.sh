@@ -8,7 +8,7 @@
 #   bench/gpu/sweep-mma.sh [PRESET ...]        (default qwen3-30b-a3b mixtral-8x7b)
 #   FP4CL_GPU_BUILD    the build folder (default /tmp/fp4cl-gpu-build)
 #   FP4CL_DEB_DIR      as in sweep-split.sh ("-": the environment is set already)
-#   FP4CL_SWEEP_MMA    "tile_m:local_i:local_h:split_k[:few_split_k] ..." (default "8:128:128:4 8:128:128:1 32:128:128:1
+#   FP4CL_SWEEP_MMA    "tile_m:local_i:local_h:split_k[:few_split_k[:stage]] ..." (default "8:128:128:4 8:128:128:1 32:128:128:1
 #                      32:256:256:1 64:128:128:1 16:256:256:2")
 #   FP4CL_SWEEP_TOKENS (default 1,8,64,512)
 set -uo pipefail
@@ -21,8 +21,8 @@ settings=${FP4CL_SWEEP_MMA:-"8:128:128:4 8:128:128:1 32:128:128:1 32:256:256:1 6
 tokens=${FP4CL_SWEEP_TOKENS:-1,8,64,512}
 for preset in "${presets[@]}"; do
   for s in $settings; do
-    IFS=: read -r tm li lh sk fk <<<"$s"
-    tiles="mma.tile_m=$tm,mma.local_i=$li,mma.local_h=$lh,mma.split_k=$sk${fk:+,mma.few_split_k=$fk}"
+    IFS=: read -r tm li lh sk fk st <<<"$s"
+    tiles="mma.tile_m=$tm,mma.local_i=$li,mma.local_h=$lh,mma.split_k=$sk${fk:+,mma.few_split_k=$fk}${st:+,mma.stage=$st}"
     echo "== $preset FP4CL_MOE_TILES=$tiles"
     FP4CL_MOE_TILES=$tiles "$bench" moe --preset "$preset" --tokens "$tokens" --scheme nvfp4-w4a16 --kernel mma \
       --no-check --iters 10 --warmup 2 2>/dev/null | grep -E "^ *[0-9]+ +moe" | sed 's/^/   /'

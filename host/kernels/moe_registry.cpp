@@ -47,14 +47,23 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
   }
   if (s == MoeStrategy::mma) {
     // Chunks with many pairs per expert (those with few take mma_few_pairs_tiles): tiles of 32
-    // pairs, work-groups of 8 row tiles sharing the staged activations, no K split. Measured on
-    // an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh, µs at T = 512): mixtral-8x7b 3946 (tiles of 8
-    // pairs, 4 row tiles: 8090; 32 pairs, 4 row tiles: 5355), qwen3-30b-a3b 1046 (1417, 1226).
-    // (W4A4: 4 row tiles in FC1, whose quantized outputs need local memory of their own.)
+    // pairs, work-groups of one warp and one row tile (two in FC1 where a W4A4 block of 32 rows
+    // must sit in one work-group), activations read from global memory, no K split. Measured on
+    // an H200 (2026-11-29, `FP4CL_MOE_TILES` tile_m:local_i:local_h:split_k:stage, µs, T = 64 /
+    // 512 for mixtral-8x7b, 256 / 512 for qwen3-30b-a3b, 128 / 512 for gpt-oss-20b) against the
+    // tiles before, 8 row tiles (W4A4 FC1: 4) sharing staged activations (32:256:256:1:1), chosen
+    // on an H100 before the MMA layout's k map made each lane's activations two 16-byte loads:
+    // mixtral NVFP4 W4A16 444 / 1904 against 1107 / 4151, W4A4 502 / 2137 against 1141 / 4356;
+    // qwen3 W4A16 292 / 457 against 509 / 787, W4A4 334 / 524 against 556 / 831; gpt-oss MXFP4
+    // W4A16 311 / 733 against 863 / 1900, W4A4 (32:64:32) 339 / 815 against 719 / 1596. Others
+    // within a few % or slower: 2 or 4 row tiles unstaged (mixtral W4A16 498 / 2153, 497 / 2166),
+    // K split over 2 warps (442 / 1930; W4A4 476 / 2123, qwen3 W4A4 353 / 548), tiles of 64 pairs
+    // (693 / 2025) or 16 (536 / 2454).
     t.tile_m = 32;
     t.split_k = 1;
-    t.local_i = p.scheme.w4a16() ? 256 : 128;
-    t.local_h = 256;
+    t.local_i = p.scheme.w4a16() || block <= 16 ? 32 : 64;
+    t.local_h = 32;
+    t.stage = 0;
     // Chunks of few pairs (unstaged K loops): each warp loads 8 chunks of weights (NVFP4 W4A16) or
     // 4 (the rest) before their MMAs. Measured on an H100 (NVFP4 W4A16, µs, unroll 1 / 2 / 4 / 8, one
     // run each, 2026-11-23): mixtral-8x7b T = 1 139 / 134 / 123 / 132, T = 8 330 / 317 / 293 / 312;
@@ -137,6 +146,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   if (t.row_loop != 0 && t.row_loop != 1 && t.row_loop != 2 && t.row_loop != 4 && t.row_loop != 8)
     return fmt::format("row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (FC1 row blocks a work-group takes)",
                        t.row_loop);
+  if (t.stage != 0 && t.stage != 1)
+    return fmt::format("stage = {} must be 0 (each warp reads the activations) or 1 (staged in local memory)",
+                       t.stage);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -208,19 +220,20 @@ std::map<std::string, int> tile_overrides() {
     }
     // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
     const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
-                         item.compare(0, eq, "mma.row_loop") == 0;
+                         item.compare(0, eq, "mma.row_loop") == 0 || item.compare(0, eq, "mma.stage") == 0;
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
       fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
                                         "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop"};
+                                        "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop",
+                                        "mma.stage"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
            "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
-           "mma.row_loop",
+           "mma.row_loop, mma.stage",
            key);
     out[key] = value;
   }
@@ -285,7 +298,7 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
     if ((16 * m.rt) % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
     m.kstage = 4;
     while (m.kstage > 1 && m.ks * 8 * g.nt * (32 * m.kstage + 4) * 4 > 16384) m.kstage /= 2;
-    m.stage = m.rt > 1;
+    m.stage = t.stage != 0 && m.rt > 1;
     return m;
   };
   const int block_rows = p.scheme.w4a16() ? 16 : std::max(16, p.scheme.block_size());
@@ -303,12 +316,6 @@ MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool on
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);
   t.local_h = 32 * std::max(1, t.split_k);
   return t;
-}
-
-MmaGeometry mma_few_pairs_geometry(const MoeTiles& few_tiles, const MoeProblem& p) {
-  MmaGeometry g = mma_geometry(few_tiles, p);
-  g.fc1.stage = g.fc2.stage = false;
-  return g;
 }
 
 int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k) {
@@ -452,6 +459,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "few_split_k", t.few_split_k);
       apply(from, prefix + "unroll", t.unroll);
       apply(from, prefix + "row_loop", t.row_loop);
+      apply(from, prefix + "stage", t.stage);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -59,10 +59,11 @@ struct MoeTiles {
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
+  int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
-           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop;
+           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage;
   }
 };
 
@@ -94,7 +95,8 @@ constexpr std::int64_t kSplitMaxSharedPairs = 512;
 // largest divisor of K / 64 up to split_k), the row tiles of 16 per work-group (up to local / 32
 // / split_k: the most that divide the GEMM's rows and, in FC1 under W4A4, keep whole blocks) and
 // the chunks of 64 staged per K slice at a time (4, 2 or 1: the most whose staged activations
-// fit in 16 KiB), staged only where several row tiles share them.
+// fit in 16 KiB), staged only where the tiles ask for it (MoeTiles::stage) and several row tiles
+// share them.
 // The most pairs of a chunk whose FC1 sorts them itself (MMA_ROUTE_PAIRS in moe_mma.cl: no
 // moe_sort launch).
 constexpr std::int64_t kMmaRoutedPairs = 64;
@@ -123,14 +125,10 @@ int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
 // automatic few_split_k (0) is kMmaFewSplitK for chunks of several tokens and, for one token
 // (`one_token`: top_k tiles), mma_auto_split_k per GEMM. Measured on an H100 (NVFP4 W4A16, bench/gpu/sweep-mma.sh): at
 // mixtral-8x7b T = 8 345-395 us (runs differ) against 940 with the prefill tiles (32 pairs, 8
-// row tiles).
+// row tiles). Never staged, also where MXFP4 W4A4's FC1 takes two row tiles (a block of 32
+// rows): staged, gpt-oss-20b's FC1 at T = 8 took 185.9 µs on an H200 (`--launches`) against 86.3
+// for NVFP4 W4A4's one row tile and 79.9 for MXFP4 W4A16's.
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& problem, bool one_token = false);
-// The geometry of those tiles (`few_tiles`: mma_few_pairs_tiles'): mma_geometry's, never staged.
-// Their two row tiles of MXFP4 W4A4's FC1 (a block of 32 rows) would otherwise stage the
-// activations through local memory a few chunks at a time, between barriers and without loads
-// ahead. Measured on an H200 (gpt-oss-20b, MXFP4 W4A4, T = 8, `--launches`): the staged FC1 took
-// 185.9 µs against 86.3 for NVFP4 W4A4's one unstaged row tile and 79.9 for MXFP4 W4A16's.
-MmaGeometry mma_few_pairs_geometry(const MoeTiles& few_tiles, const MoeProblem& problem);
 // The automatic K split of chunks of several tokens with few pairs per expert. Measured on an
 // H100 (2026-11-24, 2 interleaved rounds, µs, against mma_auto_split_k's FC1 / FC2 splits of 8 / 3
 // for qwen3-30b-a3b and 4 / 8 for mixtral-8x7b): qwen3 W4A16 T = 8, 16, 64: 87.0 / 87.6, 141.1 /

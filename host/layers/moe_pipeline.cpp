@@ -164,10 +164,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
   if (id_ == MoeStrategy::mma) {
     few_tiles_ = mma_few_pairs_tiles(tiles_, problem);
     mma_direct_ = o.scheme.w4a16();
-    few_ = mma_few_pairs_geometry(few_tiles_, problem);
+    few_ = mma_geometry(few_tiles_, problem);
     // One token: its own K split (mma_few_pairs_tiles), but few_'s where chunks must give the same
     // sums as any other (batch invariance).
-    pair_ = o.batch_invariant ? few_ : mma_few_pairs_geometry(mma_few_pairs_tiles(tiles_, problem, true), problem);
+    pair_ = o.batch_invariant ? few_ : mma_geometry(mma_few_pairs_tiles(tiles_, problem, true), problem);
     // Batch invariance: the same K split (the same sums in the same order) for every chunk.
     mma_ = o.batch_invariant ? mma_geometry(tiles_, problem, few_.fc1.ks, few_.fc2.ks) : mma_geometry(tiles_, problem);
   }

@@ -279,8 +279,8 @@ class Tuning(unittest.TestCase):
             moe = [e for e in entries if e["op"] == "moe"][0]
             self.assertEqual(moe["kernel"], "mma")
             self.assertEqual(moe["shape"], {"hidden": 128, "inter": 64, "experts": 4, "topk": 2})
-            self.assertEqual(sorted(moe["params"]), ["few_split_k", "group", "local_h", "local_i", "split_k", "tile_m",
-                                                     "unroll", "vec"])
+            self.assertEqual(sorted(moe["params"]), ["few_split_k", "group", "local_h", "local_i", "split_k", "stage",
+                                                     "tile_m", "unroll", "vec"])
             # The MoE benchmark loads it without a warning.
             _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
                               "mma", "--tokens", "1", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)

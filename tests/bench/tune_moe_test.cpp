@@ -47,9 +47,10 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
                 (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),
                 (Axes{{"tile_m", {8, 16, 32, 64}},
-                      {"local_i", {64, 128, 256}},
-                      {"local_h", {64, 128, 256}},
-                      {"split_k", {0, 1, 2, 4}}}));
+                      {"local_i", {32, 64, 128, 256}},
+                      {"local_h", {32, 64, 128, 256}},
+                      {"split_k", {0, 1, 2, 4}},
+                      {"stage", {0, 1}}}));
     }
   }
   // The other strategies keep their axes: decode has no tile_m, the layout at the first bucket.
@@ -114,8 +115,8 @@ TEST(TuneMoeCandidates, RefusedMmaCandidatesAreNamedWithoutABuild) {
   const MoeProblem tiny{kW4A16, 128, 64, 4, 2};
   const DeviceInfo d = fake_h100();
   tuning::Params p = moe_default_params(d, 1, tiny, "mma");
-  EXPECT_EQ(p, (tuning::Params{{"vec", 1}, {"group", 64}, {"tile_m", 32}, {"local_i", 256}, {"local_h", 256},
-                               {"split_k", 1}, {"few_split_k", 0}, {"unroll", 8}}));  // W4A16: 8 ahead
+  EXPECT_EQ(p, (tuning::Params{{"vec", 1}, {"group", 64}, {"tile_m", 32}, {"local_i", 32}, {"local_h", 32},
+                               {"split_k", 1}, {"few_split_k", 0}, {"unroll", 8}, {"stage", 0}}));  // W4A16: 8 ahead
   // NVFP4 W4A16 loads 8 chunks ahead, W4A4 and MXFP4 4 (8 measured slower there on the H100).
   const MoeProblem tiny_w4a4{QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic}, 128, 64, 4, 2};
   EXPECT_EQ(moe_default_params(d, 1, tiny_w4a4, "mma").at("unroll"), 4);
@@ -158,6 +159,13 @@ TEST(TuneMoeCandidates, RefusedMmaCandidatesAreNamedWithoutABuild) {
   tuning::Params bad = p;
   bad["unroll"] = 3;
   EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("unroll = 3 must be 1, 2, 4 or 8"), std::string::npos);
+  bad = p;
+  bad["stage"] = 2;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("stage = 2 must be 0 (each warp reads the activations) or 1"),
+            std::string::npos);
+  bad = p;
+  bad["stage"] = 1;
+  EXPECT_EQ(moe_candidate_refusal(d, 1, tiny, "mma", bad), "");
   bad = p;
   bad["tile_m"] = 24;
   EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("tile_m = 24 must be 8, 16, 32 or 64"),
@@ -235,7 +243,7 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
     EXPECT_EQ(e.kernel, "mma");
     EXPECT_EQ(e.op, "moe");
     EXPECT_EQ(e.scheme, "nvfp4-w4a16");
-    for (const char* key : {"vec", "group", "tile_m", "local_i", "local_h", "split_k", "few_split_k", "unroll"})
+    for (const char* key : {"vec", "group", "tile_m", "local_i", "local_h", "split_k", "few_split_k", "unroll", "stage"})
       EXPECT_EQ(e.params.count(key), 1u) << key;
     EXPECT_GT(e.measured.us, 0.0);
   }
@@ -245,11 +253,11 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
   EXPECT_LE(few.params.at("few_split_k"), 1);
   EXPECT_EQ(few.params.at("unroll"), ctx.info().kind == DeviceKind::cpu ? 1 : 8);  // the built-in (W4A16)
   EXPECT_EQ(few.params.at("tile_m"), 32);
-  EXPECT_EQ(few.params.at("local_i"), 256);
+  EXPECT_EQ(few.params.at("local_i"), 32);
   EXPECT_EQ(many.params.at("few_split_k"), few.params.at("few_split_k"));
   EXPECT_EQ(many.params.at("unroll"), few.params.at("unroll"));
   EXPECT_TRUE(many.params.at("tile_m") == 8 || many.params.at("tile_m") == 32) << many.params.at("tile_m");
-  EXPECT_EQ(many.params.at("local_i"), 256);
+  EXPECT_EQ(many.params.at("local_i"), 32);
   bool searched_few = false, searched_many = false;
   for (const std::string& l : lines) {
     searched_few |= l.find("T=1: mma") != std::string::npos;
@@ -271,6 +279,7 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
   EXPECT_EQ(o.at("mma.local_i"), many.params.at("local_i"));
   EXPECT_EQ(o.at("mma.local_h"), many.params.at("local_h"));
   EXPECT_EQ(o.at("mma.split_k"), many.params.at("split_k"));
+  EXPECT_EQ(o.at("mma.stage"), many.params.at("stage"));
   EXPECT_EQ(o.at("mma.few_split_k"), few.params.at("few_split_k"));
   EXPECT_EQ(o.at("mma.unroll"), few.params.at("unroll"));
   EXPECT_EQ(o.at("decode_max_pairs"), 0);
@@ -278,7 +287,9 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
   // The layer forced to mma builds its kernels with them (the program cache's debug lines).
   const MoeTiles tiles_many{static_cast<int>(many.params.at("tile_m")), static_cast<int>(many.params.at("local_i")),
                             static_cast<int>(many.params.at("local_h")), static_cast<int>(many.params.at("split_k")),
-                            static_cast<int>(few.params.at("few_split_k")), static_cast<int>(few.params.at("unroll"))};
+                            static_cast<int>(few.params.at("few_split_k")), static_cast<int>(few.params.at("unroll")),
+                            0,  // row_loop: automatic
+                            static_cast<int>(many.params.at("stage"))};
   const MoeProblem problem{kW4A16, 128, 64, 4, 2};
   const MmaGeometry g_many = mma_geometry(tiles_many, problem);
   const MmaGeometry g_few = mma_geometry(mma_few_pairs_tiles(tiles_many, problem), problem);

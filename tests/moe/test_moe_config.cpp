@@ -267,7 +267,10 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   const Case cases[] = {
       {kMxW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
       {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
-      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // many pairs: staged, 2 row tiles
+      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},  // many pairs: staged, 2 row tiles
+      {kNvW4A4, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},
+      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // 2 row tiles, each warp reading x
+      {kMxW4A4, 40, "mma.tile_m=32"},  // many pairs, the built-in tiles: FC1's 2 row tiles unstaged
       {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
       {kMxW4A4, 1, "mma.row_loop=2"},
       {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
@@ -341,17 +344,22 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   tiles.few_split_k = 4;
   EXPECT_EQ(mma_few_pairs_tiles(tiles, problem).split_k, 4);
   EXPECT_EQ(mma_few_pairs_tiles(tiles, problem, true).split_k, 4);
-  // Their geometry is never staged: MXFP4 W4A4's FC1 takes 2 row tiles (a block of 32 rows), which
-  // mma_geometry stages (gpt-oss-20b T = 8 on an H200: FC1 186 µs staged, 86 for NVFP4's one tile).
+  // Their geometry is never staged, even where MXFP4 W4A4's FC1 takes 2 row tiles (a block of 32
+  // rows; gpt-oss-20b T = 8 on an H200: FC1 186 µs staged, 86 for NVFP4's one tile): staging
+  // takes tiles that ask for it and several row tiles.
   const MoeProblem gpt_oss_mx{QuantScheme{WeightFormat::mxfp4, Activations::fp4_dynamic}, 2880, 2880, 32, 4};
-  const MoeTiles few_mx = mma_few_pairs_tiles(MoeTiles{}, gpt_oss_mx);
-  EXPECT_EQ(mma_geometry(few_mx, gpt_oss_mx).fc1.rt, 2);
-  EXPECT_TRUE(mma_geometry(few_mx, gpt_oss_mx).fc1.stage);
+  MoeTiles staged;
+  staged.stage = 1;
   for (const bool one_token : {false, true}) {
-    const MmaGeometry g = mma_few_pairs_geometry(mma_few_pairs_tiles(MoeTiles{}, gpt_oss_mx, one_token), gpt_oss_mx);
+    const MmaGeometry g = mma_geometry(mma_few_pairs_tiles(staged, gpt_oss_mx, one_token), gpt_oss_mx);
     EXPECT_EQ(g.fc1.rt, 2) << one_token;
     EXPECT_FALSE(g.fc1.stage || g.fc2.stage) << one_token;
   }
+  staged.local_i = staged.local_h = 64;
+  EXPECT_TRUE(mma_geometry(staged, gpt_oss_mx).fc1.stage);
+  EXPECT_TRUE(mma_geometry(staged, gpt_oss_mx).fc2.stage);
+  staged.stage = 0;
+  EXPECT_FALSE(mma_geometry(staged, gpt_oss_mx).fc1.stage || mma_geometry(staged, gpt_oss_mx).fc2.stage);
   MoeConfig cfg = config(kNvW4A16, 2);
   cfg.kernel = "mma";
   {

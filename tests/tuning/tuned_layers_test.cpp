@@ -503,7 +503,7 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   use_entries({entry(1, "mma", {{"tile_m", 32}, {"local_i", 256}, {"local_h", 256}, {"split_k", 1},
                                 {"few_split_k", 2}, {"unroll", 2}}),
                entry(32, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2},
-                                 {"few_split_k", 8}, {"unroll", 8}})});
+                                 {"few_split_k", 8}, {"unroll", 8}, {"stage", 1}})});
   const MoeSelection sel = select("mma");
   ASSERT_EQ(sel.usable.size(), 1u);
   const MoeTiles& t = sel.usable.front().tiles;
@@ -513,9 +513,10 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   EXPECT_EQ(t.split_k, 2);
   EXPECT_EQ(t.few_split_k, 2);  // the smallest bucket's
   EXPECT_EQ(t.unroll, 2);
+  EXPECT_EQ(t.stage, 1);  // the largest bucket's
   EXPECT_EQ(sel.decode_max_pairs, 0);  // decode won no bucket
   // The kernels: many pairs FC1 K = H = 128 split over 2 warps, 1 row tile (64 / 32 / 2); FC2
-  // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged; few pairs: FC1 K split
+  // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged (stage 1); few pairs: FC1 K split
   // 2 (few_split_k), FC2 1; unroll 2 everywhere.
   test::LogCapture log;
   const Fp4Experts ex = test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, 70});
@@ -592,6 +593,7 @@ TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
   const Case cases[] = {
       {"tile_m", 4, "mma", "MoE parameter tile_m = 4 of strategy mma"},
       {"unroll", 3, "mma", "MoE parameter unroll = 3 of strategy mma"},
+      {"stage", 2, "mma", "MoE parameter stage = 2 of strategy mma"},
       {"split_k", -1, "mma", "MoE parameter split_k = -1 of strategy mma"},
       {"few_split_k", 65, "mma", "MoE parameter few_split_k = 65 of strategy mma"},
       {"local_h", 0, "mma", "MoE parameter local_h = 0 of strategy mma"},
