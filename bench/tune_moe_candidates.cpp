@@ -58,7 +58,7 @@ std::vector<std::string> moe_tune_strategies(const DeviceInfo& device, unsigned 
 }
 
 bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, long long tile_m) {
-  return tokens * top_k < static_cast<std::int64_t>(tile_m / 2) * experts;
+  return mma_few_pairs_chunk(tokens * top_k, experts, static_cast<int>(tile_m));
 }
 
 std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind) {

@@ -5,7 +5,7 @@
 //   grouped, decode, split  local_i and local_h (and tile_m, not for decode); at the first bucket
 //                           also the weight layout (vec, group), which the layer then holds
 //   mma, few pairs          buckets whose chunks take mma's tiles for few pairs (T·k below
-//                           tile_m / 2 pairs per expert, mma_few_pairs_tiles): few_split_k
+//                           5/16 of tile_m pairs per expert, mma_few_pairs_tiles): few_split_k
 //                           {0 (automatic), 1, 2, 4, 8} × unroll {1, 2, 4, 8}
 //   mma, many pairs         tile_m {8, 16, 32, 64}, local_i and local_h {32, 64, 128, 256},
 //                           split_k {0 (automatic), 1, 2, 4}, stage {0, 1} (activations staged
@@ -51,7 +51,7 @@ std::vector<std::string> moe_tune_strategies(const DeviceInfo& device, unsigned 
                                              const std::vector<std::string>& requested);
 
 // Whether a chunk of `tokens` tokens takes mma's tiles for few pairs with tiles of `tile_m`
-// pairs (MoeStrategyKernels::mma_few_pairs): T·k < tile_m / 2 · E.
+// pairs (mma_few_pairs_chunk): T·k below 5/16 of tile_m pairs per expert.
 bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, long long tile_m);
 
 // The parameters searched for `strategy` at one bucket. `with_layout`: search vec and group too

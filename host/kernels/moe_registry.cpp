@@ -307,6 +307,10 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
   return g;
 }
 
+bool mma_few_pairs_chunk(std::int64_t pairs, std::int64_t experts, int tile_m) {
+  return pairs * 16 < static_cast<std::int64_t>(tile_m) * 5 * experts;
+}
+
 MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool one_token) {
   MoeTiles t;
   t.tile_m = 8;

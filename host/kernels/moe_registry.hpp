@@ -118,8 +118,21 @@ std::int64_t largest_divisor_within(std::int64_t n, std::int64_t limit);
 MmaGeometry mma_geometry(const MoeTiles& tiles, const MoeProblem& problem, int ks1 = 0, int ks2 = 0);
 // The K split of one GEMM (K, its output rows) for chunks of few pairs (mma.few_split_k = 0).
 int mma_auto_split_k(std::int64_t k, std::int64_t rows, int top_k);
-// The mma strategy runs chunks with fewer than tile_m / 2 pairs per local expert on average with
-// these tiles instead of the configured ones: tiles of 8 pairs, one row tile (two where a W4A4
+// Whether the mma strategy runs a chunk of `pairs` (token, expert) pairs over `experts` local
+// experts with the tiles for few pairs (mma_few_pairs_tiles): fewer than 5/16 of tile_m pairs
+// per expert on average (10 for the built-in tiles of 32; tile_m / 2 before those tiles stopped
+// staging). Measured on an H200 (2026-11-29, 2 rounds, µs, few against many pairs' tiles at 8
+// and 12 pairs per expert): 8: qwen3-30b-a3b T = 128 W4A16 263.4 / 265.2 against 245.2 / 248.1,
+// W4A4 286.0 / 287.2 against 270.3 / 270.6; gpt-oss-20b T = 64 MXFP4 W4A16 251.6 / 254.0
+// against 279.8 / 279.8, W4A4 276.0 / 275.7 against 299.0 / 298.2; mixtral-8x7b T = 32 W4A16
+// 438.0 / 445.4 against 426.5 / 431.6, W4A4 level (~473). 12: qwen3 T = 192 353.3 / 354.3
+// against 268.3 / 271.9, W4A4 382.5 / 386.0 against 303.6 / 303.4; gpt-oss T = 96 341.2 / 343.0
+// against 293.9 / 293.1, W4A4 370.7 / 372.2 against 316.4 / 318.0; mixtral T = 48 W4A16 451.3 /
+// 448.8 against 434.9 / 438.5, W4A4 478.2 / 488.7 against 499.7 / 507.4. At 4 pairs per expert
+// and fewer the few-pairs tiles win by 25-50 %.
+bool mma_few_pairs_chunk(std::int64_t pairs, std::int64_t experts, int tile_m);
+// The mma strategy runs chunks with few pairs (mma_few_pairs_chunk) with these tiles instead of
+// the configured ones: tiles of 8 pairs, one row tile (two where a W4A4
 // block of 32 rows must sit in one FC1 work-group) and few_split_k warps splitting K
 // (FP4CL_MOE_TILES key mma.few_split_k), activations read straight from global memory. The
 // automatic few_split_k (0) is kMmaFewSplitK for chunks of several tokens and, for one token

@@ -294,7 +294,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
 }
 
 bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
-  return pairs < static_cast<std::int64_t>(tiles_.tile_m / 2) * experts_;
+  return mma_few_pairs_chunk(pairs, experts_, tiles_.tile_m);
 }
 
 bool MoeStrategyKernels::mma_per_pair(std::int64_t tokens) const { return mma_per_pair_ && tokens == 1; }

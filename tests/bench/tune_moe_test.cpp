@@ -62,16 +62,20 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
   EXPECT_EQ(grouped.count("vec"), 0u);
 }
 
-TEST(TuneMoeAxes, FewPairsBucketsAreThoseBelowHalfATilePerExpert) {
-  // qwen3-30b-a3b (E = 128, k = 8), built-in tile_m 32: below 16 pairs per expert = 256 tokens.
-  for (std::int64_t t : {1, 8, 64, 128}) EXPECT_TRUE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
-  for (std::int64_t t : {256, 512}) EXPECT_FALSE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
-  // mixtral-8x7b (E = 8, k = 2): below 64 tokens.
+TEST(TuneMoeAxes, FewPairsBucketsAreThoseBelowFiveSixteenthsOfATilePerExpert) {
+  // qwen3-30b-a3b (E = 128, k = 8), built-in tile_m 32: below 10 pairs per expert = 160 tokens.
+  for (std::int64_t t : {1, 8, 64, 128, 159}) EXPECT_TRUE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
+  for (std::int64_t t : {160, 192, 256, 512}) EXPECT_FALSE(mma_few_pairs_bucket(t, 8, 128, 32)) << t;
+  // mixtral-8x7b (E = 8, k = 2): below 40 tokens; gpt-oss-20b (E = 32, k = 4): below 80.
   EXPECT_TRUE(mma_few_pairs_bucket(32, 2, 8, 32));
-  EXPECT_FALSE(mma_few_pairs_bucket(64, 2, 8, 32));
-  // tile_m moves the line: 64 pairs over 4 experts are many for tiles of 16, few for 64.
+  EXPECT_FALSE(mma_few_pairs_bucket(40, 2, 8, 32));
+  EXPECT_TRUE(mma_few_pairs_bucket(79, 4, 32, 32));
+  EXPECT_FALSE(mma_few_pairs_bucket(80, 4, 32, 32));
+  // tile_m moves the line: 64 pairs over 4 experts are many for tiles of 16 (5 an expert), few
+  // for 64 (20); the layer agrees.
   EXPECT_FALSE(mma_few_pairs_bucket(32, 2, 4, 16));
   EXPECT_TRUE(mma_few_pairs_bucket(32, 2, 4, 64));
+  EXPECT_EQ(mma_few_pairs_bucket(32, 2, 4, 32), mma_few_pairs_chunk(64, 4, 32));
 }
 
 DeviceInfo fake_h100() {
