@@ -138,7 +138,9 @@ class Checkpoint {
   // The MoE layer named `layer` ("model.layers.3.mlp.experts") or whose decoder layer's prefix is
   // `layer` ("model.layers.3"), as load_moe() resolves it; throws when there is none.
   const CheckpointLayer& moe_layer(std::string_view layer) const;
-  // Every quantized linear module, expert projections included, in model order.
+  // Every quantized linear module, expert projections stored one module each included, in model
+  // order. Experts stored fused (gpt-oss's <layer>.gate_up_proj_blocks and down_proj_blocks) are
+  // no modules: their layers are among moe_layers(), which load_moe() loads.
   std::vector<std::string> quantized_modules() const;
   const std::vector<UnsupportedModule>& unsupported_modules() const;
 
