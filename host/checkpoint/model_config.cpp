@@ -47,8 +47,9 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     if (!c.scoring_func) c.scoring_func = detail::string_member(*object, "scoring_func", at);
     if (!c.swiglu_limit) {
       c.swiglu_limit = detail::number_member(*object, "swiglu_limit", at);
-      if (c.swiglu_limit && !(*c.swiglu_limit > 0 && *c.swiglu_limit <= 3.4e38))
-        (at / "swiglu_limit").fail("must be a finite number > 0, got {}", *c.swiglu_limit);
+      // The kernels take it as a float: finite there too.
+      if (c.swiglu_limit && !(*c.swiglu_limit > 0 && *c.swiglu_limit <= std::numeric_limits<float>::max()))
+        (at / "swiglu_limit").fail("must be a finite number > 0 (as a float), got {}", *c.swiglu_limit);
     }
   }
   return c;

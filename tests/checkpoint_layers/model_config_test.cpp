@@ -91,8 +91,13 @@ TEST(MoeFromCheckpoint, GptOssConfigChoosesTheClampedSwiglu) {
   EXPECT_TRUE(g.clamped_swiglu());
   EXPECT_EQ(g.swiglu_limit, 6.5);
   write_config(dir.path(), R"({"swiglu_limit": -1})");
-  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a finite number > 0, got -1"),
+  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a finite number > 0 (as a float), got -1"),
             std::string::npos);
+  write_config(dir.path(), R"({"swiglu_limit": 1e39})");  // a double, but no float
+  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a finite number > 0 (as a float), got 1e+39"),
+            std::string::npos);
+  write_config(dir.path(), R"({"swiglu_limit": 3.4028234e38})");  // the largest float: allowed
+  EXPECT_TRUE(ModelConfig::load(dir.path()).clamped_swiglu());
   write_config(dir.path(), R"({"swiglu_limit": "7"})");
   EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("swiglu_limit must be a number"), std::string::npos);
 
