@@ -8,8 +8,9 @@
 #   bench/gpu/sweep-mma.sh [PRESET ...]        (default qwen3-30b-a3b mixtral-8x7b)
 #   FP4CL_GPU_BUILD    the build folder (default /tmp/fp4cl-gpu-build)
 #   FP4CL_DEB_DIR      as in sweep-split.sh ("-": the environment is set already)
-#   FP4CL_SWEEP_MMA    "tile_m:local_i:local_h:split_k[:few_split_k[:stage]] ..." (default "8:128:128:4 8:128:128:1 32:128:128:1
-#                      32:256:256:1 64:128:128:1 16:256:256:2")
+#   FP4CL_SWEEP_MMA    "tile_m:local_i:local_h:split_k[:few_split_k[:stage]] ..." (default "32:32:32:1
+#                      32:64:64:1 32:64:64:2 16:32:32:1 64:32:32:1 32:256:256:1:0:1": the built-in tiles,
+#                      2 row tiles, a K split, other tile sizes, 8 row tiles staged)
 #   FP4CL_SWEEP_TOKENS (default 1,8,64,512)
 set -uo pipefail
 # shellcheck source=common.sh source-path=SCRIPTDIR
@@ -17,7 +18,7 @@ set -uo pipefail
 gpu_host_env "${FP4CL_DEB_DIR:-$root/.device-deps/debs}"
 presets=("$@")
 [ ${#presets[@]} -eq 0 ] && presets=(qwen3-30b-a3b mixtral-8x7b)
-settings=${FP4CL_SWEEP_MMA:-"8:128:128:4 8:128:128:1 32:128:128:1 32:256:256:1 64:128:128:1 16:256:256:2"}
+settings=${FP4CL_SWEEP_MMA:-"32:32:32:1 32:64:64:1 32:64:64:2 16:32:32:1 64:32:32:1 32:256:256:1:0:1"}
 tokens=${FP4CL_SWEEP_TOKENS:-1,8,64,512}
 for preset in "${presets[@]}"; do
   for s in $settings; do
