@@ -185,6 +185,23 @@ fp4cl_status fp4cl_moe_get_info(const fp4cl_moe* layer, fp4cl_moe_info* info) {
   });
 }
 
+fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activation* activation) {
+  return guarded("fp4cl_moe_get_activation", FP4CL_ERROR_INTERNAL, [&] {
+    require(layer, "layer");
+    require(activation, "activation");
+    const fp4cl::MoeActivation& a = layer->config.activation;
+    fp4cl_moe_activation out{};
+    if (a.kind == fp4cl::MoeActivation::Kind::swiglu_clamped) {
+      out.kind = FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED;
+      out.alpha = a.alpha;
+      out.limit = a.limit;
+    } else {
+      out.kind = FP4CL_MOE_ACTIVATION_SWIGLU;
+    }
+    *activation = out;
+  });
+}
+
 fp4cl_status fp4cl_moe_enqueue(fp4cl_moe* layer, cl_mem x, cl_mem topk_ids, cl_mem topk_weights, cl_mem out,
                                int64_t tokens, cl_uint num_wait, const cl_event* wait_list, cl_event* done) {
   return guarded("fp4cl_moe_enqueue", FP4CL_ERROR_INVALID_ARGUMENT, [&] {

@@ -303,6 +303,21 @@ typedef struct fp4cl_moe_info {
 
 FP4CL_API fp4cl_status fp4cl_moe_get_info(const fp4cl_moe* layer, fp4cl_moe_info* info);
 
+/* FC1's activation, as config.json chose it (the formula above). */
+typedef enum fp4cl_moe_activation_kind {
+  FP4CL_MOE_ACTIVATION_SWIGLU = 0,         /* silu(g) · u */
+  FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED = 1  /* gpt-oss's: g, u clamped by limit, g · sigmoid(alpha · g) · (u + 1) */
+} fp4cl_moe_activation_kind;
+
+typedef struct fp4cl_moe_activation {
+  int32_t kind;  /* fp4cl_moe_activation_kind */
+  float alpha;   /* SWIGLU_CLAMPED: 1.702; 0 for SWIGLU */
+  float limit;   /* SWIGLU_CLAMPED: config.json's swiglu_limit, 7 when it does not say; 0 for SWIGLU */
+} fp4cl_moe_activation;
+
+/* The activation `layer` runs. */
+FP4CL_API fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activation* activation);
+
 /* Enqueues a forward pass of `tokens` tokens with precomputed routing. Asynchronous (see
  * Conventions). A topk id outside [0, E_global) never indexes memory: the device skips that slot
  * and records it; fp4cl_moe_finish() reports it. */

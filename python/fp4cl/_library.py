@@ -79,6 +79,10 @@ class MoeInfo(ctypes.Structure):
     ]
 
 
+class MoeActivation(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("alpha", ctypes.c_float), ("limit", ctypes.c_float)]
+
+
 _p = ctypes.c_void_p  # opaque handles
 _pp = ctypes.POINTER(ctypes.c_void_p)
 _size = ctypes.c_size_t
@@ -111,6 +115,7 @@ _PROTOTYPES = {
     "fp4cl_model_get_moe_at": (_c_status, [_p, _size, ctypes.POINTER(MoeOptions), _pp]),
     "fp4cl_moe_release": (None, [_p]),
     "fp4cl_moe_get_info": (_c_status, [_p, ctypes.POINTER(MoeInfo)]),
+    "fp4cl_moe_get_activation": (_c_status, [_p, ctypes.POINTER(MoeActivation)]),
     "fp4cl_moe_run": (_c_status, [_p, _p, _size, _p, _size, _p, _size, _i64, _p, _size]),
     "fp4cl_moe_run_logits": (_c_status, [_p, _p, _size, _p, _size, _i64, _p, _size]),
 }

@@ -2,6 +2,9 @@
 
     out[t] = Σ_s topk_weights[t, s] · Expert_{topk_ids[t, s]}(x[t])      (s = 0 .. k-1, in order)
     Expert_e(x) = FC2_e(bf16(silu(x · gate_eᵀ) · (x · up_eᵀ)))
+
+with the experts' biases where the checkpoint has them, and gpt-oss's clamped SwiGLU where
+config.json says so (model_type "gpt_oss" or a swiglu_limit; Moe.activation tells).
 """
 
 import ctypes
@@ -16,7 +19,9 @@ from .model import scheme_name
 
 class Moe(Handle):
     """Created by Model.moe(). Attributes: num_experts (E_global, the range of valid ids),
-    num_local_experts, hidden (H), intermediate (I), top_k (k), max_tokens, scheme, output_dtype."""
+    num_local_experts, hidden (H), intermediate (I), top_k (k), max_tokens, scheme, output_dtype,
+    activation ("swiglu" or gpt-oss's "swiglu_clamped") with swiglu_alpha and swiglu_limit (the
+    clamped form's; None for "swiglu")."""
 
     _release = "fp4cl_moe_release"
     _kind = "MoE layer"
@@ -31,6 +36,12 @@ class Moe(Handle):
         self.max_tokens, self.top_k = info.max_tokens, info.top_k
         self.scheme = scheme_name(info.weight_format, info.activations)
         self.output_dtype = OUTPUT_NUMPY[info.output]
+        act = _library.MoeActivation()
+        self._check(self._lib.fp4cl_moe_get_activation(handle, ctypes.byref(act)), "fp4cl_moe_get_activation")
+        clamped = act.kind == 1  # FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED
+        self.activation = "swiglu_clamped" if clamped else "swiglu"
+        self.swiglu_alpha = act.alpha if clamped else None
+        self.swiglu_limit = act.limit if clamped else None
 
     def run(self, x, topk_ids, topk_weights, out=None):
         """Precomputed routing: x [T, H] (BF16 as ml_dtypes.bfloat16 or uint16; float32 rounded to

@@ -141,6 +141,11 @@ TEST(CapiMoe, ConfigJsonsActivationIsTheCppApis) {
   ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
   ModelPtr model(m);
   MoePtr layer = get_moe(model.get(), "model.layers.0.mlp.experts");
+  fp4cl_moe_activation activation;
+  ASSERT_EQ(fp4cl_moe_get_activation(layer.get(), &activation), FP4CL_SUCCESS) << fp4cl_last_error();
+  EXPECT_EQ(activation.kind, FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED);
+  EXPECT_EQ(activation.alpha, 1.702f);
+  EXPECT_EQ(activation.limit, 0.5f);
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
   const Routing r = routing(kTokens);
   const std::vector<std::uint16_t> out = c_topk(layer.get(), x, r, kTokens);
@@ -168,6 +173,11 @@ TEST(CapiMoe, ExpertMapAndFp32OutputMatchTheCppApi) {
   ASSERT_EQ(fp4cl_moe_get_info(layer.get(), &info), FP4CL_SUCCESS);
   EXPECT_EQ(info.num_experts, 6);
   EXPECT_EQ(info.num_local_experts, 4);
+  fp4cl_moe_activation activation;  // config.json without model_type gpt_oss or swiglu_limit
+  ASSERT_EQ(fp4cl_moe_get_activation(layer.get(), &activation), FP4CL_SUCCESS);
+  EXPECT_EQ(activation.kind, FP4CL_MOE_ACTIVATION_SWIGLU);
+  EXPECT_EQ(activation.alpha, 0.0f);
+  EXPECT_EQ(activation.limit, 0.0f);
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 31);
   Routing r;
   for (std::int64_t t = 0; t < kTokens; ++t) {

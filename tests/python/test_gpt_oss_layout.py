@@ -9,6 +9,7 @@ checkpoint."""
 
 import json
 import os
+import shutil
 
 import ml_dtypes
 import numpy as np
@@ -71,3 +72,21 @@ def test_gpt_oss_layout_gives_the_bits_of_the_compressed_tensors_layout(context,
                 outputs.append(moe.run(x, ids, weights))
     assert np.count_nonzero(outputs[0]) > 0.9 * outputs[0].size
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+def test_moe_reports_the_activation_config_json_chose(context, checkpoints, tmp_path):
+    source = checkpoints.get("mxfp4a16", "compressed-tensors")
+    with context.open(str(source)) as model:
+        with model.moe(MOE_PREFIX) as moe:
+            assert (moe.activation, moe.swiglu_alpha, moe.swiglu_limit) == ("swiglu", None, None)
+    target = tmp_path / "limited"
+    shutil.copytree(source, target)
+    with open(target / "config.json") as f:
+        config = json.load(f)
+    config["swiglu_limit"] = 2.5
+    with open(target / "config.json", "w") as f:
+        json.dump(config, f)
+    with context.open(str(target)) as model:
+        with model.moe(MOE_PREFIX) as moe:
+            assert moe.activation == "swiglu_clamped"
+            assert moe.swiglu_limit == 2.5 and abs(moe.swiglu_alpha - 1.702) < 1e-6
