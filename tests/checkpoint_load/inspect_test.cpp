@@ -1,5 +1,6 @@
 // `fp4cl inspect`: the report behind it (groups, bytes, global-scale ranges, warnings), and the
 // built tool itself — its text, its --json output parsed back, and its exit status on errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -16,6 +17,7 @@
 #include "checkpoint_fixture.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/checkpoint_report.hpp"
+#include "fp4cl/model_config.hpp"
 #include "load_test_support.hpp"
 #include "support/cli_tool.hpp"
 #include "support/temp_dir.hpp"
@@ -134,6 +136,38 @@ TEST_F(Inspect, ToolPrintsGroupedText) {
       << run.out;
   EXPECT_NE(run.out.find("weight gs_d ["), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("warnings\n  model.layers.{0–2}.mlp.experts: gate and up"), std::string::npos) << run.out;
+}
+
+// How the MoE layers run, as config.json says (what MoeConfig::from_checkpoint and the C API take).
+TEST_F(Inspect, ToolSaysHowTheMoeLayersRun) {
+  const ToolRun run = run_tool("inspect '" + model_.str() + "'", scratch_);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const ModelConfig m = ModelConfig::load(model_.path());
+  ASSERT_TRUE(m.experts_per_token);
+  EXPECT_NE(run.out.find(fmt::format("  moe        top-{}, ", *m.experts_per_token)), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(", SwiGLU\n"), std::string::npos) << run.out;
+
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(model_.path() / "config.json"));
+  config["model_type"] = "gpt_oss";
+  config["swiglu_limit"] = 5.5;
+  config.erase("norm_topk_prob");  // gpt-oss renormalizes
+  config["scoring_func"] = "sigmoid";
+  std::ofstream(model_.path() / "config.json") << config.dump(2);
+  const ToolRun gpt = run_tool("inspect '" + model_.str() + "'", scratch_);
+  ASSERT_EQ(gpt.status, 0) << gpt.err;
+  EXPECT_NE(gpt.out.find(", renormalized, precomputed routing only (scoring_func sigmoid), gpt-oss's clamped SwiGLU "
+                         "(alpha 1.702, limit 5.5)\n"),
+            std::string::npos)
+      << gpt.out;
+  const ToolRun json = run_tool("inspect --json '" + model_.str() + "'", scratch_);
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json moe = nlohmann::json::parse(json.out).at("moe");
+  EXPECT_EQ(moe.at("top_k"), *m.experts_per_token);
+  EXPECT_EQ(moe.at("renormalize"), true);
+  EXPECT_EQ(moe.at("routing"), "precomputed");
+  EXPECT_EQ(moe.at("activation").at("kind"), "swiglu_clamped");
+  EXPECT_EQ(moe.at("activation").at("limit").get<float>(), 5.5f);
+  EXPECT_EQ(moe.at("activation").at("alpha").get<float>(), 1.702f);
 }
 
 TEST_F(Inspect, ToolJsonParsesBackToTheReport) {

@@ -1,8 +1,10 @@
 // `fp4cl inspect DIR [--json] [--verify]`: what a checkpoint holds and how fp4cl reads it —
-// producer, files, the quantized layers grouped by name pattern with scheme, experts, shapes,
-// bytes and global-scale ranges, the modules fp4cl cannot run, and warnings.
+// producer, files, how its MoE layers run (config.json's top-k, renormalization, routing and
+// activation), the quantized layers grouped by name pattern with scheme, experts, shapes, bytes
+// and global-scale ranges, the modules fp4cl cannot run, and warnings.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +13,7 @@
 #include "commands.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/checkpoint_report.hpp"
+#include "fp4cl/model_config.hpp"
 
 namespace fp4cl::cli {
 
@@ -70,11 +73,50 @@ Json layer_json(const LayerReport& r) {
   return j;
 }
 
-Json report_json(const CheckpointReport& r) {
+bool has_moe(const CheckpointReport& r) {
+  return std::any_of(r.layers.begin(), r.layers.end(),
+                     [](const LayerReport& l) { return l.layer.kind == LayerKind::moe; });
+}
+
+// How the MoE layers run, from config.json (MoeConfig::from_checkpoint's and the C API's
+// choices); null without MoE layers.
+Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
+  if (!has_moe(r)) return nullptr;
+  Json j;
+  j["top_k"] = m.experts_per_token ? Json(*m.experts_per_token) : Json(nullptr);
+  const std::optional<bool> renormalize = m.renormalize();
+  j["renormalize"] = renormalize ? Json(*renormalize) : Json(nullptr);
+  j["routing"] = m.softmax_routing() ? "softmax" : "precomputed";
+  const MoeActivation a = m.activation();
+  if (a.kind == MoeActivation::Kind::swiglu_clamped) {
+    j["activation"] = Json{{"kind", "swiglu_clamped"}, {"alpha", a.alpha}, {"limit", a.limit}};
+  } else {
+    j["activation"] = Json{{"kind", "swiglu"}};
+  }
+  return j;
+}
+
+std::string moe_text(const ModelConfig& m) {
+  const std::optional<bool> renormalize = m.renormalize();
+  const MoeActivation a = m.activation();
+  return fmt::format(
+      "{}, {}, {}, {}",
+      m.experts_per_token ? fmt::format("top-{}", *m.experts_per_token) : "top-k not in config.json (set it to run)",
+      !renormalize ? "renormalization not in config.json (set it to run router logits)"
+                   : (*renormalize ? "renormalized" : "not renormalized"),
+      m.softmax_routing() ? "softmax routing on the device or precomputed"
+                          : fmt::format("precomputed routing only (scoring_func {})", *m.scoring_func),
+      a.kind == MoeActivation::Kind::swiglu_clamped
+          ? fmt::format("gpt-oss's clamped SwiGLU (alpha {}, limit {})", a.alpha, a.limit)
+          : std::string("SwiGLU"));
+}
+
+Json report_json(const CheckpointReport& r, const ModelConfig& m) {
   Json j;
   j["directory"] = r.directory;
   j["producer"] = r.producer;
   j["config"] = r.config_source;
+  j["moe"] = moe_json(r, m);
   j["tensors_source"] = r.tensors_source;
   j["shards"] = r.shards;
   j["tensors"] = r.tensors;
@@ -108,7 +150,7 @@ Json report_json(const CheckpointReport& r) {
   return j;
 }
 
-void print_text(const CheckpointReport& r) {
+void print_text(const CheckpointReport& r, const ModelConfig& m) {
   fmt::print("checkpoint {}\n", r.directory);
   fmt::print("  producer   {} ({})\n", r.producer, r.config_source);
   fmt::print("  tensors    {} in {} shard{} ({}), {}\n", r.tensors, r.shards, r.shards == 1 ? "" : "s",
@@ -119,6 +161,7 @@ void print_text(const CheckpointReport& r) {
     schemes += fmt::format("{}{} ({} layers)", schemes.empty() ? "" : ", ", scheme.name(), layers);
   }
   fmt::print("  schemes    {}\n", schemes.empty() ? "none" : schemes);
+  if (has_moe(r)) fmt::print("  moe        {}\n", moe_text(m));
   fmt::print("layers\n");
   for (const LayerGroup& g : r.groups) {
     const LayerReport& t = g.total;
@@ -149,6 +192,7 @@ void register_inspect(CLI::App& app) {
   cmd->callback([dir, json, verify] {
     const Checkpoint checkpoint = Checkpoint::open(*dir);
     const CheckpointReport report = inspect_checkpoint(checkpoint);
+    const ModelConfig model = ModelConfig::load(*dir);
     if (*verify) {
       for (const CheckpointLayer& l : checkpoint.layers()) {
         if (l.kind == LayerKind::linear) {
@@ -159,9 +203,9 @@ void register_inspect(CLI::App& app) {
       }
     }
     if (*json) {
-      fmt::print("{}\n", report_json(report).dump(2));
+      fmt::print("{}\n", report_json(report, model).dump(2));
     } else {
-      print_text(report);
+      print_text(report, model);
       if (*verify) fmt::print("verified: every layer loads\n");
     }
   });
