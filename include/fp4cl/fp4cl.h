@@ -252,7 +252,7 @@ FP4CL_API fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, 
  * with the activation config.json implies: SwiGLU as above, or for gpt-oss (model_type
  * "gpt_oss", or a swiglu_limit stated) its clamped form with limit swiglu_limit (default 7) and
  * alpha 1.702: g = min(gate sum, limit), u = clamp(up sum, -limit, limit), bf16(g / (1 +
- * e^(-alpha · g)) · (u + 1)) (MoeActivation and ModelConfig::activation in the C++ API). 
+ * e^(-alpha · g)) · (u + 1)) (MoeActivation and ModelConfig::activation in the C++ API).
  * Routing comes either precomputed (topk_ids int32 [T, k], topk_weights fp32 [T, k]) or as router
  * logits fp32 [T, E_global] (softmax over all experts, top-k on the device). x and out are
  * [T, H]. A batch larger than max_tokens runs in chunks (never refused). */

@@ -102,7 +102,7 @@ std::string moe_text(const ModelConfig& m) {
   return fmt::format(
       "{}, {}, {}, {}",
       m.experts_per_token ? fmt::format("top-{}", *m.experts_per_token) : "top-k not in config.json (set it to run)",
-      !renormalize ? "renormalization not in config.json (set it to run router logits)"
+      !renormalize ? "renormalization not in config.json (set it to run)"
                    : (*renormalize ? "renormalized" : "not renormalized"),
       m.softmax_routing() ? "softmax routing on the device or precomputed"
                           : fmt::format("precomputed routing only (scoring_func {})", *m.scoring_func),
