@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -137,6 +139,7 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
                               "--output-dtype f32 --check");
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; SwiGLU; strategy "), std::string::npos) << r.out;
   const std::vector<float> y =
       SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
 
@@ -154,6 +157,33 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
   run.values = y;
   run.bits = as_bits(y);
   EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::fp32, "fp4cl run"), 0u);
+}
+
+// config.json's clamped SwiGLU (a swiglu_limit) is what `fp4cl run` runs, says and checks against:
+// its output is the library's for MoeConfig::from_checkpoint, and its check passes.
+TEST_F(RunCommand, MoeRunsAndNamesConfigJsonsActivation) {
+  const std::filesystem::path source = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
+  const std::filesystem::path model = scratch.path() / "limited";
+  std::filesystem::copy(source, model);
+  nlohmann::json config_json = nlohmann::json::parse(std::ifstream(model / "config.json"));
+  config_json["swiglu_limit"] = 0.5;
+  std::ofstream(model / "config.json") << config_json.dump(2);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 38);
+  const ToolRun r = run_layer(model, "model.layers.0",
+                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                              "--output-dtype f32 --check");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("; gpt-oss's clamped SwiGLU (alpha 1.702, limit 0.5); strategy "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
+  const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").to_vector<float>();
+  const Checkpoint ckpt = Checkpoint::open(model);
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
+  config.output = MoeOutput::fp32;
+  config.max_tokens = kTokens;
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
 }
 
 TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {

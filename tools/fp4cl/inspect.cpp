@@ -14,6 +14,7 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/checkpoint_report.hpp"
 #include "fp4cl/model_config.hpp"
+#include "layer_runs.hpp"
 
 namespace fp4cl::cli {
 
@@ -98,7 +99,6 @@ Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
 
 std::string moe_text(const ModelConfig& m) {
   const std::optional<bool> renormalize = m.renormalize();
-  const MoeActivation a = m.activation();
   return fmt::format(
       "{}, {}, {}, {}",
       m.experts_per_token ? fmt::format("top-{}", *m.experts_per_token) : "top-k not in config.json (set it to run)",
@@ -106,9 +106,7 @@ std::string moe_text(const ModelConfig& m) {
                    : (*renormalize ? "renormalized" : "not renormalized"),
       m.softmax_routing() ? "softmax routing on the device or precomputed"
                           : fmt::format("precomputed routing only (scoring_func {})", *m.scoring_func),
-      a.kind == MoeActivation::Kind::swiglu_clamped
-          ? fmt::format("gpt-oss's clamped SwiGLU (alpha {}, limit {})", a.alpha, a.limit)
-          : std::string("SwiGLU"));
+      describe(m.activation()));
 }
 
 Json report_json(const CheckpointReport& r, const ModelConfig& m) {

@@ -99,6 +99,11 @@ std::string describe(const CheckResult& r) {
                      r.worst_ratio, r.worst);
 }
 
+std::string describe(const MoeActivation& a) {
+  if (a.kind == MoeActivation::Kind::swiglu) return "SwiGLU";
+  return fmt::format("gpt-oss's clamped SwiGLU (alpha {}, limit {})", a.alpha, a.limit);
+}
+
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,
                          std::int64_t tokens, const LayerOutput& y, const std::vector<float>& bias) {
   const std::vector<reference::LinearOutput> ref =

@@ -50,6 +50,8 @@ struct CheckResult {
 };
 // "320 outputs within bounds, worst |error|/bound 0.42" or "... 3 of 320 outputs OUT OF BOUNDS ...".
 std::string describe(const CheckResult& r);
+// "SwiGLU" or "gpt-oss's clamped SwiGLU (alpha 1.702, limit 7)".
+std::string describe(const MoeActivation& a);
 
 // `bias`: the layer's LinearOptions::bias (empty: none).
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,

@@ -182,9 +182,9 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   report_unread(in);
   const LoadedExperts loaded = ckpt.load_moe(l.name);
   MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
-  fmt::print("layer {}: MoE ({}), {}, E={} H={} I={}; {}; strategy {}\n", l.name, l.expert_naming, l.scheme.name(),
-             l.num_experts, l.hidden, l.intermediate, routing_text,
-             layer.strategy_for(std::max<std::int64_t>(tokens, 1)));
+  fmt::print("layer {}: MoE ({}), {}, E={} H={} I={}; {}; {}{}; strategy {}\n", l.name, l.expert_naming,
+             l.scheme.name(), l.num_experts, l.hidden, l.intermediate, routing_text, describe(config.activation),
+             loaded.experts.w13_bias.empty() ? "" : ", with biases", layer.strategy_for(std::max<std::int64_t>(tokens, 1)));
   const MoeRun run = run_moe(ctx, layer, config.output, x, routing, tokens);
   fmt::print("ran {} tokens on {}: {} (token, expert) pairs, {} expert weight passes\n", tokens, ctx.info().name,
              run.stats.local_pairs, run.stats.expert_passes);
