@@ -81,7 +81,25 @@ class RunCommand : public testing::Test {
                     const std::string& extra = "") const {
     return run_tool(run_args(model, layer, in.write(scratch), out(), extra), scratch);
   }
+  // `fp4cl run --output-dtype f32 --check` of MoE layer 0 on x and router logits [kTokens, 4].
+  ToolRun run_moe_logits_f32(const std::filesystem::path& model, const std::vector<std::uint16_t>& x,
+                             const std::vector<float>& logits) const {
+    return run_layer(model, "model.layers.0",
+                     Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                     "--output-dtype f32 --check");
+  }
 };
+
+// MoE layer 0's fp32 output bits through the library, configured by MoeConfig::from_checkpoint
+// (`config`: that configuration with fp32 output, as `fp4cl run --output-dtype f32` runs it).
+std::vector<std::uint32_t> library_moe_logits_bits(const Checkpoint& ckpt, const std::vector<std::uint16_t>& x,
+                                                   const std::vector<float>& logits, MoeConfig& config) {
+  config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  config.output = MoeOutput::fp32;
+  config.max_tokens = kTokens;
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  return run_moe_logits(layer, config, x, logits, kTokens).bits;
+}
 
 TEST_F(RunCommand, LinearMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
@@ -134,9 +152,7 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
   const std::filesystem::path model = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 33);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 34);
-  const ToolRun r = run_layer(model, "model.layers.0",
-                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
-                              "--output-dtype f32 --check");
+  const ToolRun r = run_moe_logits_f32(model, x, logits);
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; SwiGLU; strategy "), std::string::npos) << r.out;
@@ -144,11 +160,8 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
       SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
 
   const Checkpoint ckpt = Checkpoint::open(model);
-  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
-  config.output = MoeOutput::fp32;
-  config.max_tokens = kTokens;
-  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
-  EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
+  MoeConfig config;
+  EXPECT_EQ(as_bits(y), library_moe_logits_bits(ckpt, x, logits, config));
   reference::MoeReferenceOptions ro;
   ro.scheme = kNvfp4;
   const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
@@ -170,20 +183,14 @@ TEST_F(RunCommand, MoeRunsAndNamesConfigJsonsActivation) {
   std::ofstream(model / "config.json") << config_json.dump(2);
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 38);
-  const ToolRun r = run_layer(model, "model.layers.0",
-                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
-                              "--output-dtype f32 --check");
+  const ToolRun r = run_moe_logits_f32(model, x, logits);
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("; gpt-oss's clamped SwiGLU (alpha 1.702, limit 0.5); strategy "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
   const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").to_vector<float>();
-  const Checkpoint ckpt = Checkpoint::open(model);
-  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  MoeConfig config;
+  EXPECT_EQ(as_bits(y), library_moe_logits_bits(Checkpoint::open(model), x, logits, config));
   ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
-  config.output = MoeOutput::fp32;
-  config.max_tokens = kTokens;
-  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
-  EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
 }
 
 TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
