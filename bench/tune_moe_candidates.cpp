@@ -68,7 +68,8 @@ std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, b
             {"local_i", {32, 64, 128, 256}},
             {"local_h", {32, 64, 128, 256}},
             {"split_k", {0, 1, 2, 4}},
-            {"stage", {0, 1}}};
+            {"stage", {0, 1}},
+            {"warp_tiles", {1, 2, 4}}};
   }
   const bool cpu = kind == DeviceKind::cpu;
   std::vector<ParamAxis> axes;
@@ -94,6 +95,7 @@ tuning::Params moe_default_params(const DeviceInfo& device, unsigned float_width
     p["few_split_k"] = t.few_split_k;
     p["unroll"] = t.unroll;
     p["stage"] = t.stage;
+    p["warp_tiles"] = t.warp_tiles;
   }
   return p;
 }

@@ -9,7 +9,8 @@
 //                           {0 (automatic), 1, 2, 4, 8} × unroll {1, 2, 4, 8}
 //   mma, many pairs         tile_m {8, 16, 32, 64}, local_i and local_h {32, 64, 128, 256},
 //                           split_k {0 (automatic), 1, 2, 4}, stage {0, 1} (activations staged
-//                           in local memory where a work-group has several row tiles); few_split_k
+//                           in local memory where a work-group has several row tiles), warp_tiles
+//                           {1, 2, 4} (row tiles a warp); few_split_k
 //                           and unroll held at what the
 //                           first few-pairs bucket found (a layer has one value of each)
 //
@@ -60,7 +61,7 @@ bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, 
 std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind);
 
 // The layer's built-in choice for `strategy` (FP4CL_MOE_TILES unset, no tuning database): vec,
-// group, tile_m, local_i, local_h, and for mma split_k, few_split_k, unroll and stage.
+// group, tile_m, local_i, local_h, and for mma split_k, few_split_k, unroll, stage and warp_tiles.
 tuning::Params moe_default_params(const DeviceInfo& device, unsigned float_width, const MoeProblem& problem,
                                   const std::string& strategy);
 

@@ -5,7 +5,8 @@
 //
 //   moe_mma_fc1  one work-group per (MMA_ROWS rows of I, tile of up to MMA_TOKENS pairs of one
 //                expert): warp (rt, ks) multiplies the 16 gate rows and the 16 up rows of row
-//                tile rt with the tile's tokens (MMA_NT MMAs of 8 tokens per k16 step) over the
+//                tiles rt · MMA_MT .. rt · MMA_MT + MMA_MT - 1 (each B fragment serving them all)
+//                with the tile's tokens (MMA_NT MMAs of 8 tokens per k16 step) over the
 //                ks-th of MMA_KSPLIT equal slices of K = H; the slices' partial sums meet in
 //                local memory and are added in slice order; a = bf16(silu(g) × up) (W4A4:
 //                quantized per block) to x2 [slots, I].
@@ -42,11 +43,11 @@
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
 //   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default),
-//   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (row tiles of 16 a
-//   work-group), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
+//   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
+//   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (one token
 //   under W4A4: FC1 blocks of rows a work-group multiplies with its one quantized copy). Work-group: 32 · MMA_RT · MMA_KSPLIT
-//   work-items; the work-group's rows (16 · MMA_RT) divide I (FC1) and H (FC2); under W4A4 FC1's
+//   work-items; the work-group's rows (16 · MMA_RT · MMA_MT) divide I (FC1) and H (FC2); under W4A4 FC1's
 //   are a multiple of the FP4 block.
 #define MOE_VEC 1
 #include "moe_fp4_vec.cl"
@@ -109,15 +110,22 @@
 #else
 #define MMA_UNROLLED _Pragma("unroll 1")
 #endif
+#ifndef MMA_MT
+#define MMA_MT 1
+#endif
 #define MMA_WARPS (MMA_RT * MMA_KSPLIT)
 #define MMA_LOCAL (32 * MMA_WARPS)
-#define MMA_ROWS (16 * MMA_RT)
+#define MMA_TILES (MMA_RT * MMA_MT)  // row tiles of 16 a work-group
+#define MMA_ROWS (16 * MMA_TILES)
+// A warp's A operands: matrix m of its row tile q is operand q · MMA_MATS + m (each B fragment
+// serves them all).
+#define MMA_AMATS (MMA_MATS * MMA_MT)
 #define MMA_TOKENS (8 * MMA_NT)
 #define MMA_XSTRIDE (32 * MMA_KSTAGE + 4)
 #define MMA_XWORDS (MMA_KSPLIT * MMA_TOKENS * MMA_XSTRIDE)
 // One local buffer holds the staged activations during the K loop and the K slices' partial
 // sums after it.
-#define MMA_PART_FLOATS (MMA_KSPLIT * MMA_RT * MMA_MATS * MMA_NT * 128)
+#define MMA_PART_FLOATS (MMA_KSPLIT * MMA_TILES * MMA_MATS * MMA_NT * 128)
 #if MMA_STAGE
 #define MMA_LDS_WORDS (MMA_XWORDS > MMA_PART_FLOATS ? MMA_XWORDS : MMA_PART_FLOATS)
 #else
@@ -172,13 +180,14 @@ inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
 // rows row0 .. row0 + MMA_ROWS - 1 of the GEMM, and its warp's row tile and K slice.
 typedef struct {
   int e, start, count, lane, warp, rt_local, ks, g, t, row0, chunks, per_warp;
-  long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start)
+  long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start);
+               // its row tile q (< MMA_MT) is q · chunks further
 } mma_place_t;
 
 // Points *p at block `block` of MMA_ROWS rows (of a GEMM with `rows` rows per expert).
 inline void mma_place_rows(mma_place_t* p, int block, int rows) {
   p->row0 = block * MMA_ROWS;
-  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local;
+  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local * MMA_MT;
   p->first = rt * p->chunks + p->ks * p->per_warp;
 }
 
@@ -282,10 +291,11 @@ inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t
   }
 }
 
-// The MMAs of one chunk (four MMAs of 16 k) of every matrix with every MMA of 8 tokens: chunk c of
-// the warp's K slice (cc: its index in the current stage). The lane's scales are one block's.
+// The MMAs of one chunk (four MMAs of 16 k) of every A operand (MMA_AMATS: matrix and row tile)
+// with every MMA of 8 tokens: chunk c of the warp's K slice (cc: its index in the current stage).
+// The lane's scales are one block's.
 inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const mma_place_t* pl,
-                      const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_MATS][MMA_NT][4],
+                      const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_AMATS][MMA_NT][4],
                       __local uint* sc) {
   uint b[MMA_NT][8];
 #if MMA_STAGE
@@ -293,18 +303,18 @@ inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, co
 #else
   mma_b_global(xr, pl->ks * pl->per_warp + c, pl->t, b);
 #endif
-  uint lo[MMA_MATS], hi[MMA_MATS];
+  uint lo[MMA_AMATS], hi[MMA_AMATS];
 MMA_UNROLLED
-  for (int m = 0; m < MMA_MATS; ++m) mma_lane_scales(sv[m], pl->t, scale_exp, &lo[m], &hi[m]);
+  for (int m = 0; m < MMA_AMATS; ++m) mma_lane_scales(sv[m], pl->t, scale_exp, &lo[m], &hi[m]);
 MMA_UNROLLED
   for (int j = 0; j < 4; ++j) {
-    uint a[MMA_MATS][4];
+    uint a[MMA_AMATS][4];
 MMA_UNROLLED
-    for (int m = 0; m < MMA_MATS; ++m) mma_fragment(mma_word(wv[m], j), lo[m], hi[m], a[m]);
+    for (int m = 0; m < MMA_AMATS; ++m) mma_fragment(mma_word(wv[m], j), lo[m], hi[m], a[m]);
 MMA_UNROLLED
     for (int nt = 0; nt < MMA_NT; ++nt)
 MMA_UNROLLED
-      for (int m = 0; m < MMA_MATS; ++m) FP4_MMA(acc[m][nt], a[m], b[nt][2 * j], b[nt][2 * j + 1], sc, pl->lane);
+      for (int m = 0; m < MMA_AMATS; ++m) FP4_MMA(acc[m][nt], a[m], b[nt][2 * j], b[nt][2 * j + 1], sc, pl->lane);
   }
 }
 
@@ -313,26 +323,28 @@ MMA_UNROLLED
 // or emulated).
 inline void mma_k_loop(__global const uint4* const* w, __global const mma_scales_t* const* s, int scale_exp,
                        const mma_place_t* pl, mma_x_t* x, int k_len, mma_slots_t* slot_pair, int top_k,
-                       int token_offset, __local uint* xs, __local uint* sc, float acc[MMA_MATS][MMA_NT][4]) {
+                       int token_offset, __local uint* xs, __local uint* sc, float acc[MMA_AMATS][MMA_NT][4]) {
   mma_row_t xr[MMA_NT];
 MMA_UNROLLED
   for (int nt = 0; nt < MMA_NT; ++nt) {
     xr[nt] = mma_row(x, k_len, pl->start + min(nt * 8 + pl->g, pl->count - 1), slot_pair, top_k, token_offset);
 MMA_UNROLLED
-    for (int m = 0; m < MMA_MATS; ++m)
+    for (int m = 0; m < MMA_AMATS; ++m)
 MMA_UNROLLED
       for (int r = 0; r < 4; ++r) acc[m][nt][r] = 0.0f;
   }
-  __global const uint4* wp[MMA_MATS];
-  __global const mma_scales_t* sp[MMA_MATS];
+  // Operand m: matrix m % MMA_MATS of the warp's row tile m / MMA_MATS.
+  __global const uint4* wp[MMA_AMATS];
+  __global const mma_scales_t* sp[MMA_AMATS];
 MMA_UNROLLED
-  for (int m = 0; m < MMA_MATS; ++m) {
-    wp[m] = w[m] + pl->first * 32 + pl->lane;
-    sp[m] = s[m] + pl->first * 8 + pl->g;
+  for (int m = 0; m < MMA_AMATS; ++m) {
+    const long first = pl->first + (long)(m / MMA_MATS) * pl->chunks;
+    wp[m] = w[m % MMA_MATS] + first * 32 + pl->lane;
+    sp[m] = s[m % MMA_MATS] + first * 8 + pl->g;
   }
   const __local uint* xw = xs + (pl->ks * MMA_TOKENS + pl->g) * MMA_XSTRIDE + 8 * pl->t;
-  uint4 wv[MMA_UNROLL][MMA_MATS];
-  mma_scales_t sv[MMA_UNROLL][MMA_MATS];
+  uint4 wv[MMA_UNROLL][MMA_AMATS];
+  mma_scales_t sv[MMA_UNROLL][MMA_AMATS];
 #if MMA_STAGE
   for (int s0 = 0; s0 < pl->per_warp; s0 += MMA_KSTAGE) {
     const int n = min(MMA_KSTAGE, pl->per_warp - s0);
@@ -341,7 +353,7 @@ MMA_UNROLLED
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int cc = 0; cc < n; ++cc) {
 MMA_UNROLLED
-      for (int m = 0; m < MMA_MATS; ++m) {
+      for (int m = 0; m < MMA_AMATS; ++m) {
         wv[0][m] = wp[m][(s0 + cc) * 32];
         sv[0][m] = sp[m][(s0 + cc) * 8];
       }
@@ -354,7 +366,7 @@ MMA_UNROLLED
 MMA_UNROLLED
     for (int u = 0; u < MMA_UNROLL; ++u) {
 MMA_UNROLLED
-      for (int m = 0; m < MMA_MATS; ++m) {
+      for (int m = 0; m < MMA_AMATS; ++m) {
         wv[u][m] = wp[m][(c + u) * 32];
         sv[u][m] = sp[m][(c + u) * 8];
       }
@@ -364,7 +376,7 @@ MMA_UNROLLED
   }
   for (; c < pl->per_warp; ++c) {
 MMA_UNROLLED
-    for (int m = 0; m < MMA_MATS; ++m) {
+    for (int m = 0; m < MMA_AMATS; ++m) {
       wv[0][m] = wp[m][c * 32];
       sv[0][m] = sp[m][c * 8];
     }
@@ -373,22 +385,25 @@ MMA_UNROLLED
 #endif
 }
 
-// The warps' sums to local memory (after a barrier: the staged activations share it).
-inline void mma_store_partials(__local float* part, const mma_place_t* pl, float acc[MMA_MATS][MMA_NT][4]) {
+// The warps' sums to local memory (after a barrier: the staged activations share it): operand m
+// of warp (rt_local, ks) is matrix m % MMA_MATS of the work-group's row tile rt_local · MMA_MT +
+// m / MMA_MATS.
+inline void mma_store_partials(__local float* part, const mma_place_t* pl, float acc[MMA_AMATS][MMA_NT][4]) {
 #pragma unroll
-  for (int m = 0; m < MMA_MATS; ++m)
+  for (int m = 0; m < MMA_AMATS; ++m)
 #pragma unroll
     for (int nt = 0; nt < MMA_NT; ++nt)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
-        part[(((pl->ks * MMA_RT + pl->rt_local) * MMA_MATS + m) * MMA_NT + nt) * 128 + pl->lane * 4 + r] =
-            acc[m][nt][r];
+        part[(((pl->ks * MMA_TILES + pl->rt_local * MMA_MT + m / MMA_MATS) * MMA_MATS + m % MMA_MATS) * MMA_NT + nt) *
+                 128 +
+             pl->lane * 4 + r] = acc[m][nt][r];
 }
 // Matrix m's sum over the K slices, in slice order, at (row r of the work-group, token column mt).
 inline float mma_sum_partials(const __local float* part, int m, int r, int mt) {
   const int rl = r / 16, nt = mt / 8, at = mma_c_index(r % 16, mt % 8);
   float h = 0.0f;
-  for (int k = 0; k < MMA_KSPLIT; ++k) h += part[(((k * MMA_RT + rl) * MMA_MATS + m) * MMA_NT + nt) * 128 + at];
+  for (int k = 0; k < MMA_KSPLIT; ++k) h += part[(((k * MMA_TILES + rl) * MMA_MATS + m) * MMA_NT + nt) * 128 + at];
   return h;
 }
 
@@ -515,7 +530,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif
   __global const uint4* w[2] = {gate_w, up_w};
   __global const mma_scales_t* s[2] = {gate_s, up_s};
-  float acc[MMA_MATS][MMA_NT][4];
+  float acc[MMA_AMATS][MMA_NT][4];
 #if MMA_ROUTED
   mma_slots_t* slots = route_list;
 #else
@@ -621,7 +636,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
   if (active) {  // uniform over the work-group
     __global const uint4* w[1] = {w2};
     __global const mma_scales_t* s[1] = {w2_s};
-    float acc[MMA_MATS][MMA_NT][4];
+    float acc[MMA_AMATS][MMA_NT][4];
     mma_k_loop(w, s, scale_exp, &pl, x2, inter, slots, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
     mma_store_partials(part, &pl, acc);

@@ -149,6 +149,8 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   if (t.stage != 0 && t.stage != 1)
     return fmt::format("stage = {} must be 0 (each warp reads the activations) or 1 (staged in local memory)",
                        t.stage);
+  if (t.warp_tiles != 1 && t.warp_tiles != 2 && t.warp_tiles != 4)
+    return fmt::format("warp_tiles = {} must be 1, 2 or 4 (row tiles of 16 a warp)", t.warp_tiles);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -168,7 +170,7 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   for (const auto& [gemm, mats, name] : {std::tuple<MmaGemm, int, const char*>{g.fc1, 2, "FC1"}, {g.fc2, 1, "FC2"}}) {
     const std::uint64_t staged =
         gemm.stage ? static_cast<std::uint64_t>(gemm.ks) * 8 * g.nt * (32 * gemm.kstage + 4) : 0u;
-    const std::uint64_t part = static_cast<std::uint64_t>(gemm.ks) * gemm.rt * mats * g.nt * 128;
+    const std::uint64_t part = static_cast<std::uint64_t>(gemm.ks) * gemm.rt * gemm.mt * mats * g.nt * 128;
     const std::uint64_t a_values = mats == 2 && !p.scheme.w4a16() ? 8u * g.nt * gemm.rows() : 0u;
     const std::uint64_t local_bytes = 4u * (std::max(staged, part) + gemm.ks * gemm.rt * scratch + a_values);
     if (local_bytes > device.local_mem_bytes)
@@ -228,12 +230,12 @@ std::map<std::string, int> tile_overrides() {
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
                                         "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop",
-                                        "mma.stage"};
+                                        "mma.stage",      "mma.warp_tiles"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
            "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
-           "mma.row_loop, mma.stage",
+           "mma.row_loop, mma.stage, mma.warp_tiles",
            key);
     out[key] = value;
   }
@@ -294,8 +296,9 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
     // (local_i / local_h count the K-splitting warps; with the automatic split, row tiles only).
     const int want = std::max(1, local / (32 * (t.split_k > 0 ? t.split_k : 1)));
     m.rt = want;
-    while (m.rt > 1 && (rows % (16 * m.rt) != 0 || (16 * m.rt) % block_rows != 0)) --m.rt;
-    if ((16 * m.rt) % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
+    m.mt = std::max(1, t.warp_tiles);
+    while (m.rt > 1 && (rows % m.rows() != 0 || m.rows() % block_rows != 0)) --m.rt;
+    if (m.rows() % block_rows != 0) m.rt = want;  // no smaller fit: mma_tiles_refusal names it
     m.kstage = 4;
     while (m.kstage > 1 && m.ks * 8 * g.nt * (32 * m.kstage + 4) * 4 > 16384) m.kstage /= 2;
     m.stage = t.stage != 0 && m.rt > 1;
@@ -464,6 +467,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "unroll", t.unroll);
       apply(from, prefix + "row_loop", t.row_loop);
       apply(from, prefix + "stage", t.stage);
+      apply(from, prefix + "warp_tiles", t.warp_tiles);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -60,10 +60,12 @@ struct MoeTiles {
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
   int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
+  int warp_tiles = 1;  // mma, many pairs: row tiles of 16 a warp multiplies, each B fragment serving them all
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
-           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage;
+           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage &&
+           warp_tiles == o.warp_tiles;
   }
 };
 
@@ -102,8 +104,9 @@ constexpr std::int64_t kSplitMaxSharedPairs = 512;
 constexpr std::int64_t kMmaRoutedPairs = 64;
 struct MmaGemm {
   int rt = 1, ks = 1, kstage = 1;
+  int mt = 1;  // row tiles a warp (MoeTiles::warp_tiles)
   bool stage = false;
-  int rows() const { return 16 * rt; }
+  int rows() const { return 16 * rt * mt; }
   int local() const { return 32 * rt * ks; }
 };
 struct MmaGeometry {

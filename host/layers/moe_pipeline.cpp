@@ -204,6 +204,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
           .define("MMA_KSTAGE", gemm.kstage)
           .define("MMA_STAGE", gemm.stage ? 1 : 0)
           .define("MMA_UNROLL", g.unroll);
+      if (gemm.mt > 1) b.define("MMA_MT", gemm.mt);  // programs of one row tile a warp keep their options
       // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);
       // The output type only where FC2 writes the output (MMA_SUM), and H only where FC1 quantizes
@@ -231,7 +232,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     const auto fc1_other_local = [](const MmaGeometry& g) {
       const MmaGemm& f = g.fc1;
       const std::uint64_t words = static_cast<std::uint64_t>(
-          std::max(f.ks * f.rt * 2 * g.nt * 128, f.stage ? f.ks * 8 * g.nt * (32 * f.kstage + 4) : 0));
+          std::max(f.ks * f.rt * f.mt * 2 * g.nt * 128, f.stage ? f.ks * 8 * g.nt * (32 * f.kstage + 4) : 0));
       return 4 * words + 4u * static_cast<std::uint64_t>(8 * g.nt * f.rows()) + 1024;
     };
     const std::uint64_t local = ctx.info().local_mem_bytes;

@@ -28,6 +28,7 @@ bool valid_value(const std::string& kernel, const std::string& name, long long v
   if (name == "split_k" || name == "few_split_k") return mma && v >= 0 && v <= 64;  // 0: mma_auto_split_k
   if (name == "unroll") return mma && (v == 1 || v == 2 || v == 4 || v == 8);
   if (name == "stage") return mma && (v == 0 || v == 1);
+  if (name == "warp_tiles") return mma && (v == 1 || v == 2 || v == 4);
   return false;
 }
 
@@ -162,7 +163,7 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   }
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
   // pairs (mma_few_pairs_tiles) from its smallest.
-  take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage"});
+  take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   take(first_mma, {"few_split_k", "unroll"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
   return tuned;

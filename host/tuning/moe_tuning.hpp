@@ -8,7 +8,7 @@
 //   split.<tile_m|local_i|local_h>   from the smallest tuned bucket that `split` won
 //   split_max_pairs                  (only when `split` won a bucket) the last token count of the
 //                                    last split bucket before the first bucket another won × k
-//   mma.<tile_m|local_i|local_h|split_k|stage>  from the largest tuned bucket that `mma` won (the tiles
+//   mma.<tile_m|local_i|local_h|split_k|stage|warp_tiles>  from the largest tuned bucket that `mma` won (the tiles
 //                                    of chunks with many pairs per expert)
 //   mma.<few_split_k|unroll>         from the smallest tuned bucket that `mma` won (chunks with
 //                                    few pairs: mma_few_pairs_tiles)

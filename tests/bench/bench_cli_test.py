@@ -280,7 +280,7 @@ class Tuning(unittest.TestCase):
             self.assertEqual(moe["kernel"], "mma")
             self.assertEqual(moe["shape"], {"hidden": 128, "inter": 64, "experts": 4, "topk": 2})
             self.assertEqual(sorted(moe["params"]), ["few_split_k", "group", "local_h", "local_i", "split_k", "stage",
-                                                     "tile_m", "unroll", "vec"])
+                                                     "tile_m", "unroll", "vec", "warp_tiles"])
             # The MoE benchmark loads it without a warning.
             _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
                               "mma", "--tokens", "1", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)

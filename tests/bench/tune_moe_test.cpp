@@ -50,7 +50,8 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
                       {"local_i", {32, 64, 128, 256}},
                       {"local_h", {32, 64, 128, 256}},
                       {"split_k", {0, 1, 2, 4}},
-                      {"stage", {0, 1}}}));
+                      {"stage", {0, 1}},
+                      {"warp_tiles", {1, 2, 4}}}));
     }
   }
   // The other strategies keep their axes: decode has no tile_m, the layout at the first bucket.
@@ -120,7 +121,8 @@ TEST(TuneMoeCandidates, RefusedMmaCandidatesAreNamedWithoutABuild) {
   const DeviceInfo d = fake_h100();
   tuning::Params p = moe_default_params(d, 1, tiny, "mma");
   EXPECT_EQ(p, (tuning::Params{{"vec", 1}, {"group", 64}, {"tile_m", 32}, {"local_i", 32}, {"local_h", 32},
-                               {"split_k", 1}, {"few_split_k", 0}, {"unroll", 8}, {"stage", 0}}));  // W4A16: 8 ahead
+                               {"split_k", 1}, {"few_split_k", 0}, {"unroll", 8}, {"stage", 0},
+                               {"warp_tiles", 1}}));  // W4A16: 8 ahead
   // NVFP4 W4A16 loads 8 chunks ahead, W4A4 and MXFP4 4 (8 measured slower there on the H100).
   const MoeProblem tiny_w4a4{QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic}, 128, 64, 4, 2};
   EXPECT_EQ(moe_default_params(d, 1, tiny_w4a4, "mma").at("unroll"), 4);
@@ -169,6 +171,11 @@ TEST(TuneMoeCandidates, RefusedMmaCandidatesAreNamedWithoutABuild) {
             std::string::npos);
   bad = p;
   bad["stage"] = 1;
+  EXPECT_EQ(moe_candidate_refusal(d, 1, tiny, "mma", bad), "");
+  bad = p;
+  bad["warp_tiles"] = 3;
+  EXPECT_NE(moe_candidate_refusal(d, 1, tiny, "mma", bad).find("warp_tiles = 3 must be 1, 2 or 4"), std::string::npos);
+  bad["warp_tiles"] = 4;  // 64 rows a work-group divide I = 64 and H = 128
   EXPECT_EQ(moe_candidate_refusal(d, 1, tiny, "mma", bad), "");
   bad = p;
   bad["tile_m"] = 24;

@@ -271,6 +271,8 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
       {kNvW4A4, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},
       {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // 2 row tiles, each warp reading x
       {kMxW4A4, 40, "mma.tile_m=32"},  // many pairs, the built-in tiles: FC1's 2 row tiles unstaged
+      {kNvW4A4, 40, "mma.warp_tiles=2"},  // 2 row tiles a warp sharing each B fragment
+      {kMxW4A16, 40, "mma.warp_tiles=2,mma.local_i=64,mma.local_h=64,mma.stage=1,mma.tile_m=16"},  // and staged
       {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
       {kMxW4A4, 1, "mma.row_loop=2"},
       {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
@@ -291,6 +293,9 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
         << c.scheme.name() << " T = " << c.T << " " << c.tiles;
     if (std::string(c.tiles) == "mma.row_loop=2") {  // the loop reached the one-token FC1's program
       EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_ROW_LOOP=2")) << c.scheme.name();
+    }
+    if (std::string(c.tiles).find("mma.warp_tiles=2") != std::string::npos) {  // the many-pairs programs
+      EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_MT=2")) << c.scheme.name();
     }
   }
   EXPECT_EQ(mma_pair_row_loop(224, 2, 132), 2);  // mixtral-8x7b on an H100: 224 work-groups

@@ -594,6 +594,7 @@ TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
       {"tile_m", 4, "mma", "MoE parameter tile_m = 4 of strategy mma"},
       {"unroll", 3, "mma", "MoE parameter unroll = 3 of strategy mma"},
       {"stage", 2, "mma", "MoE parameter stage = 2 of strategy mma"},
+      {"warp_tiles", 3, "mma", "MoE parameter warp_tiles = 3 of strategy mma"},
       {"split_k", -1, "mma", "MoE parameter split_k = -1 of strategy mma"},
       {"few_split_k", 65, "mma", "MoE parameter few_split_k = 65 of strategy mma"},
       {"local_h", 0, "mma", "MoE parameter local_h = 0 of strategy mma"},
