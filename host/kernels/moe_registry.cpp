@@ -64,6 +64,14 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     t.local_i = p.scheme.w4a16() || block <= 16 ? 32 : 64;
     t.local_h = 32;
     t.stage = 0;
+    // One row tile a warp: several (warp_tiles, each B fragment serving them all) won only in some
+    // buckets on an H200 (2026-11-29, 2 alternating rounds, µs, T = 64 / 512, tiles 32:32:32 with
+    // warp_tiles 1 / 2 / 4): mixtral NVFP4 W4A16 452, 450 / 1902, 1905 against 515, 511 / 1845,
+    // 1843 and 1133 / 4235 (4: slower everywhere); W4A4 510 / 2157 against 602 / 2106; qwen3 T =
+    // 512 W4A16 462 against 496, W4A4 529 against 574; with tiles of 64 pairs and 2 row tiles a
+    // warp mixtral W4A4 T = 512 1844 / 1843 (T = 64 729). The tuning database gives those
+    // buckets theirs (tuning/nvidia-h200.json).
+    t.warp_tiles = 1;
     // Chunks of few pairs (unstaged K loops): each warp loads 8 chunks of weights (NVFP4 W4A16) or
     // 4 (the rest) before their MMAs. Measured on an H100 (NVFP4 W4A16, µs, unroll 1 / 2 / 4 / 8, one
     // run each, 2026-11-23): mixtral-8x7b T = 1 139 / 134 / 123 / 132, T = 8 330 / 317 / 293 / 312;
@@ -249,6 +257,16 @@ void apply(const std::map<std::string, int>& o, const std::string& key, int& fie
 std::string valid_names() {
   std::string s;
   for (MoeStrategy id : kAll) s += (s.empty() ? "" : ", ") + std::string(to_string(id));
+  return s;
+}
+
+// "MOE_TILE_M=8 and local sizes 64 and 128" (mma: with its K splits, unroll, staging and row
+// tiles a warp), for the log.
+std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
+  std::string s = fmt::format("MOE_TILE_M={} and local sizes {} and {}", t.tile_m, t.local_i, t.local_h);
+  if (id == MoeStrategy::mma)
+    s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
+                     t.unroll, t.stage, t.warp_tiles);
   return s;
 }
 
@@ -489,31 +507,44 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     why.clear();
     return builtin;
   };
-  // grouped's entries: one a tuned bucket it won, smallest first, where no FP4CL_MOE_TILES value
-  // sets its tiles and the layer may take several (one_tile_set); the largest bucket's tiles
-  // (`tiles`) serve every larger call. A bucket whose tiles the strategy refuses leaves its counts
-  // to the next; neighbours with the same tiles are one entry.
+  // grouped's and mma's entries: one a tuned bucket it won, smallest first, with that bucket's
+  // tiles (the built-in ones for keys it does not give), where no FP4CL_MOE_TILES value sets the
+  // strategy's tiles and the layer may take several (one_tile_set); the largest bucket's serve
+  // every larger call. Else one entry, `tiles` (for mma the largest bucket's many-pairs tiles and
+  // the smallest's few-pairs ones). A bucket whose tiles the strategy refuses leaves its counts to
+  // the next (the largest's to `tiles`); neighbours with the same tiles are one entry.
   const auto add = [&](MoeStrategy id, const MoeTiles& tiles) {
-    const bool env_tiles = env_overrides.count("grouped.tile_m") || env_overrides.count("grouped.local_i") ||
-                           env_overrides.count("grouped.local_h");
+    const std::string prefix = std::string(to_string(id)) + ".";
+    const bool env_tiles = std::any_of(env_overrides.begin(), env_overrides.end(), [&](const auto& kv) {
+      return kv.first.compare(0, prefix.size(), prefix) == 0;
+    });
+    const std::vector<tuning::MoeBucket>* buckets = id == MoeStrategy::grouped ? &tuned_db.grouped
+                                                    : id == MoeStrategy::mma   ? &tuned_db.mma
+                                                                               : nullptr;
     std::vector<MoeSelection::Entry> entries;
-    if (id == MoeStrategy::grouped && !one_tile_set && !env_tiles && tuned_db.grouped.size() > 1) {
-      // Every bucket but the largest, whose tiles are `tiles`.
-      for (std::size_t i = 0; i + 1 < tuned_db.grouped.size(); ++i) {
-        const tuning::MoeGroupedBucket& b = tuned_db.grouped[i];
-        std::map<std::string, int> with = overrides;
-        for (const auto& [key, value] : b.tiles) with["grouped." + key] = value;
+    if (buckets && !one_tile_set && !env_tiles && buckets->size() > 1) {
+      for (std::size_t i = 0; i < buckets->size(); ++i) {
+        const tuning::MoeBucket& b = (*buckets)[i];
+        const bool last = i + 1 == buckets->size();
+        // The bucket's tiles; those it does not give, the built-in ones.
+        std::map<std::string, int> with;
+        for (const auto& [key, value] : overrides)
+          if (key.compare(0, prefix.size(), prefix) != 0) with[key] = value;
+        for (const auto& [key, value] : b.tiles) with[prefix + key] = value;
         const MoeTiles t = tiles_with(id, with);
         if (const std::string why = refusal(id, t, sel.layout, device, problem); !why.empty()) {
-          log::warn("tuning database: the tiles of MoE strategy grouped's bucket {} cannot run on {}: {}; the next "
-                    "bucket's serve its counts",
-                    b.tokens, device.name, why);
+          log::warn("tuning database: the tiles of MoE strategy {}'s bucket {} cannot run on {}: {}; {} serve its "
+                    "counts",
+                    to_string(id), b.tokens, device.name, why,
+                    last ? "the layer's one set of tiles" : "the next bucket's");
+          if (last) entries.push_back({id, tiles});
           continue;
         }
-        entries.push_back({id, t, b.last_tokens * problem.top_k});
+        entries.push_back({id, t, last ? std::numeric_limits<std::int64_t>::max() : b.last_tokens * problem.top_k});
       }
+    } else {
+      entries.push_back({id, tiles});
     }
-    entries.push_back({id, tiles});
     std::vector<MoeSelection::Entry> merged;
     for (const MoeSelection::Entry& e : entries) {
       if (!merged.empty() && merged.back().tiles == e.tiles) merged.back().max_pairs = e.max_pairs;
@@ -521,8 +552,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     }
     for (const MoeSelection::Entry& e : merged) {
       if (merged.size() > 1)
-        log::debug("MoE: strategy {} takes MOE_TILE_M={} and local sizes {} and {} for calls of {}", to_string(id),
-                   e.tiles.tile_m, e.tiles.local_i, e.tiles.local_h,
+        log::debug("MoE: strategy {} takes {} for calls of {}", to_string(id), describe_tiles(id, e.tiles),
                    &e == &merged.back() ? std::string("more pairs")
                                         : fmt::format("up to {} pairs", e.max_pairs));
       sel.usable.push_back(e);

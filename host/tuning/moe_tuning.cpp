@@ -59,21 +59,19 @@ std::vector<const Entry*> usable_entries(const Match& match) {
   return match.entries;
 }
 
-// Every bucket `grouped` won among `entries`, as MoeTuned::grouped lists them.
-std::vector<MoeGroupedBucket> grouped_buckets(const std::vector<const Entry*>& entries) {
-  std::vector<const Entry*> grouped;
+// Every bucket `kernel` won among `entries`, as MoeTuned::grouped and MoeTuned::mma list them.
+std::vector<MoeBucket> strategy_buckets(const std::vector<const Entry*>& entries, const std::string& kernel) {
+  std::vector<const Entry*> won;
   for (const Entry* e : entries)
-    if (e->kernel == "grouped") grouped.push_back(e);
-  std::vector<MoeGroupedBucket> out;
-  for (std::size_t i = 0; i < grouped.size(); ++i) {
-    MoeGroupedBucket b;
-    b.tokens = grouped[i]->tokens;
-    b.last_tokens = i + 1 < grouped.size() ? last_tokens_of_bucket(grouped[i]->tokens, grouped[i + 1]->tokens)
-                                           : std::numeric_limits<std::int64_t>::max();
-    for (const char* name : {"tile_m", "local_i", "local_h"}) {
-      const auto it = grouped[i]->params.find(name);
-      if (it != grouped[i]->params.end()) b.tiles[name] = static_cast<int>(it->second);
-    }
+    if (e->kernel == kernel) won.push_back(e);
+  std::vector<MoeBucket> out;
+  for (std::size_t i = 0; i < won.size(); ++i) {
+    MoeBucket b;
+    b.tokens = won[i]->tokens;
+    b.last_tokens = i + 1 < won.size() ? last_tokens_of_bucket(won[i]->tokens, won[i + 1]->tokens)
+                                       : std::numeric_limits<std::int64_t>::max();
+    for (const auto& [name, value] : won[i]->params)
+      if (name != "vec" && name != "group") b.tiles[name] = static_cast<int>(value);
     out.push_back(std::move(b));
   }
   return out;
@@ -87,7 +85,8 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   const std::vector<const Entry*> entries = usable_entries(match);
   MoeTuned tuned;
   if (entries.empty()) return tuned;
-  tuned.grouped = grouped_buckets(entries);
+  tuned.grouped = strategy_buckets(entries, "grouped");
+  tuned.mma = strategy_buckets(entries, "mma");
   std::map<std::string, int>& out = tuned.overrides;
   const Entry* first_decode = nullptr;
   const Entry* last_grouped = nullptr;
@@ -162,7 +161,7 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
     if (said.insert(line).second) log::info("{}", line);
   }
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
-  // pairs (mma_few_pairs_tiles) from its smallest.
+  // pairs (mma_few_pairs_tiles) from its smallest (every bucket's serve its own counts: `mma`).
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   take(first_mma, {"few_split_k", "unroll"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);

@@ -11,7 +11,10 @@
 //   mma.<tile_m|local_i|local_h|split_k|stage|warp_tiles>  from the largest tuned bucket that `mma` won (the tiles
 //                                    of chunks with many pairs per expert)
 //   mma.<few_split_k|unroll>         from the smallest tuned bucket that `mma` won (chunks with
-//                                    few pairs: mma_few_pairs_tiles)
+//                                    few pairs: mma_few_pairs_tiles); with the line above, the
+//                                    one set of a layer that takes one (batch invariance) and the
+//                                    set of calls larger than mma's largest bucket (the smaller
+//                                    ones' serve their own counts: MoeTuned::mma)
 //   decode_max_pairs                 where the buckets switch from decode to grouped or mma: the
 //                                    last token count of the last decode bucket × k (the
 //                                    nearest-bucket rule of tuning_lookup.hpp); 0 when decode won
@@ -40,11 +43,13 @@ struct MoeShapeKey {
   int top_k = 1;
 };
 
-// A bucket `grouped` won, as the tiles it gives calls of up to last_tokens tokens.
-struct MoeGroupedBucket {
+// A bucket `grouped` or `mma` won, as the tiles it gives calls of up to last_tokens tokens.
+struct MoeBucket {
   std::int64_t tokens = 0;
   std::int64_t last_tokens = 0;
-  std::map<std::string, int> tiles;  // tile_m, local_i, local_h: those the entry gives
+  // Those the entry gives of tile_m, local_i, local_h and for mma split_k, few_split_k, unroll,
+  // stage, warp_tiles (without the strategy's prefix).
+  std::map<std::string, int> tiles;
 };
 
 // What the process-wide tuning store holds for the layer on the device, from one lookup; both
@@ -59,9 +64,15 @@ struct MoeGroupedBucket {
 //              512-token tiles against 42.6-44.8 with the 8-token ones. Each set is built with the
 //              layer (creating qwen3-30b-a3b W4A4 with 3 sets took 3.3 s more on that CPU with an
 //              empty program cache, 1.4 s more with a warm one, for 3 layer copies).
+//   mma        the same for every bucket `mma` won. Tiles that suit one token count do not suit
+//              another: on an H200, mixtral-8x7b NVFP4 W4A4 took 1843 µs at T = 512 with tiles of
+//              64 pairs and 2 row tiles a warp against 2157 with the built-in ones, but 729
+//              against 510 at T = 64; and the few-pairs K split that suits one token (8 warps on
+//              an H100) splits FC2's K six ways at T = 8.
 struct MoeTuned {
   std::map<std::string, int> overrides;
-  std::vector<MoeGroupedBucket> grouped;
+  std::vector<MoeBucket> grouped;
+  std::vector<MoeBucket> mma;
 };
 MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key);
 

@@ -430,9 +430,10 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
   EXPECT_EQ(env.layout.vec, 4);
 }
 
-// The mma strategy's tuned parameters (emulated MMAs off NVIDIA, so forced here): the tiles of
-// chunks with many pairs from the largest bucket mma won, those of chunks with few pairs from the
-// smallest, and they reach the kernels' build options: MMA_NT = tile_m / 8, the K split and row
+// The mma strategy's tuned parameters (emulated MMAs off NVIDIA, so forced here): each bucket mma
+// won gives its calls its tiles (one set of tiles: those of chunks with many pairs from the
+// largest bucket, those of chunks with few pairs from the smallest), and they reach the kernels'
+// build options: MMA_NT = tile_m / 8, the K split and row
 // tiles of mma_geometry, MMA_UNROLL.
 class TunedMma : public TunedLayers {
  protected:
@@ -490,6 +491,52 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
   EXPECT_EQ(with_decode.for_tokens(5, 2).id, MoeStrategy::mma);
 }
 
+// The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
+// layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
+// buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
+// whose own file holds no MoE entries) takes them too.
+TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  test::TempDir config;  // no user database
+  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
+  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
+  tuning::reload_tuning_store();
+  DeviceInfo gpu;
+  gpu.platform_name = "NVIDIA CUDA";
+  gpu.vendor = "NVIDIA Corporation";
+  gpu.name = "NVIDIA H200";
+  gpu.driver_version = "580.159.04";
+  gpu.kind = DeviceKind::gpu;
+  gpu.compute_units = 132;
+  gpu.nv_compute_capability = 90;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.max_work_group_size = 1024;
+  gpu.global_mem_bytes = gpu.max_alloc_bytes = std::uint64_t{1} << 36;
+  const QuantScheme w4a4{WeightFormat::nvfp4, Activations::fp4_dynamic};
+  const MoeProblem mixtral_w4a4{w4a4, 4096, 14336, 8, 2};
+  for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
+    gpu.name = name;
+    const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
+    // Buckets 1, 8 and 64 give the built-in tiles (one entry, up to floor(sqrt(64 · 512)) = 181
+    // tokens), bucket 512 tiles of 64 pairs with 2 row tiles a warp.
+    ASSERT_EQ(sel.usable.size(), 2u) << name;
+    EXPECT_EQ(sel.usable[0].id, MoeStrategy::mma);
+    EXPECT_EQ(sel.usable[0].max_pairs, 181 * 2) << name;
+    EXPECT_EQ(sel.usable[0].tiles.tile_m, 32);
+    EXPECT_EQ(sel.usable[0].tiles.warp_tiles, 1);
+    EXPECT_EQ(sel.usable[1].tiles.tile_m, 64) << name;
+    EXPECT_EQ(sel.usable[1].tiles.warp_tiles, 2) << name;
+    EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[1]);
+    EXPECT_EQ(&sel.for_tokens(8, 2), &sel.usable[0]);
+  }
+  // Another shape (no entry): the built-in tiles, one entry.
+  gpu.name = "NVIDIA H200";
+  const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
+  ASSERT_EQ(other.usable.size(), 1u);
+  EXPECT_EQ(other.usable[0].tiles.tile_m, 32);
+}
+
 // The program-cache debug lines of moe_mma.cl naming `part`.
 std::vector<std::string> mma_programs(const test::LogCapture& log, const std::string& part) {
   std::vector<std::string> out;
@@ -499,25 +546,54 @@ std::vector<std::string> mma_programs(const test::LogCapture& log, const std::st
 }
 
 TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
-  // Bucket 1: few pairs (2 < 32 / 2 · 4); bucket 32: many (64 pairs, tile_m 16: 64 >= 8 · 4).
-  use_entries({entry(1, "mma", {{"tile_m", 32}, {"local_i", 256}, {"local_h", 256}, {"split_k", 1},
+  // Bucket 1: few pairs (2 < 5/16 · 16 · 4); bucket 32: many (64 pairs, tile_m 16: 64 >= 5 · 4).
+  // Each serves its own counts (bucket 1 up to floor(sqrt(32)) = 5 tokens) with its own tiles;
+  // they differ in the few-pairs K split (and bucket 1 gives no stage: the built-in 0).
+  use_entries({entry(1, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2},
                                 {"few_split_k", 2}, {"unroll", 2}}),
                entry(32, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2},
-                                 {"few_split_k", 8}, {"unroll", 8}, {"stage", 1}})});
+                                 {"few_split_k", 1}, {"unroll", 2}, {"stage", 1}})});
   const MoeSelection sel = select("mma");
-  ASSERT_EQ(sel.usable.size(), 1u);
-  const MoeTiles& t = sel.usable.front().tiles;
+  ASSERT_EQ(sel.usable.size(), 2u);
+  const MoeTiles& small = sel.usable[0].tiles;
+  EXPECT_EQ(sel.usable[0].max_pairs, 5 * kK);
+  EXPECT_EQ(small.few_split_k, 2);
+  EXPECT_EQ(small.stage, 0);
+  const MoeTiles& t = sel.usable[1].tiles;
+  EXPECT_EQ(sel.usable[1].max_pairs, std::numeric_limits<std::int64_t>::max());
   EXPECT_EQ(t.tile_m, 16);
   EXPECT_EQ(t.local_i, 64);
   EXPECT_EQ(t.local_h, 128);
   EXPECT_EQ(t.split_k, 2);
-  EXPECT_EQ(t.few_split_k, 2);  // the smallest bucket's
+  EXPECT_EQ(t.few_split_k, 1);
   EXPECT_EQ(t.unroll, 2);
-  EXPECT_EQ(t.stage, 1);  // the largest bucket's
+  EXPECT_EQ(t.stage, 1);
+  EXPECT_EQ(&sel.for_tokens(5, kK), &sel.usable[0]);
+  EXPECT_EQ(&sel.for_tokens(6, kK), &sel.usable[1]);
   EXPECT_EQ(sel.decode_max_pairs, 0);  // decode won no bucket
+  // One set of tiles (batch invariance): the many-pairs tiles of the largest bucket, the
+  // few-pairs ones of the smallest.
+  {
+    cl_uint width = 1;
+    test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+    const MoeSelection one =
+        select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, "mma", true);
+    ASSERT_EQ(one.usable.size(), 1u);
+    EXPECT_EQ(one.usable[0].tiles.few_split_k, 2);
+    EXPECT_EQ(one.usable[0].tiles.stage, 1);
+  }
+  // An mma key in FP4CL_MOE_TILES: one set, the variable's values over the database's.
+  {
+    const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "mma.unroll=1");
+    const MoeSelection from_env = select("mma");
+    ASSERT_EQ(from_env.usable.size(), 1u);
+    EXPECT_EQ(from_env.usable[0].tiles.unroll, 1);
+    EXPECT_EQ(from_env.usable[0].tiles.stage, 1);
+  }
   // The kernels: many pairs FC1 K = H = 128 split over 2 warps, 1 row tile (64 / 32 / 2); FC2
-  // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged (stage 1); few pairs: FC1 K split
-  // 2 (few_split_k), FC2 1; unroll 2 everywhere.
+  // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged for bucket 32 (stage 1);
+  // few pairs: FC1 K split 2 (bucket 1's few_split_k) and 1 (bucket 32's), FC2 1; unroll 2
+  // everywhere.
   test::LogCapture log;
   const Fp4Experts ex = test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, 70});
   MoeConfig cfg;
@@ -528,7 +604,7 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   MoeLayer layer = MoeLayer::create(test::test_context(), ex, cfg);
   const auto many_fc1 = mma_programs(log, "-DMMA_NT=2");
   ASSERT_FALSE(many_fc1.empty()) << "no moe_mma.cl program with MMA_NT=2 (tile_m 16)";
-  bool fc1 = false, fc2 = false, few_fc1 = false;
+  bool fc1 = false, fc2 = false, fc2_staged = false, few_fc1_split = false, few_fc1_whole = false;
   for (const std::string& m : many_fc1) {
     EXPECT_NE(m.find("-DMMA_UNROLL=2"), std::string::npos) << m;
     if (m.find("-DMMA_FC1=") != std::string::npos) {
@@ -540,22 +616,24 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
       fc2 = true;
       EXPECT_NE(m.find("-DMMA_KSPLIT=1"), std::string::npos) << m;
       EXPECT_NE(m.find("-DMMA_RT=2"), std::string::npos) << m;
-      EXPECT_NE(m.find("-DMMA_STAGE=1"), std::string::npos) << m;
+      fc2_staged |= m.find("-DMMA_STAGE=1") != std::string::npos;  // bucket 32's (bucket 1's: 0)
     }
   }
-  EXPECT_TRUE(fc1 && fc2);
+  EXPECT_TRUE(fc1 && fc2 && fc2_staged);
   for (const std::string& m : mma_programs(log, "-DMMA_NT=1")) {
     EXPECT_NE(m.find("-DMMA_UNROLL=2"), std::string::npos) << m;
     if (m.find("-DMMA_FC1=") != std::string::npos && m.find("MMA_PER_PAIR") == std::string::npos) {
-      few_fc1 = true;
-      EXPECT_NE(m.find("-DMMA_KSPLIT=2"), std::string::npos) << m;
+      few_fc1_split |= m.find("-DMMA_KSPLIT=2") != std::string::npos;
+      few_fc1_whole |= m.find("-DMMA_KSPLIT=1") != std::string::npos;
     }
   }
-  EXPECT_TRUE(few_fc1);
+  EXPECT_TRUE(few_fc1_split) << "no few-pairs FC1 program with bucket 1's K split";
+  EXPECT_TRUE(few_fc1_whole) << "no few-pairs FC1 program with bucket 32's K split";
   EXPECT_EQ(layer.tile_pairs_for(32), 16);
   EXPECT_EQ(layer.tile_pairs_for(1), 8);
-  // And the tuned kernels compute the layer.
-  for (std::int64_t T : {std::int64_t{3}, std::int64_t{32}}) {
+  // And the tuned kernels compute the layer: 3 tokens with bucket 1's, 8 (few pairs) and 32
+  // (many) with bucket 32's.
+  for (std::int64_t T : {std::int64_t{3}, std::int64_t{8}, std::int64_t{32}}) {
     const auto x = test::make_activations(T, kH, test::Data::exact, 71);
     const auto ids = test::make_ids(T, kK, kE, 72);
     const auto w = test::make_weights(T, kK, 73);
