@@ -8,7 +8,8 @@
 // Bytes per call count only the experts that received tokens (each once: the weights a call must
 // read at least); flops are 2·T·k·3·I·H. Every timed call has its own random routing (rotated over
 // a set of routings), so that consecutive calls do not find their experts in the cache; layers
-// whose experts all fit in the cache are also rotated over copies.
+// whose experts all fit in the cache are also rotated over copies. --routings sets how many
+// routings a row cycles through.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -41,6 +42,7 @@ struct MoeArgs {
   std::string output = "bf16";
   bool batch_invariant = false;
   std::string activation;  // "" (the preset's), "swiglu" or "gpt-oss"
+  int routings = 0;        // routings rotated per row; 0: as many as the rotation span needs
 };
 
 struct MoeShape {
@@ -106,6 +108,7 @@ std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& sc
   if (a.output != "bf16") cmd += " --output " + a.output;
   if (a.batch_invariant) cmd += " --batch-invariant";
   if (!a.activation.empty()) cmd += " --activation " + a.activation;
+  if (a.routings > 0) cmd += fmt::format(" --routings {}", a.routings);
   return cmd + common_command_options(a.run);
 }
 
@@ -152,7 +155,11 @@ void run_moe(const MoeArgs& a) {
         const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
         const double bytes_per_call_estimate = expert_bytes * static_cast<double>(std::min<std::int64_t>(
                                                                   shape.experts, tokens * shape.topk));
-        const std::size_t routings = copies_for_rotation(rotation, bytes_per_call_estimate, 64);
+        // Once a call's weights exceed the rotation span this is one routing; --routings asks for
+        // more, so that a row times the spread of per-expert counts that routing gives (the
+        // tuner times 16).
+        const std::size_t routings = a.routings > 0 ? static_cast<std::size_t>(a.routings)
+                                                    : copies_for_rotation(rotation, bytes_per_call_estimate, 64);
         std::vector<Routing> routing;
         std::vector<cl::Buffer> ids, weights;
         double distinct = 0.0;
@@ -234,6 +241,10 @@ void register_moe(CLI::App& app) {
   moe->add_option("--activation", a->activation,
                   "swiglu | gpt-oss (clamped SwiGLU, alpha 1.702, limit 7, with expert biases); default: the preset's "
                   "(gpt-oss-20b: gpt-oss), else swiglu");
+  moe->add_option("--routings", a->routings,
+                  "random routings each row's timed calls cycle through (default: as many as keep the weights a call "
+                  "reads out of the cache, 1 to 64; at least --iters for each to be timed)")
+      ->check(CLI::Range(1, 4096));
   moe->callback([a] { run_moe(*a); });
 }
 

@@ -61,6 +61,7 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(TINY_LINEAR + ["--warmup-ms", "-1"], "--warmup-ms")
         self.expect_error(["tune", "--linear", "64x256", "--warmup-ms", "x"], "--warmup-ms")
         self.expect_error(["moe", "--hidden", "64", "--inter", "64"], "needs all of --hidden, --inter, --experts and --topk")
+        self.expect_error(TINY_MOE + ["--routings", "0"], "--routings")
         self.expect_error(["moe", "--hidden", "64", "--inter", "64", "--experts", "2", "--topk", "4"],
                           "--topk 4 exceeds --experts 2")
         self.expect_error(TINY_MOE + ["--activation", "gelu"], "--activation must be swiglu or gpt-oss, got 'gelu'")
@@ -148,6 +149,18 @@ class Outputs(unittest.TestCase):
         # One token reaches 2 experts; four tokens at most all 4: bytes grow with the experts used.
         self.assertLess(one["weight_bytes"], four["weight_bytes"])
         self.assertLessEqual(four["weight_bytes"], 2 * one["weight_bytes"] + 1e-6)
+
+    def test_moe_routings_sets_the_routings_a_row_cycles_through(self):
+        _, out, _ = run(*TINY_MOE, "--tokens", "3", "--routings", "5", "--json", check=0)
+        row = json.loads(out)["rows"][0]
+        self.assertIn("5 routings x", row["detail"])
+        self.assertIn("--routings 5", row["command"])
+        self.assertTrue(row["check"].startswith("ok"), row)
+        # Without it, as many as the rotation span needs (35 for this tiny layer and 1 MiB).
+        _, out, _ = run(*TINY_MOE, "--tokens", "3", "--json", check=0)
+        row = json.loads(out)["rows"][0]
+        self.assertIn("35 routings x", row["detail"])
+        self.assertNotIn("--routings", row["command"])
 
     def test_quant_is_checked_bit_exactly(self):
         _, out, _ = run("quant", "--cols", "256", "--tokens", "1,5", *FAST, "--csv", check=0)
