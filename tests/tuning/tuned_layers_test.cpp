@@ -644,6 +644,31 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   }
 }
 
+// A bucket whose tiles mma refuses on the device (work-groups of 64 with split_k 4: not a
+// multiple of 32 · 4) leaves its counts to the next bucket, with a warning naming it; the largest
+// bucket's to the built-in tiles.
+TEST_F(TunedMma, ARefusedBucketLeavesItsCountsToTheNext) {
+  const MoeTiles builtin = select("mma").usable.front().tiles;
+  const tuning::Params refused = {{"tile_m", 16}, {"local_i", 64}, {"local_h", 64}, {"split_k", 4}};
+  use_entries({entry(1, "mma", refused),
+               entry(8, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2}, {"unroll", 2}}),
+               entry(32, "mma", refused)});
+  test::LogCapture log;
+  const MoeSelection sel = select("mma");
+  ASSERT_EQ(sel.usable.size(), 2u);
+  EXPECT_EQ(sel.usable[0].tiles.local_h, 128);  // bucket 8's, serving up to floor(sqrt(8 · 32)) = 16 tokens
+  EXPECT_EQ(sel.usable[0].max_pairs, 16 * kK);
+  EXPECT_EQ(&sel.for_tokens(1, kK), &sel.usable[0]);  // bucket 1's counts
+  EXPECT_TRUE(sel.usable[1].tiles == builtin);
+  EXPECT_EQ(&sel.for_tokens(17, kK), &sel.usable[1]);
+  std::string warnings;
+  for (const std::string& m : log.warnings()) warnings += m + "\n";
+  expect_contains(warnings, "MoE strategy mma's bucket 1 cannot run");
+  expect_contains(warnings, "the next bucket's serve its counts");
+  expect_contains(warnings, "MoE strategy mma's bucket 32 cannot run");
+  expect_contains(warnings, "the layer's one set of tiles serve its counts");
+}
+
 TEST_F(TunedMma, DecodeServesUpToTheFirstBucketMmaWon) {
   // Buckets 1 (decode) and 8 (mma) meet at 2 tokens; an automatic selection off NVIDIA does
   // not build mma, but the crossover is decode's.
