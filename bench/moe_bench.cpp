@@ -178,8 +178,9 @@ void run_moe(const MoeArgs& a) {
         row.shape = shape.label;
         row.scheme = tuning::scheme_key(scheme);
         row.kernel = layers[0].strategy_for(tokens);
-        row.detail = fmt::format("strategy {} ({} pair(s) per weight pass), {} routings x {} layer copies rotated{}",
-                                 row.kernel, layers[0].tile_pairs_for(tokens), routings, copies,
+        row.detail = fmt::format("{}; {} pair(s) per weight pass, {} routings x {} layer copies rotated{}",
+                                 layers[0].kernel_description(tokens), layers[0].tile_pairs_for(tokens), routings,
+                                 copies,
                                  shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "");
         row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
         row.tokens = tokens;

@@ -1,5 +1,8 @@
 #include "kernels/moe_registry.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
@@ -260,10 +263,10 @@ std::string valid_names() {
   return s;
 }
 
-// "MOE_TILE_M=8 and local sizes 64 and 128" (mma: with its K splits, unroll, staging and row
-// tiles a warp), for the log.
+// "tile_m 8, local sizes 64 and 128" (mma: with its K splits, unroll, staging and row tiles a
+// warp).
 std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
-  std::string s = fmt::format("MOE_TILE_M={} and local sizes {} and {}", t.tile_m, t.local_i, t.local_h);
+  std::string s = fmt::format("tile_m {}, local sizes {} and {}", t.tile_m, t.local_i, t.local_h);
   if (id == MoeStrategy::mma)
     s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
                      t.unroll, t.stage, t.warp_tiles);
@@ -404,6 +407,10 @@ std::vector<std::string> moe_kernel_strategies() {
   return names;
 }
 
+std::string MoeSelection::Entry::describe() const {
+  return fmt::format("{}: {} [{}]", to_string(id), describe_tiles(id, tiles), origin);
+}
+
 bool MoeSelection::uses(MoeStrategy s) const {
   return std::any_of(usable.begin(), usable.end(), [s](const Entry& e) { return e.id == s; });
 }
@@ -494,8 +501,20 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // The tiles of a strategy and why it cannot run with them ("" when it can). Tiles from the
   // tuning database that the strategy refuses here (a database edited by hand, or tuned with
   // another version) give way to the built-in ones (and FP4CL_MOE_TILES), with a warning.
-  const auto tiles_for = [&](MoeStrategy id, std::string& why) {
+  const auto sets_tiles = [](const std::map<std::string, int>& from, MoeStrategy id) {
+    const std::string prefix = std::string(to_string(id)) + ".";
+    return std::any_of(from.begin(), from.end(),
+                       [&](const auto& kv) { return kv.first.compare(0, prefix.size(), prefix) == 0; });
+  };
+  // Where tiles from `overrides` come from (MoeSelection::Entry::origin).
+  const auto origin_of = [&](MoeStrategy id) -> std::string {
+    const bool env = sets_tiles(env_overrides, id), db = sets_tiles(tuned, id);
+    const std::string db_origin = fmt::format("tuned ({})", tuned_db.origin);
+    return env && db ? "FP4CL_MOE_TILES over " + db_origin : env ? "FP4CL_MOE_TILES" : db ? db_origin : "built-in";
+  };
+  const auto tiles_for = [&](MoeStrategy id, std::string& why, std::string& origin) {
     MoeTiles t = tiles_with(id, overrides);
+    origin = origin_of(id);
     why = refusal(id, t, sel.layout, device, problem);
     if (why.empty() || tuned.empty()) return t;
     const MoeTiles builtin = tiles_with(id, env_overrides);
@@ -505,6 +524,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
               to_string(id), problem.hidden, problem.intermediate, problem.local_experts, problem.top_k,
               problem.scheme.name(), device.name, why);
     why.clear();
+    origin = sets_tiles(env_overrides, id) ? "FP4CL_MOE_TILES" : "built-in";
     return builtin;
   };
   // grouped's and mma's entries: one a tuned bucket it won, smallest first, with that bucket's
@@ -513,15 +533,15 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // every larger call. Else one entry, `tiles` (for mma the largest bucket's many-pairs tiles and
   // the smallest's few-pairs ones). A bucket whose tiles the strategy refuses leaves its counts to
   // the next (the largest's to `tiles`); neighbours with the same tiles are one entry.
-  const auto add = [&](MoeStrategy id, const MoeTiles& tiles) {
+  const auto add = [&](MoeStrategy id, const MoeTiles& tiles, const std::string& origin) {
     const std::string prefix = std::string(to_string(id)) + ".";
-    const bool env_tiles = std::any_of(env_overrides.begin(), env_overrides.end(), [&](const auto& kv) {
-      return kv.first.compare(0, prefix.size(), prefix) == 0;
-    });
+    const bool env_tiles = sets_tiles(env_overrides, id);
     const std::vector<tuning::MoeBucket>* buckets = id == MoeStrategy::grouped ? &tuned_db.grouped
                                                     : id == MoeStrategy::mma   ? &tuned_db.mma
                                                                                : nullptr;
-    std::vector<MoeSelection::Entry> entries;
+    // Each entry with the tuned buckets whose tiles it has (none: `origin`'s tiles).
+    std::vector<std::pair<MoeSelection::Entry, std::vector<std::int64_t>>> entries;
+    const std::string file = buckets && !buckets->empty() ? buckets->front().origin : std::string();
     if (buckets && !one_tile_set && !env_tiles && buckets->size() > 1) {
       for (std::size_t i = 0; i < buckets->size(); ++i) {
         const tuning::MoeBucket& b = (*buckets)[i];
@@ -537,22 +557,37 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
                     "counts",
                     to_string(id), b.tokens, device.name, why,
                     last ? "the layer's one set of tiles" : "the next bucket's");
-          if (last) entries.push_back({id, tiles});
+          if (last) entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, {}});
           continue;
         }
-        entries.push_back({id, t, last ? std::numeric_limits<std::int64_t>::max() : b.last_tokens * problem.top_k});
+        entries.push_back(
+            {{id, t, last ? std::numeric_limits<std::int64_t>::max() : b.last_tokens * problem.top_k}, {b.tokens}});
       }
     } else {
-      entries.push_back({id, tiles});
+      entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, {}});
     }
+    // Neighbours with the same tiles are one entry: "tuned buckets 1, 8 (FILE)".
     std::vector<MoeSelection::Entry> merged;
-    for (const MoeSelection::Entry& e : entries) {
-      if (!merged.empty() && merged.back().tiles == e.tiles) merged.back().max_pairs = e.max_pairs;
-      else merged.push_back(e);
+    std::vector<std::int64_t> merged_buckets;
+    const auto close = [&] {
+      if (!merged_buckets.empty())
+        merged.back().origin = fmt::format("tuned bucket{} {} ({})", merged_buckets.size() > 1 ? "s" : "",
+                                           fmt::join(merged_buckets, ", "), file);
+    };
+    for (const auto& [e, from] : entries) {
+      if (!merged.empty() && merged.back().tiles == e.tiles && merged_buckets.empty() == from.empty()) {
+        merged.back().max_pairs = e.max_pairs;
+        merged_buckets.insert(merged_buckets.end(), from.begin(), from.end());
+      } else {
+        close();
+        merged.push_back(e);
+        merged_buckets = from;
+      }
     }
+    close();
     for (const MoeSelection::Entry& e : merged) {
       if (merged.size() > 1)
-        log::debug("MoE: strategy {} takes {} for calls of {}", to_string(id), describe_tiles(id, e.tiles),
+        log::debug("MoE: strategy {} takes {} for calls of {}", to_string(id), e.describe(),
                    &e == &merged.back() ? std::string("more pairs")
                                         : fmt::format("up to {} pairs", e.max_pairs));
       sel.usable.push_back(e);
@@ -563,10 +598,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     for (MoeStrategy id : kAll) {
       if (name != to_string(id)) continue;
       known = true;
-      std::string why;
-      const MoeTiles tiles = tiles_for(id, why);
+      std::string why, origin;
+      const MoeTiles tiles = tiles_for(id, why, origin);
       if (!why.empty()) fail("MoE kernel strategy '{}' ({}) cannot run on {}: {}", name, source, device.name, why);
-      add(id, tiles);
+      add(id, tiles, origin);
       sel.forced = true;
     }
     if (!known) fail("unknown MoE kernel strategy '{}' ({}); valid: {}", name, source, valid_names());
@@ -577,10 +612,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   for (MoeStrategy id : kAll) {
     if (id == MoeStrategy::split && sel.split_max_pairs == 0) continue;  // CPUs: only when forced or asked for
     if (id == MoeStrategy::mma && !mma_native(device)) continue;        // emulated: only when forced
-    std::string why;
-    const MoeTiles tiles = tiles_for(id, why);
+    std::string why, origin;
+    const MoeTiles tiles = tiles_for(id, why, origin);
     if (why.empty()) {
-      add(id, tiles);
+      add(id, tiles, origin);
       log::debug("MoE: strategy {} usable (MOE_VEC={} MOE_GROUP={} MOE_TILE_M={}, local sizes {} and {})",
                  to_string(id), sel.layout.vec, sel.layout.group, tiles.tile_m, tiles.local_i, tiles.local_h);
     } else {

@@ -208,6 +208,11 @@ struct MoeSelection {
     // only where tuned buckets give it several sets of tiles (grouped: tuning::MoeTuned::grouped),
     // by increasing max_pairs; its last serves every larger call.
     std::int64_t max_pairs = std::numeric_limits<std::int64_t>::max();
+    // Where the tiles come from: "built-in", "FP4CL_MOE_TILES", "tuned (FILE)" (one set from the
+    // database's buckets) or "tuned bucket 512 (FILE)" (neighbours with the same tiles: ", ").
+    std::string origin = "built-in";
+    // "mma: tile_m 64, local sizes 32 and 32, split_k 1, ... [tuned bucket 512 (FILE)]"
+    std::string describe() const;
   };
   MoeLayout layout;           // shared by every strategy: the weights are prepared once
   std::vector<Entry> usable;  // the strategies this layer builds, in selection order

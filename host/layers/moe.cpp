@@ -303,6 +303,9 @@ MoeLaunchEvents MoeLayer::launch_events() const { return impl_->launch_events; }
 std::string MoeLayer::strategy_for(std::int64_t tokens) const {
   return to_string(impl_->selection.for_tokens(tokens, impl_->shape.top_k).id);
 }
+std::string MoeLayer::kernel_description(std::int64_t tokens) const {
+  return impl_->selection.for_tokens(tokens, impl_->shape.top_k).describe();
+}
 int MoeLayer::tile_pairs_for(std::int64_t tokens) const {
   // Chunks hold at most max_tokens tokens: the pass of the first (largest) chunk.
   return impl_->kernels_for(tokens).pairs_per_pass(std::min(tokens, impl_->ws.max_tokens), impl_->shape.top_k);

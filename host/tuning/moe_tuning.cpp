@@ -68,6 +68,7 @@ std::vector<MoeBucket> strategy_buckets(const std::vector<const Entry*>& entries
   for (std::size_t i = 0; i < won.size(); ++i) {
     MoeBucket b;
     b.tokens = won[i]->tokens;
+    b.origin = won[i]->origin;
     b.last_tokens = i + 1 < won.size() ? last_tokens_of_bucket(won[i]->tokens, won[i + 1]->tokens)
                                        : std::numeric_limits<std::int64_t>::max();
     for (const auto& [name, value] : won[i]->params)
@@ -85,6 +86,7 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   const std::vector<const Entry*> entries = usable_entries(match);
   MoeTuned tuned;
   if (entries.empty()) return tuned;
+  tuned.origin = entries.front()->origin;
   tuned.grouped = strategy_buckets(entries, "grouped");
   tuned.mma = strategy_buckets(entries, "mma");
   std::map<std::string, int>& out = tuned.overrides;

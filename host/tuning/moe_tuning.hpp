@@ -50,6 +50,7 @@ struct MoeBucket {
   // Those the entry gives of tile_m, local_i, local_h and for mma split_k, few_split_k, unroll,
   // stage, warp_tiles (without the strategy's prefix).
   std::map<std::string, int> tiles;
+  std::string origin;  // the database file the entry came from
 };
 
 // What the process-wide tuning store holds for the layer on the device, from one lookup; both
@@ -71,6 +72,7 @@ struct MoeBucket {
 //              an H100) splits FC2's K six ways at T = 8.
 struct MoeTuned {
   std::map<std::string, int> overrides;
+  std::string origin;  // the database file of the layer's entries ("" when none)
   std::vector<MoeBucket> grouped;
   std::vector<MoeBucket> mma;
 };

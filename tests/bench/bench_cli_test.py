@@ -154,6 +154,9 @@ class Outputs(unittest.TestCase):
         _, out, _ = run(*TINY_MOE, "--tokens", "3", "--routings", "5", "--json", check=0)
         row = json.loads(out)["rows"][0]
         self.assertIn("5 routings x", row["detail"])
+        # The tiles that served the row and where they come from (MoeLayer::kernel_description).
+        self.assertRegex(row["detail"], r"^(decode|grouped|split|mma): tile_m \d+, local sizes \d+ and \d+")
+        self.assertIn("[built-in]", row["detail"])
         self.assertIn("--routings 5", row["command"])
         self.assertTrue(row["check"].startswith("ok"), row)
         # Without it, as many as the rotation span needs (35 for this tiny layer and 1 MiB).

@@ -525,6 +525,8 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     EXPECT_EQ(sel.usable[0].max_pairs, 181 * 2) << name;
     EXPECT_EQ(sel.usable[0].tiles.tile_m, 32);
     EXPECT_EQ(sel.usable[0].tiles.warp_tiles, 1);
+    EXPECT_EQ(sel.usable[0].origin, "tuned buckets 1, 8, 64 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[1].origin, "tuned bucket 512 (tuning/nvidia-h200.json (shipped))");
     EXPECT_EQ(sel.usable[1].tiles.tile_m, 64) << name;
     EXPECT_EQ(sel.usable[1].tiles.warp_tiles, 2) << name;
     EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[1]);
@@ -581,6 +583,7 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
     ASSERT_EQ(one.usable.size(), 1u);
     EXPECT_EQ(one.usable[0].tiles.few_split_k, 2);
     EXPECT_EQ(one.usable[0].tiles.stage, 1);
+    EXPECT_EQ(one.usable[0].origin, "tuned (" + path_ + ")");
   }
   // An mma key in FP4CL_MOE_TILES: one set, the variable's values over the database's.
   {
@@ -589,6 +592,7 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
     ASSERT_EQ(from_env.usable.size(), 1u);
     EXPECT_EQ(from_env.usable[0].tiles.unroll, 1);
     EXPECT_EQ(from_env.usable[0].tiles.stage, 1);
+    EXPECT_EQ(from_env.usable[0].origin, "FP4CL_MOE_TILES over tuned (" + path_ + ")");
   }
   // The kernels: many pairs FC1 K = H = 128 split over 2 warps, 1 row tile (64 / 32 / 2); FC2
   // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged for bucket 32 (stage 1);
@@ -631,6 +635,10 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   EXPECT_TRUE(few_fc1_whole) << "no few-pairs FC1 program with bucket 32's K split";
   EXPECT_EQ(layer.tile_pairs_for(32), 16);
   EXPECT_EQ(layer.tile_pairs_for(1), 8);
+  // The layer says which tiles serve a call and where they come from.
+  EXPECT_EQ(layer.kernel_description(3), "mma: tile_m 16, local sizes 64 and 128, split_k 2, few_split_k 2, unroll 2, "
+                                         "stage 0, warp_tiles 1 [tuned bucket 1 (" + path_ + ")]");
+  expect_contains(layer.kernel_description(6), "few_split_k 1, unroll 2, stage 1, warp_tiles 1 [tuned bucket 32 (");
   // And the tuned kernels compute the layer: 3 tokens with bucket 1's, 8 (few pairs) and 32
   // (many) with bucket 32's.
   for (std::int64_t T : {std::int64_t{3}, std::int64_t{8}, std::int64_t{32}}) {
@@ -660,6 +668,8 @@ TEST_F(TunedMma, ARefusedBucketLeavesItsCountsToTheNext) {
   EXPECT_EQ(sel.usable[0].max_pairs, 16 * kK);
   EXPECT_EQ(&sel.for_tokens(1, kK), &sel.usable[0]);  // bucket 1's counts
   EXPECT_TRUE(sel.usable[1].tiles == builtin);
+  EXPECT_EQ(sel.usable[0].origin, "tuned bucket 8 (" + path_ + ")");
+  EXPECT_EQ(sel.usable[1].origin, "built-in");
   EXPECT_EQ(&sel.for_tokens(17, kK), &sel.usable[1]);
   std::string warnings;
   for (const std::string& m : log.warnings()) warnings += m + "\n";
