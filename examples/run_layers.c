@@ -129,6 +129,11 @@ static int run_linear(fp4cl_context* ctx, fp4cl_model* model, size_t index, cons
 
   printf("linear %s: [%lld x %lld] weight, m = %lld\n", layer_info.name, (long long)info.n, (long long)info.k,
          (long long)m);
+  {
+    char kernel[512]; /* cut to 511 bytes if longer */
+    CHECK(fp4cl_linear_describe_kernel(layer, m, kernel, sizeof kernel, NULL));
+    printf("  kernel: %s\n", kernel);
+  }
   print_values("y", y, y_count);
   printf("  host and cl_mem paths bit-identical: %s\n", same ? "yes" : "NO");
   if (names) fprintf(names, "linear %s %lld\n", layer_info.name, (long long)m);
@@ -199,6 +204,11 @@ static int run_moe(fp4cl_context* ctx, fp4cl_model* model, size_t index, const c
   printf("moe %s: E = %lld, H = %lld, I = %lld, top-k = %d, %lld tokens\n", layer_info.name,
          (long long)info.num_experts, (long long)info.hidden, (long long)info.intermediate, (int)info.top_k,
          (long long)tokens);
+  {
+    char kernel[512];
+    CHECK(fp4cl_moe_describe_kernel(layer, tokens, kernel, sizeof kernel, NULL));
+    printf("  kernel: %s\n", kernel);
+  }
   print_values("out", out, x_count);
   printf("  host and cl_mem paths bit-identical: %s\n", same ? "yes" : "NO");
   if (names) fprintf(names, "moe %s %lld %d\n", layer_info.name, (long long)tokens, (int)info.top_k);

@@ -1,5 +1,6 @@
 // C API: the caller's cl_mem buffers and cl_event lists, the staging buffers of host-pointer
 // calls, and size checks.
+#include <algorithm>
 #include <limits>
 
 #include "capi/capi_internal.hpp"
@@ -81,6 +82,16 @@ std::size_t checked_bytes(std::int64_t count, std::size_t element_bytes, const c
 void require_bytes(const char* what, std::size_t have, std::size_t need, const std::string& shape) {
   if (have < need)
     raise(FP4CL_ERROR_INVALID_ARGUMENT, "{} has {} bytes; {} needs {}", what, have, shape, need);
+}
+
+void copy_text(const std::string& text, char* buffer, std::size_t size, std::size_t* length) {
+  if (size > 0 && buffer == nullptr) raise(FP4CL_ERROR_INVALID_ARGUMENT, "buffer is NULL with size {}", size);
+  if (size > 0) {
+    const std::size_t n = std::min(text.size(), size - 1);
+    std::copy_n(text.data(), n, buffer);
+    buffer[n] = '\0';
+  }
+  if (length != nullptr) *length = text.size();
 }
 
 }  // namespace fp4cl::capi

@@ -135,6 +135,11 @@ std::size_t checked_bytes(std::int64_t count, std::size_t element_bytes, const c
 // FP4CL_ERROR_INVALID_ARGUMENT unless the host array `what` of `have` bytes holds `need` bytes.
 void require_bytes(const char* what, std::size_t have, std::size_t need, const std::string& shape);
 
+// Copies `text` into the caller's `buffer` of `size` bytes, NUL-terminated and cut to size - 1
+// bytes (nothing when size is 0; buffer may then be NULL), and its full length into *length
+// where length is not NULL. FP4CL_ERROR_INVALID_ARGUMENT for a NULL buffer of size > 0.
+void copy_text(const std::string& text, char* buffer, std::size_t size, std::size_t* length);
+
 // Layer `index` of the model (FP4CL_ERROR_NOT_FOUND when out of range), and the index of the
 // layer named `name` (a layer's name or an MoE layer's decoder-layer prefix).
 const CheckpointLayer& layer_at(const fp4cl_model& model, std::size_t index);

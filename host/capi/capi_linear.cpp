@@ -96,6 +96,15 @@ fp4cl_status fp4cl_linear_get_info(const fp4cl_linear* layer, fp4cl_linear_info*
   });
 }
 
+fp4cl_status fp4cl_linear_describe_kernel(const fp4cl_linear* layer, int64_t m, char* buffer, size_t size,
+                                          size_t* length) {
+  return guarded("fp4cl_linear_describe_kernel", FP4CL_ERROR_INTERNAL, [&] {
+    require(layer, "layer");
+    if (m < 1 || m > INT32_MAX) raise(FP4CL_ERROR_INVALID_ARGUMENT, "m = {}: must be 1 to 2^31 - 1", m);
+    fp4cl::capi::copy_text(layer->layer.kernel_description(m), buffer, size, length);
+  });
+}
+
 fp4cl_status fp4cl_linear_enqueue(fp4cl_linear* layer, cl_mem x, cl_mem y, int64_t m, cl_uint num_wait,
                                   const cl_event* wait_list, cl_event* done) {
   return guarded("fp4cl_linear_enqueue", FP4CL_ERROR_INVALID_ARGUMENT, [&] {

@@ -202,6 +202,16 @@ fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activati
   });
 }
 
+fp4cl_status fp4cl_moe_describe_kernel(const fp4cl_moe* layer, int64_t tokens, char* buffer, size_t size,
+                                       size_t* length) {
+  return guarded("fp4cl_moe_describe_kernel", FP4CL_ERROR_INTERNAL, [&] {
+    require(layer, "layer");
+    if (tokens < 1 || tokens > INT32_MAX)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "tokens = {}: must be 1 to 2^31 - 1", tokens);
+    fp4cl::capi::copy_text(layer->layer.kernel_description(tokens), buffer, size, length);
+  });
+}
+
 fp4cl_status fp4cl_moe_enqueue(fp4cl_moe* layer, cl_mem x, cl_mem topk_ids, cl_mem topk_weights, cl_mem out,
                                int64_t tokens, cl_uint num_wait, const cl_event* wait_list, cl_event* done) {
   return guarded("fp4cl_moe_enqueue", FP4CL_ERROR_INVALID_ARGUMENT, [&] {

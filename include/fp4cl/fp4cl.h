@@ -232,6 +232,14 @@ typedef struct fp4cl_linear_info {
 
 FP4CL_API fp4cl_status fp4cl_linear_get_info(const fp4cl_linear* layer, fp4cl_linear_info* info);
 
+/* The kernel that runs a call of m rows (1 <= m < 2^31), its tuning parameters and where they
+ * come from (built-in defaults, a tuning database file and bucket, or an environment variable):
+ * one line, as fp4cl-bench prints it (Linear::kernel_description). Copied into `buffer`
+ * NUL-terminated and cut to size - 1 bytes; *length (when not NULL) receives its full length
+ * without the NUL, so a call with size 0 (buffer may then be NULL) asks for the size. */
+FP4CL_API fp4cl_status fp4cl_linear_describe_kernel(const fp4cl_linear* layer, int64_t m, char* buffer, size_t size,
+                                                    size_t* length);
+
 /* Enqueues y = x · Wᵀ: x BF16 [m, k], y [m, n] of the output dtype, 0 <= m < 2^31 (m = 0
  * enqueues only a marker; m > max_tokens runs in chunks of max_tokens, never refused).
  * Asynchronous (see Conventions). */
@@ -317,6 +325,12 @@ typedef struct fp4cl_moe_activation {
 
 /* The activation `layer` runs. */
 FP4CL_API fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activation* activation);
+
+/* The strategy that runs a call of `tokens` tokens (1 <= tokens < 2^31), its tiles and where
+ * they come from: "mma: tile_m 32, local sizes 32 and 32, ... [tuned bucket 512 (FILE)]"
+ * (MoeLayer::kernel_description). Copied as fp4cl_linear_describe_kernel copies. */
+FP4CL_API fp4cl_status fp4cl_moe_describe_kernel(const fp4cl_moe* layer, int64_t tokens, char* buffer, size_t size,
+                                                 size_t* length);
 
 /* Enqueues a forward pass of `tokens` tokens with precomputed routing. Asynchronous (see
  * Conventions). A topk id outside [0, E_global) never indexes memory: the device skips that slot

@@ -110,6 +110,7 @@ _PROTOTYPES = {
     "fp4cl_linear_release": (None, [_p]),
     "fp4cl_linear_get_info": (_c_status, [_p, ctypes.POINTER(LinearInfo)]),
     "fp4cl_linear_run": (_c_status, [_p, _p, _size, _i64, _p, _size]),
+    "fp4cl_linear_describe_kernel": (_c_status, [_p, _i64, ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
     "fp4cl_moe_options_init": (None, [ctypes.POINTER(MoeOptions)]),
     "fp4cl_model_get_moe": (_c_status, [_p, ctypes.c_char_p, ctypes.POINTER(MoeOptions), _pp]),
     "fp4cl_model_get_moe_at": (_c_status, [_p, _size, ctypes.POINTER(MoeOptions), _pp]),
@@ -117,6 +118,7 @@ _PROTOTYPES = {
     "fp4cl_moe_get_info": (_c_status, [_p, ctypes.POINTER(MoeInfo)]),
     "fp4cl_moe_get_activation": (_c_status, [_p, ctypes.POINTER(MoeActivation)]),
     "fp4cl_moe_run": (_c_status, [_p, _p, _size, _p, _size, _p, _size, _i64, _p, _size]),
+    "fp4cl_moe_describe_kernel": (_c_status, [_p, _i64, ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
     "fp4cl_moe_run_logits": (_c_status, [_p, _p, _size, _p, _size, _i64, _p, _size]),
 }
 

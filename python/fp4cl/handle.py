@@ -48,3 +48,14 @@ class Handle:
 
     def _check(self, status, what):
         check(self._lib, status, what)
+
+    def _text(self, function, count):
+        """The text a fp4cl_*_describe_* function gives for `count` (its length asked first)."""
+        import ctypes
+
+        fn = getattr(self._lib, function)
+        length = ctypes.c_size_t(0)
+        self._check(fn(self.handle, count, None, 0, ctypes.byref(length)), function)
+        text = ctypes.create_string_buffer(length.value + 1)
+        self._check(fn(self.handle, count, text, len(text), None), function)
+        return text.value.decode()

@@ -45,5 +45,10 @@ class Linear(Handle):
                     "fp4cl_linear_run")
         return y
 
+    def kernel_description(self, m):
+        """The kernel that runs m rows (m >= 1), its parameters and where they come from (built-in
+        defaults, a tuning database file and bucket, or an environment variable): one line."""
+        return self._text("fp4cl_linear_describe_kernel", int(m))
+
     def __repr__(self):
         return f"<fp4cl.Linear {self.scheme} n={self.n} k={self.k}{' closed' if self.closed else ''}>"

@@ -43,6 +43,11 @@ class Moe(Handle):
         self.swiglu_alpha = act.alpha if clamped else None
         self.swiglu_limit = act.limit if clamped else None
 
+    def kernel_description(self, tokens):
+        """The strategy that runs a call of `tokens` tokens (>= 1), its tiles and where they come
+        from: "mma: tile_m 32, local sizes 32 and 32, ... [tuned bucket 512 (FILE)]"."""
+        return self._text("fp4cl_moe_describe_kernel", int(tokens))
+
     def run(self, x, topk_ids, topk_weights, out=None):
         """Precomputed routing: x [T, H] (BF16 as ml_dtypes.bfloat16 or uint16; float32 rounded to
         BF16), topk_ids [T, k] (integers, converted to int32), topk_weights [T, k] (float32).

@@ -86,6 +86,8 @@ TEST(CapiExample, RunLayersMatchesTheCppApiAndTheReference) {
     for (std::uint16_t b : y) values.push_back(bf16_to_float(b));
     const LoadedLinear loaded = ckpt.load_linear(linear_name);
     EXPECT_EQ(linear_outside_bound(loaded.scheme, loaded.weight, x, m, values, true, linear_name), 0u);
+    // The kernel line: the C++ API's description (fp4cl_linear_describe_kernel).
+    EXPECT_NE(stdout_text.find("  kernel: " + linear.kernel_description(m) + "\n"), std::string::npos) << stdout_text;
 
     // MoE: within the reference, and the C++ API's bits.
     const auto mx = read_file<std::uint16_t>(out.path() / "moe_x.bin");
@@ -104,6 +106,7 @@ TEST(CapiExample, RunLayersMatchesTheCppApiAndTheReference) {
     EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, moe_name), 0u);
     const Context& ctx = shared_context();
     MoeLayer moe = MoeLayer::from_checkpoint(ctx, ckpt, moe_name);
+    EXPECT_NE(stdout_text.find("  kernel: " + moe.kernel_description(tokens) + "\n"), std::string::npos) << stdout_text;
     auto copy = [&](const void* data, std::size_t bytes) {
       return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
     };

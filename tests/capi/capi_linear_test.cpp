@@ -180,6 +180,42 @@ TEST(CapiLinear, HostRunRefusesWrongSizesNamingTheArray) {
 }
 
 // More tokens than max_tokens run in chunks: each chunk's bits are those of a call of that chunk.
+// fp4cl_linear_describe_kernel: the C++ API's description, copied as snprintf copies (the full
+// length always; a buffer of size 0 may be NULL; cut to size - 1 bytes); bad arguments named.
+TEST(CapiLinear, KernelDescriptionIsTheCppApisAndCopiesLikeSnprintf) {
+  ModelPtr model = open_model();
+  fp4cl_linear_options o;
+  fp4cl_linear_options_init(&o);
+  o.max_tokens = 64;
+  LinearPtr layer = get_linear(model.get(), kQ, &o);
+  LinearOptions cpp_options;
+  cpp_options.max_tokens = 64;
+  const Linear cpp = Linear::from_checkpoint(shared_context(), Checkpoint::open(quantized_model(default_variant())),
+                                             kQ, cpp_options);
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{40}}) {
+    const std::string expected = cpp.kernel_description(m);
+    ASSERT_FALSE(expected.empty());
+    std::size_t length = 0;
+    ASSERT_EQ(fp4cl_linear_describe_kernel(layer.get(), m, nullptr, 0, &length), FP4CL_SUCCESS) << fp4cl_last_error();
+    EXPECT_EQ(length, expected.size());
+    std::vector<char> text(length + 1, 'x');
+    ASSERT_EQ(fp4cl_linear_describe_kernel(layer.get(), m, text.data(), text.size(), nullptr), FP4CL_SUCCESS);
+    EXPECT_EQ(std::string(text.data()), expected) << "m = " << m;
+    char cut[6] = {'x', 'x', 'x', 'x', 'x', 'x'};
+    ASSERT_EQ(fp4cl_linear_describe_kernel(layer.get(), m, cut, 5, &length), FP4CL_SUCCESS);
+    EXPECT_EQ(std::string(cut), expected.substr(0, 4));
+    EXPECT_EQ(cut[5], 'x');  // nothing written past size
+    EXPECT_EQ(length, expected.size());
+  }
+  char text[8];
+  expect_error(fp4cl_linear_describe_kernel(layer.get(), 0, text, sizeof text, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"m = 0: must be 1 to 2^31 - 1"});
+  expect_error(fp4cl_linear_describe_kernel(layer.get(), 1, nullptr, 8, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"buffer is NULL with size 8"});
+  expect_error(fp4cl_linear_describe_kernel(nullptr, 1, text, sizeof text, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"layer is NULL"});
+}
+
 TEST(CapiLinear, TokensBeyondMaxTokensRunInChunks) {
   ModelPtr model = open_model();
   fp4cl_linear_options o;

@@ -157,6 +157,33 @@ TEST(CapiMoe, ConfigJsonsActivationIsTheCppApis) {
   EXPECT_NE(out, cpp_topk(ckpt, config, x, r, kTokens));
 }
 
+// fp4cl_moe_describe_kernel: the C++ API's description of the strategy and tiles that serve a
+// call (copied as fp4cl_linear_describe_kernel copies: tested there); bad arguments named.
+TEST(CapiMoe, KernelDescriptionIsTheCppApis) {
+  ModelPtr model = open_model();
+  MoePtr layer = get_moe(model.get(), "model.layers.0");
+  const Checkpoint ckpt = Checkpoint::open(quantized_model(default_variant()));
+  const MoeLayer cpp =
+      MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", MoeConfig::from_checkpoint(ckpt, "model.layers.0"));
+  for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{64}}) {
+    const std::string expected = cpp.kernel_description(tokens);
+    EXPECT_EQ(expected.rfind(cpp.strategy_for(tokens) + ": tile_m ", 0), 0u) << expected;
+    std::size_t length = 0;
+    ASSERT_EQ(fp4cl_moe_describe_kernel(layer.get(), tokens, nullptr, 0, &length), FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    std::vector<char> text(length + 1);
+    ASSERT_EQ(fp4cl_moe_describe_kernel(layer.get(), tokens, text.data(), text.size(), nullptr), FP4CL_SUCCESS);
+    EXPECT_EQ(std::string(text.data()), expected) << tokens << " tokens";
+  }
+  char text[8];
+  expect_error(fp4cl_moe_describe_kernel(layer.get(), -1, text, sizeof text, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"tokens = -1: must be 1 to 2^31 - 1"});
+  expect_error(fp4cl_moe_describe_kernel(layer.get(), 1, nullptr, 8, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"buffer is NULL with size 8"});
+  expect_error(fp4cl_moe_describe_kernel(nullptr, 1, text, sizeof text, nullptr), FP4CL_ERROR_INVALID_ARGUMENT,
+               {"layer is NULL"});
+}
+
 TEST(CapiMoe, ExpertMapAndFp32OutputMatchTheCppApi) {
   ModelPtr model = open_model();
   const Checkpoint ckpt = Checkpoint::open(quantized_model(default_variant()));

@@ -62,6 +62,16 @@ def test_linear_one_row_and_out_array(fp4cl, context, checkpoints):
         assert empty.shape == (0, layer.n)
 
 
+def test_linear_kernel_description_names_the_kernel(fp4cl, context, checkpoints, monkeypatch):
+    path = checkpoints.get("nvfp4", "compressed-tensors")
+    monkeypatch.setenv("FP4CL_LINEAR_KERNEL", "gemv_rows")
+    with context.open(path) as model, model.linear(LINEAR) as layer:
+        text = layer.kernel_description(2)
+        assert text.startswith("gemv_rows("), text
+        with pytest.raises(fp4cl.InvalidArgumentError, match="m = 0: must be 1"):
+            layer.kernel_description(0)
+
+
 def test_linear_layers_by_index(fp4cl, context, checkpoints):
     path = checkpoints.get("mxfp4a16", "compressed-tensors")
     reference = ref.Checkpoint(path)

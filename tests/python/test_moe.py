@@ -117,6 +117,18 @@ def test_moe_batch_invariant_keeps_the_bits_of_one_pass(fp4cl, context, checkpoi
         assert not np.array_equal(run(7, False).view(np.uint32), invariant.view(np.uint32))
 
 
+def test_moe_kernel_description_names_the_strategy_tiles_and_their_source(fp4cl, context, checkpoints, monkeypatch):
+    path = checkpoints.get("nvfp4", "compressed-tensors")
+    monkeypatch.setenv("FP4CL_MOE_KERNEL", "grouped")
+    monkeypatch.setenv("FP4CL_MOE_TILES", "grouped.tile_m=4")
+    with context.open(path) as model, model.moe(MOE_PREFIX) as moe:
+        text = moe.kernel_description(5)
+        assert text.startswith("grouped: tile_m 4, local sizes "), text
+        assert text.endswith("[FP4CL_MOE_TILES]"), text
+        with pytest.raises(fp4cl.InvalidArgumentError, match="tokens = 0: must be 1"):
+            moe.kernel_description(0)
+
+
 def test_moe_one_token_as_1d_arrays(fp4cl, context, checkpoints):
     # Compared with the same token as a [1, H] batch: a batch of another size may run another
     # kernel strategy, which sums in another order (equal within the bound, not bit for bit).
