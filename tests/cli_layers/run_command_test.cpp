@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,10 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.out.find("top-2 (config.json), renormalized"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; SwiGLU; strategy "), std::string::npos) << r.out;
+  // The strategy with its tiles and their source (MoeLayer::kernel_description).
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("; strategy (grouped|decode|split|mma): tile_m [0-9]+, local sizes "
+                                                  "[0-9]+ and [0-9]+.* \\[(built-in|tuned[^\\]]*)\\]\n")))
+      << r.out;
   const std::vector<float> y =
       SafetensorsFile::open(out().string()).tensor("y").expect_shape({kTokens, 64}).to_vector<float>();
 

@@ -110,7 +110,7 @@ bool demo_moe(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOptions
   MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
   fmt::print("MoE layer {}: {} ({}), E={} H={} I={}, {}, strategy {}\n", moe.name, moe.scheme.name(),
              to_string(ckpt.config().producer()), moe.num_experts, moe.hidden, moe.intermediate, routing_text,
-             layer.strategy_for(o.tokens));
+             layer.kernel_description(o.tokens));
 
   const std::vector<std::uint16_t> x = hidden_states(o.tokens, moe.hidden, o.seed);
   MoeRoutingInput routing;
@@ -156,7 +156,7 @@ bool demo_linear(const Context& ctx, const Checkpoint& ckpt, const LayerDemoOpti
   options.bias = loaded.bias;
   Linear layer = Linear::create(ctx, loaded.weight, loaded.scheme, options);
   fmt::print("linear {}: {} [{}, {}], kernel {}\n", chosen->name, loaded.scheme.name(), chosen->out_features,
-             chosen->in_features, layer.kernel_name(o.tokens));
+             chosen->in_features, layer.kernel_description(o.tokens));
   const std::vector<std::uint16_t> x = hidden_states(o.tokens, chosen->in_features, o.seed + 7);
   const LayerOutput y = run_linear(layer, x, o.tokens);
   const CheckResult check = check_linear(loaded.scheme, loaded.weight, x, o.tokens, y, loaded.bias);

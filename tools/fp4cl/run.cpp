@@ -105,7 +105,7 @@ void run_linear_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ck
   options.bias = loaded.bias;
   Linear layer = Linear::create(ctx, w, loaded.scheme, options);
   fmt::print("layer {}: linear [{}, {}], {}, kernel {}\n", a.layer, w.n, w.k, loaded.scheme.name(),
-             layer.kernel_name(tokens));
+             layer.kernel_description(std::max<std::int64_t>(tokens, 1)));
   const LayerOutput y = run_linear(layer, x, tokens);
   fmt::print("ran {} tokens on {}\n", tokens, ctx.info().name);
   write_output(a, a.layer, loaded.scheme, y, tokens, w.n);
@@ -184,7 +184,8 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
   fmt::print("layer {}: MoE ({}), {}, E={} H={} I={}; {}; {}{}; strategy {}\n", l.name, l.expert_naming,
              l.scheme.name(), l.num_experts, l.hidden, l.intermediate, routing_text, describe(config.activation),
-             loaded.experts.w13_bias.empty() ? "" : ", with biases", layer.strategy_for(std::max<std::int64_t>(tokens, 1)));
+             loaded.experts.w13_bias.empty() ? "" : ", with biases",
+             layer.kernel_description(std::max<std::int64_t>(tokens, 1)));
   const MoeRun run = run_moe(ctx, layer, config.output, x, routing, tokens);
   fmt::print("ran {} tokens on {}: {} (token, expert) pairs, {} expert weight passes\n", tokens, ctx.info().name,
              run.stats.local_pairs, run.stats.expert_passes);
