@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# A/B of the tuning databases on this machine's default device: the linear shapes timed in
-# alternating rounds with the databases (shipped ones plus FP4CL_TUNING_FILE or the user's) and
-# with the built-in defaults alone (FP4CL_TUNING_FILE=none), one line per (shape, scheme, tokens):
-# the medians of each side in round order, then the ratio of their medians. The check before a
-# tuned entry is shipped, or after one was (bench/README.md, "Tuning"):
+# A/B of the tuning databases on this machine's default device: the linear shapes and MoE presets
+# timed in alternating rounds with the databases (shipped ones plus FP4CL_TUNING_FILE or the
+# user's) and with the built-in defaults alone (FP4CL_TUNING_FILE=none), one line per (shape,
+# scheme, tokens): the kernel and median of each side in round order, then the ratio of their
+# medians. The check before a tuned entry is shipped, or after one was (bench/README.md,
+# "Tuning"). Rows are checked against the reference in the first round.
 #
 #   bench/ab-tuning.sh BUILD [ROUNDS] [SHAPES] [TOKENS] [SCHEMES]
 #     BUILD    a build folder holding bench/fp4cl-bench
 #     ROUNDS   alternating rounds (default 2)
-#     SHAPES   NxK,... (default 28672x4096,4096x4096,2048x768)
+#     SHAPES   NxK (a linear layer) or moe:PRESET (fp4cl-bench moe --preset), comma-separated
+#              (default 28672x4096,4096x4096,2048x768)
 #     TOKENS   token counts (default 1,8,64,512)
 #     SCHEMES  default nvfp4-w4a16,nvfp4-w4a4
-#   FP4CL_AB_ITERS  timed calls per row (default 30)
+#   FP4CL_AB_ITERS     timed calls per row (default 30)
+#   FP4CL_AB_ROUTINGS  routings an MoE row cycles through (default 16, as the tuner: one routing
+#                      alone times one set of per-expert counts)
 set -euo pipefail
 build=${1:?usage: bench/ab-tuning.sh BUILD [ROUNDS] [SHAPES] [TOKENS] [SCHEMES]}
 rounds=${2:-2}
@@ -22,18 +26,29 @@ bench="$build/bench/fp4cl-bench"
 [ -x "$bench" ] || { echo "ab-tuning.sh: no $bench (build the fp4cl_bench target first)" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ab-tuning.sh: ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+err=$(mktemp)
+trap 'rm -f "$raw" "$err"' EXIT
 
 for ((r = 1; r <= rounds; ++r)); do
   for side in tuned defaults; do
     for shape in ${shapes//,/ }; do
-      [[ "$shape" =~ ^([0-9]+)x([0-9]+)$ ]] || { echo "ab-tuning.sh: shape '$shape' is not NxK" >&2; exit 2; }
+      if [[ "$shape" =~ ^([0-9]+)x([0-9]+)$ ]]; then
+        what=(linear -n "${BASH_REMATCH[1]}" -k "${BASH_REMATCH[2]}")
+      elif [[ "$shape" =~ ^moe:([a-z0-9.-]+)$ ]]; then
+        what=(moe --preset "${BASH_REMATCH[1]}" --routings "${FP4CL_AB_ROUTINGS:-16}")
+      else
+        echo "ab-tuning.sh: shape '$shape' is neither NxK nor moe:PRESET" >&2
+        exit 2
+      fi
       env_file=()
       [ "$side" = defaults ] && env_file=(FP4CL_TUNING_FILE=none)
-      # CSV columns 2-6: shape, scheme, tokens, kernel, median µs.
-      env "${env_file[@]}" "$bench" linear -n "${BASH_REMATCH[1]}" -k "${BASH_REMATCH[2]}" --tokens "$tokens" \
-        --scheme "$schemes" --iters "${FP4CL_AB_ITERS:-30}" --csv 2>/dev/null |
-        tail -n +2 | cut -d, -f2-6 | sed "s/^/$side,/" >>"$raw"
+      check=()
+      [ "$r" -gt 1 ] && check=(--no-check)
+      # CSV columns 2-6: shape, scheme, tokens, kernel, median µs (a failed check stops the run).
+      out=$(env "${env_file[@]}" "$bench" "${what[@]}" --tokens "$tokens" --scheme "$schemes" \
+        --iters "${FP4CL_AB_ITERS:-30}" "${check[@]}" --csv 2>"$err") ||
+        { cat "$err" >&2; echo "ab-tuning.sh: fp4cl-bench ${what[*]} failed ($side, round $r)" >&2; exit 1; }
+      tail -n +2 <<<"$out" | cut -d, -f2-6 | sed "s/^/$side,/" >>"$raw"
     done
   done
 done
