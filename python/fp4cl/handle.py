@@ -5,6 +5,8 @@ The C library keeps what a handle needs alive by itself (a model or layer retain
 so objects may be closed in any order. Using a closed object raises fp4cl.InvalidArgumentError.
 """
 
+import ctypes
+
 from . import _library
 from .errors import InvalidArgumentError, check
 
@@ -51,8 +53,6 @@ class Handle:
 
     def _text(self, function, count):
         """The text a fp4cl_*_describe_* function gives for `count` (its length asked first)."""
-        import ctypes
-
         fn = getattr(self._lib, function)
         length = ctypes.c_size_t(0)
         self._check(fn(self.handle, count, None, 0, ctypes.byref(length)), function)
