@@ -179,11 +179,8 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   // Local arrays: staged activations or the slices' partial sums, the emulation's scratch, W4A4's a values.
   const int scratch = mma_native(device) ? 1 : 32 * 6;
   for (const auto& [gemm, mats, name] : {std::tuple<MmaGemm, int, const char*>{g.fc1, 2, "FC1"}, {g.fc2, 1, "FC2"}}) {
-    const std::uint64_t staged =
-        gemm.stage ? static_cast<std::uint64_t>(gemm.ks) * 8 * g.nt * (32 * gemm.kstage + 4) : 0u;
-    const std::uint64_t part = static_cast<std::uint64_t>(gemm.ks) * gemm.rt * gemm.mt * mats * g.nt * 128;
     const std::uint64_t a_values = mats == 2 && !p.scheme.w4a16() ? 8u * g.nt * gemm.rows() : 0u;
-    const std::uint64_t local_bytes = 4u * (std::max(staged, part) + gemm.ks * gemm.rt * scratch + a_values);
+    const std::uint64_t local_bytes = 4u * (gemm.shared_words(g.nt, mats) + gemm.ks * gemm.rt * scratch + a_values);
     if (local_bytes > device.local_mem_bytes)
       return fmt::format("{} needs {} bytes of local memory, the device has {}", name, local_bytes,
                          device.local_mem_bytes);

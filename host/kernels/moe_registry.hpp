@@ -30,6 +30,7 @@
 // tuned tiles a strategy refuses on the device give way to its built-in ones, with a warning.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -108,6 +109,13 @@ struct MmaGemm {
   bool stage = false;
   int rows() const { return 16 * rt * mt; }
   int local() const { return 32 * rt * ks; }
+  // The words of the kernel's one local buffer (moe_mma.cl, MMA_LDS_WORDS) for tiles of 8·nt
+  // pairs and `mats` weight matrices: the staged activations or the K slices' partial sums.
+  std::uint64_t shared_words(int nt, int mats) const {
+    const std::uint64_t staged = stage ? static_cast<std::uint64_t>(ks) * 8 * nt * (32 * kstage + 4) : 0u;
+    const std::uint64_t part = static_cast<std::uint64_t>(ks) * rt * mt * mats * nt * 128;
+    return std::max(staged, part);
+  }
 };
 struct MmaGeometry {
   int nt = 1;

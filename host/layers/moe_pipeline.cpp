@@ -231,9 +231,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // plus 1 KiB for the rest (route lists, scratch).
     const auto fc1_other_local = [](const MmaGeometry& g) {
       const MmaGemm& f = g.fc1;
-      const std::uint64_t words = static_cast<std::uint64_t>(
-          std::max(f.ks * f.rt * f.mt * 2 * g.nt * 128, f.stage ? f.ks * 8 * g.nt * (32 * f.kstage + 4) : 0));
-      return 4 * words + 4u * static_cast<std::uint64_t>(8 * g.nt * f.rows()) + 1024;
+      return 4 * f.shared_words(g.nt, 2) + 4u * static_cast<std::uint64_t>(8 * g.nt * f.rows()) + 1024;
     };
     const std::uint64_t local = ctx.info().local_mem_bytes;
     // Routed chunks under W4A4: FC1 quantizes its tile's tokens into local memory (no
