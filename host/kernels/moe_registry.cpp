@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "fp4cl/moe.hpp"
@@ -260,6 +261,12 @@ std::string valid_names() {
   return s;
 }
 
+// Whether `key` is one of strategy `id`'s keys ("mma.tile_m" for mma) in FP4CL_MOE_TILES form.
+bool strategy_key(const std::string& key, MoeStrategy id) {
+  const std::string_view name = to_string(id);
+  return key.size() > name.size() && key.compare(0, name.size(), name) == 0 && key[name.size()] == '.';
+}
+
 // "tile_m 8, local sizes 64 and 128" (mma: with its K splits, unroll, staging and row tiles a
 // warp).
 std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
@@ -495,13 +502,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
     return t;
   };
-  // The tiles of a strategy and why it cannot run with them ("" when it can). Tiles from the
-  // tuning database that the strategy refuses here (a database edited by hand, or tuned with
-  // another version) give way to the built-in ones (and FP4CL_MOE_TILES), with a warning.
   const auto sets_tiles = [](const std::map<std::string, int>& from, MoeStrategy id) {
-    const std::string prefix = std::string(to_string(id)) + ".";
-    return std::any_of(from.begin(), from.end(),
-                       [&](const auto& kv) { return kv.first.compare(0, prefix.size(), prefix) == 0; });
+    return std::any_of(from.begin(), from.end(), [id](const auto& kv) { return strategy_key(kv.first, id); });
   };
   // Where tiles from `overrides` come from (MoeSelection::Entry::origin).
   const auto origin_of = [&](MoeStrategy id) -> std::string {
@@ -509,6 +511,10 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     const std::string db_origin = fmt::format("tuned ({})", tuned_db.origin);
     return env && db ? "FP4CL_MOE_TILES over " + db_origin : env ? "FP4CL_MOE_TILES" : db ? db_origin : "built-in";
   };
+  // The tiles of a strategy, where they come from, and why it cannot run with them ("" when it
+  // can). Tiles from the tuning database that the strategy refuses here (a database edited by
+  // hand, or tuned with another version) give way to the built-in ones (and FP4CL_MOE_TILES),
+  // with a warning.
   const auto tiles_for = [&](MoeStrategy id, std::string& why, std::string& origin) {
     MoeTiles t = tiles_with(id, overrides);
     origin = origin_of(id);
@@ -531,54 +537,60 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // the smallest's few-pairs ones). A bucket whose tiles the strategy refuses leaves its counts to
   // the next (the largest's to `tiles`); neighbours with the same tiles are one entry.
   const auto add = [&](MoeStrategy id, const MoeTiles& tiles, const std::string& origin) {
-    const std::string prefix = std::string(to_string(id)) + ".";
-    const bool env_tiles = sets_tiles(env_overrides, id);
     const std::vector<tuning::MoeBucket>* buckets = id == MoeStrategy::grouped ? &tuned_db.grouped
                                                     : id == MoeStrategy::mma   ? &tuned_db.mma
                                                                                : nullptr;
-    // Each entry with the tuned buckets whose tiles it has (none: `origin`'s tiles).
-    std::vector<std::pair<MoeSelection::Entry, std::vector<std::int64_t>>> entries;
-    const std::string file = buckets && !buckets->empty() ? buckets->front().origin : std::string();
-    if (buckets && !one_tile_set && !env_tiles && buckets->size() > 1) {
+    // Each entry with the tuned bucket whose tiles it has (null: `origin`'s tiles).
+    std::vector<std::pair<MoeSelection::Entry, const tuning::MoeBucket*>> entries;
+    if (buckets && !one_tile_set && !sets_tiles(env_overrides, id) && buckets->size() > 1) {
       for (std::size_t i = 0; i < buckets->size(); ++i) {
         const tuning::MoeBucket& b = (*buckets)[i];
         const bool last = i + 1 == buckets->size();
         // The bucket's tiles; those it does not give, the built-in ones.
         std::map<std::string, int> with;
         for (const auto& [key, value] : overrides)
-          if (key.compare(0, prefix.size(), prefix) != 0) with[key] = value;
-        for (const auto& [key, value] : b.tiles) with[prefix + key] = value;
+          if (!strategy_key(key, id)) with[key] = value;
+        for (const auto& [key, value] : b.tiles) with[std::string(to_string(id)) + "." + key] = value;
         const MoeTiles t = tiles_with(id, with);
         if (const std::string why = refusal(id, t, sel.layout, device, problem); !why.empty()) {
           log::warn("tuning database: the tiles of MoE strategy {}'s bucket {} cannot run on {}: {}; {} serve its "
                     "counts",
                     to_string(id), b.tokens, device.name, why,
                     last ? "the layer's one set of tiles" : "the next bucket's");
-          if (last) entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, {}});
+          if (last) entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, nullptr});
           continue;
         }
         entries.push_back(
-            {{id, t, last ? std::numeric_limits<std::int64_t>::max() : b.last_tokens * problem.top_k}, {b.tokens}});
+            {{id, t, last ? std::numeric_limits<std::int64_t>::max() : b.last_tokens * problem.top_k}, &b});
       }
     } else {
-      entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, {}});
+      entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, nullptr});
     }
-    // Neighbours with the same tiles are one entry: "tuned buckets 1, 8 (FILE)".
+    // Neighbours with the same tiles are one entry: "tuned buckets 1, 8 (FILE)" (buckets of
+    // another file named after it).
     std::vector<MoeSelection::Entry> merged;
-    std::vector<std::int64_t> merged_buckets;
+    std::vector<const tuning::MoeBucket*> group;  // the tuned buckets of merged.back()
     const auto close = [&] {
-      if (!merged_buckets.empty())
-        merged.back().origin = fmt::format("tuned bucket{} {} ({})", merged_buckets.size() > 1 ? "s" : "",
-                                           fmt::join(merged_buckets, ", "), file);
+      std::string text;
+      for (std::size_t i = 0; i < group.size();) {
+        std::vector<std::int64_t> tokens;
+        std::size_t j = i;
+        for (; j < group.size() && group[j]->origin == group[i]->origin; ++j) tokens.push_back(group[j]->tokens);
+        text += fmt::format("{}tuned bucket{} {} ({})", text.empty() ? "" : ", ", tokens.size() > 1 ? "s" : "",
+                            fmt::join(tokens, ", "), group[i]->origin);
+        i = j;
+      }
+      if (!text.empty()) merged.back().origin = text;
     };
-    for (const auto& [e, from] : entries) {
-      if (!merged.empty() && merged.back().tiles == e.tiles && merged_buckets.empty() == from.empty()) {
+    for (const auto& [e, bucket] : entries) {
+      if (!merged.empty() && merged.back().tiles == e.tiles && group.empty() == (bucket == nullptr)) {
         merged.back().max_pairs = e.max_pairs;
-        merged_buckets.insert(merged_buckets.end(), from.begin(), from.end());
+        if (bucket) group.push_back(bucket);
       } else {
         close();
         merged.push_back(e);
-        merged_buckets = from;
+        group.clear();
+        if (bucket) group.push_back(bucket);
       }
     }
     close();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -23,6 +24,7 @@
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
+#include "tuning/embedded_tuning.hpp"
 #include "tuning/tuning_defaults.hpp"
 #include "tuning/tuning_store.hpp"
 
@@ -532,8 +534,30 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[1]);
     EXPECT_EQ(&sel.for_tokens(8, 2), &sel.usable[0]);
   }
-  // Another shape (no entry): the built-in tiles, one entry.
+  // A user database giving bucket 8 the same tiles: still one entry, each bucket named with the
+  // file it came from.
   gpu.name = "NVIDIA H200";
+  {
+    tuning::Database user;
+    for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
+      if (std::string(e.name) != "tuning/nvidia-h200.json") continue;
+      const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
+      for (const tuning::DeviceTuning& d : shipped.devices)
+        for (const tuning::Entry& entry : d.entries)
+          if (entry.tokens == 8 && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
+            user.put(d.device, entry);
+    }
+    ASSERT_EQ(user.devices.size(), 1u);
+    const std::string path = config.str() + "/fp4cl/tuning.json";
+    std::filesystem::create_directories(config.str() + "/fp4cl");
+    std::ofstream(path, std::ios::binary) << tuning::to_json_text(user);
+    tuning::reload_tuning_store();
+    const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
+    ASSERT_EQ(sel.usable.size(), 2u);
+    EXPECT_EQ(sel.usable[0].origin, "tuned bucket 1 (tuning/nvidia-h200.json (shipped)), tuned bucket 8 (" + path +
+                                        "), tuned bucket 64 (tuning/nvidia-h200.json (shipped))");
+  }
+  // Another shape (no entry): the built-in tiles, one entry.
   const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
   ASSERT_EQ(other.usable.size(), 1u);
   EXPECT_EQ(other.usable[0].tiles.tile_m, 32);
