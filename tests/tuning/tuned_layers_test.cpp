@@ -520,23 +520,37 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
     gpu.name = name;
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
-    // Buckets 1, 8 and 64 give the built-in tiles (one entry, up to floor(sqrt(64 · 512)) = 181
-    // tokens), bucket 512 tiles of 64 pairs with 2 row tiles a warp.
-    ASSERT_EQ(sel.usable.size(), 2u) << name;
+    // Buckets 1 and 8 give the built-in tiles (one entry, up to floor(sqrt(8 · 64)) = 22
+    // tokens), bucket 64 tiles of 16 pairs with local sizes 64 and 128 (up to floor(sqrt(64 ·
+    // 512)) = 181 tokens), bucket 512 tiles of 64 pairs with 2 row tiles a warp.
+    ASSERT_EQ(sel.usable.size(), 3u) << name;
     EXPECT_EQ(sel.usable[0].id, MoeStrategy::mma);
-    EXPECT_EQ(sel.usable[0].max_pairs, 181 * 2) << name;
+    EXPECT_EQ(sel.usable[0].max_pairs, 22 * 2) << name;
     EXPECT_EQ(sel.usable[0].tiles.tile_m, 32);
     EXPECT_EQ(sel.usable[0].tiles.warp_tiles, 1);
-    EXPECT_EQ(sel.usable[0].origin, "tuned buckets 1, 8, 64 (tuning/nvidia-h200.json (shipped))");
-    EXPECT_EQ(sel.usable[1].origin, "tuned bucket 512 (tuning/nvidia-h200.json (shipped))");
-    EXPECT_EQ(sel.usable[1].tiles.tile_m, 64) << name;
-    EXPECT_EQ(sel.usable[1].tiles.warp_tiles, 2) << name;
-    EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[1]);
+    EXPECT_EQ(sel.usable[0].origin, "tuned buckets 1, 8 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[1].max_pairs, 181 * 2) << name;
+    EXPECT_EQ(sel.usable[1].tiles.tile_m, 16) << name;
+    EXPECT_EQ(sel.usable[1].tiles.local_i, 64) << name;
+    EXPECT_EQ(sel.usable[1].tiles.local_h, 128) << name;
+    EXPECT_EQ(sel.usable[1].origin, "tuned bucket 64 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[2].origin, "tuned bucket 512 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[2].tiles.tile_m, 64) << name;
+    EXPECT_EQ(sel.usable[2].tiles.warp_tiles, 2) << name;
+    EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[2]);
+    EXPECT_EQ(&sel.for_tokens(64, 2), &sel.usable[1]);
     EXPECT_EQ(&sel.for_tokens(8, 2), &sel.usable[0]);
   }
-  // A user database giving bucket 8 the same tiles: still one entry, each bucket named with the
-  // file it came from.
   gpu.name = "NVIDIA H200";
+  // W4A16: bucket 8 its own few-pairs K split and unroll (4 and 4), its neighbours the built-in 0 and 8.
+  const MoeSelection w4a16 =
+      select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::bf16}, 4096, 14336, 8, 2}, "");
+  EXPECT_EQ(w4a16.for_tokens(8, 2).tiles.few_split_k, 4);
+  EXPECT_EQ(w4a16.for_tokens(8, 2).tiles.unroll, 4);
+  EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 8);
+  EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.few_split_k, 0);
+  EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.unroll, 8);
+  // A user database giving bucket 8 the same tiles: bucket 8 named with the file it came from.
   {
     tuning::Database user;
     for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
@@ -553,9 +567,9 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     std::ofstream(path, std::ios::binary) << tuning::to_json_text(user);
     tuning::reload_tuning_store();
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
-    ASSERT_EQ(sel.usable.size(), 2u);
-    EXPECT_EQ(sel.usable[0].origin, "tuned bucket 1 (tuning/nvidia-h200.json (shipped)), tuned bucket 8 (" + path +
-                                        "), tuned bucket 64 (tuning/nvidia-h200.json (shipped))");
+    ASSERT_EQ(sel.usable.size(), 3u);
+    EXPECT_EQ(sel.usable[0].origin,
+              "tuned bucket 1 (tuning/nvidia-h200.json (shipped)), tuned bucket 8 (" + path + ")");
   }
   // Another shape (no entry): the built-in tiles, one entry.
   const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
