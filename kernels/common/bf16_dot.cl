@@ -4,10 +4,14 @@
 // builtins reach them inside functions that carry FP4_BF16_TARGET.
 //
 // The host defines FP4_DPBF16 for CPU devices whose processor (this process's) has AVX-512 BW,
-// VBMI and BF16 (host/kernels/cpu_bf16_dot.cpp); the OpenCL compiler must also be one whose
-// builtins this code knows. __has_builtin answers for the base instruction set only, so the
-// guard names the compilers whose builtins take the forms used here: clang 11 to 16 on x86-64
-// (clang 17 changed the BF16 operand type). Then FP4_BF16DOT is 1, else 0.
+// VBMI and BF16 and whose OpenCL compiler builds this code (host/kernels/cpu_bf16_dot.cpp builds
+// kernels/bf16_dot_probe.cl once per device to know). __has_builtin answers for the base
+// instruction set only, so the guard names the compilers whose builtins this code is known to
+// work with: clang 11 to 15 on x86-64 (Debian 12's PoCL 3.1 has LLVM 15). Then FP4_BF16DOT is 1,
+// else 0 (and the probe's build fails: the layers take their other decode). clang 16 takes the
+// vdpbf16ps operands as vectors of 32 __bf16, not of 16 ints, and PoCL 5.0 with LLVM 16 (on an
+// Intel Xeon with AVX-512 BF16, 2026-11-29) crashed (SIGSEGV) building this header with either
+// operand type, even a kernel calling one of its functions; later compilers are untested.
 //
 // The decode: 16 rows are the 16 lanes of a vector of 32-bit words, each word 8 consecutive
 // elements of its row as 8 nibbles. For nibble pair p (nibbles p and p + 4), one vpsrld (none for
@@ -39,7 +43,7 @@ inline uint8 moe_bf16_quads16(uint16 v) {
 }
 
 #if defined(FP4_DPBF16) && defined(__clang__) && defined(__x86_64__)
-#if __clang_major__ >= 11 && __clang_major__ <= 16
+#if __clang_major__ >= 11 && __clang_major__ <= 15
 #define FP4_BF16DOT 1
 #endif
 #endif

@@ -159,10 +159,13 @@ class Outputs(unittest.TestCase):
         self.assertIn("[built-in]", row["detail"])
         self.assertIn("--routings 5", row["command"])
         self.assertTrue(row["check"].startswith("ok"), row)
-        # Without it, as many as the rotation span needs (35 for this tiny layer and 1 MiB).
+        # Without it, as many as the rotation span needs, up to 64: this tiny layer's calls read far
+        # less than 1 MiB, so several (35 on PoCL, 38 on an H200: the bytes of the device's layout).
         _, out, _ = run(*TINY_MOE, "--tokens", "3", "--json", check=0)
         row = json.loads(out)["rows"][0]
-        self.assertIn("35 routings x", row["detail"])
+        routings = re.search(r"(\d+) routings x", row["detail"])
+        self.assertIsNotNone(routings, row["detail"])
+        self.assertTrue(20 <= int(routings.group(1)) <= 64, row["detail"])
         self.assertNotIn("--routings", row["command"])
 
     def test_quant_is_checked_bit_exactly(self):

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cl/fault_injection.hpp"
 #include "fp4cl/linear.hpp"
 #include "kernels/cpu_bf16_dot.hpp"
 #include "linear/linear_check.hpp"
@@ -123,6 +124,54 @@ TEST(LinearBf16Dot, PathIsTaken) {
     const std::vector<float> y = run(layer, x, 1, k);
     for (const float v : y) EXPECT_EQ(v, std::string(env) == "1" ? 0x1p24f : 0x1p24f + 2.0f) << kEnv << "=" << env;
   }
+}
+
+// A device whose OpenCL compiler refuses kernels/bf16_dot_probe.cl (each clang version's BF16
+// builtins take their own operand types; here the refusal is injected into the probe's builds as
+// CL_BUILD_PROGRAM_FAILURE) takes the fp32 loop, as PathIsTaken sees it, remembers the refusal
+// (no second build), and FP4CL_LINEAR_BF16_DOT = 1 then fails naming the compiler's error. The
+// device's real compiler answers again once the probes are forgotten (yes with PoCL 3.1 and LLVM
+// 15; no with PoCL 5.0 and LLVM 16, outside kernels/common/bf16_dot.cl's guard).
+TEST(LinearBf16Dot, ACompilerThatRefusesTheProbeTurnsThemOff) {
+  if (context().info().kind != DeviceKind::cpu || !cpu_has_avx512_bf16())
+    GTEST_SKIP() << "not a CPU device on a processor with AVX-512 BF16: the probe is never built";
+  ScopedEnv unset(kEnv, std::nullopt);
+  detail::forget_bf16_dot_probes();
+  const bool real_answer = cpu_bf16_dot_enabled(context(), kEnv);
+  detail::forget_bf16_dot_probes();
+  // The test context's device, in a context of its own (a program cache that has not built the probe).
+  const Context fresh = Context::create(std::to_string(context().info().platform_index) + ":" +
+                                        std::to_string(context().info().device_index));
+  {
+    const fault_injection::Scope refuse({fault_injection::build, 1, 1, -11});  // CL_BUILD_PROGRAM_FAILURE
+    EXPECT_FALSE(cpu_bf16_dot_enabled(fresh, kEnv));
+    EXPECT_GE(fault_injection::faults_injected(), 1);
+  }
+  {
+    const fault_injection::Scope count({fault_injection::build, 0, 0, -11});
+    EXPECT_FALSE(cpu_bf16_dot_enabled(fresh, kEnv));
+    EXPECT_EQ(fault_injection::calls_counted(), 0);  // remembered, not built again
+  }
+  const std::int64_t n = 16, k = 64;
+  Fp4Weight w = test::random_weight(WeightFormat::nvfp4, n, k, 71);
+  for (std::uint8_t& b : w.packed) b = 0x22;
+  for (std::uint8_t& s : w.scales) s = 0x38;
+  w.global_scale = 1.0f;
+  std::vector<std::uint16_t> x(static_cast<std::size_t>(k), 0);
+  x[0] = 0x4B80;
+  x[1] = x[5] = 0x3F80;
+  {
+    Linear layer = Linear::create(fresh, w, kNvW4A16, words_options(1));
+    for (const float v : run(layer, x, 1, k)) EXPECT_EQ(v, 0x1p24f + 2.0f);  // the fp32 loop's sum
+  }
+  {
+    ScopedEnv on(kEnv, "1");
+    test::expect_error([&] { Linear::create(fresh, w, kNvW4A16, words_options(1)); },
+                       {"FP4CL_LINEAR_BF16_DOT = 1, but the OpenCL compiler of", "does not build the AVX-512 BF16",
+                        "bf16_dot_probe.cl", "CL_BUILD_PROGRAM_FAILURE"});
+  }
+  detail::forget_bf16_dot_probes();
+  EXPECT_EQ(cpu_bf16_dot_enabled(fresh, kEnv), real_answer);
 }
 
 // Activations that vdpbf16ps would flush (BF16 exponent fields 0 to 2: token 0 all denormals, the
