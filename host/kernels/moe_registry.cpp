@@ -508,7 +508,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   // Where tiles from `overrides` come from (MoeSelection::Entry::origin).
   const auto origin_of = [&](MoeStrategy id) -> std::string {
     const bool env = sets_tiles(env_overrides, id), db = sets_tiles(tuned, id);
-    const std::string db_origin = fmt::format("tuned ({})", tuned_db.origin);
+    const auto files = tuned_db.tiles_origin.find(to_string(id));
+    const std::string db_origin =
+        fmt::format("tuned ({})", files != tuned_db.tiles_origin.end() ? files->second : tuned_db.origin);
     return env && db ? "FP4CL_MOE_TILES over " + db_origin : env ? "FP4CL_MOE_TILES" : db ? db_origin : "built-in";
   };
   // The tiles of a strategy, where they come from, and why it cannot run with them ("" when it

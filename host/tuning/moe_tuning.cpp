@@ -135,12 +135,19 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
                                                entries[first_not_split_index]->tokens);
     out["split_max_pairs"] = static_cast<int>(split_max_tokens * key.top_k);
   }
+  std::map<std::string, std::vector<std::string>> tiles_files;  // per strategy, as MoeTuned::tiles_origin
   const auto take = [&](const Entry* e, std::initializer_list<const char*> names) {
     if (!e) return;
+    bool taken = false;
     for (const char* name : names) {
       const auto it = e->params.find(name);
-      if (it != e->params.end()) out[e->kernel + "." + name] = static_cast<int>(it->second);
+      if (it != e->params.end()) {
+        out[e->kernel + "." + name] = static_cast<int>(it->second);
+        taken = true;
+      }
     }
+    std::vector<std::string>& files = tiles_files[e->kernel];
+    if (taken && std::find(files.begin(), files.end(), e->origin) == files.end()) files.push_back(e->origin);
   };
   // grouped: the largest bucket's tiles here; every bucket's serve its own counts (`grouped`).
   for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});
@@ -164,9 +171,10 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   }
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
   // pairs (mma_few_pairs_tiles) from its smallest (every bucket's serve its own counts: `mma`).
-  take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   take(first_mma, {"few_split_k", "unroll"});
+  take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
+  for (const auto& [kernel, files] : tiles_files) tuned.tiles_origin[kernel] = fmt::format("{}", fmt::join(files, ", "));
   return tuned;
 }
 

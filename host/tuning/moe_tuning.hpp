@@ -73,6 +73,9 @@ struct MoeBucket {
 struct MoeTuned {
   std::map<std::string, int> overrides;
   std::string origin;  // the database file of the layer's entries ("" when none)
+  // Per strategy, the database files its one set of tiles in `overrides` came from, in bucket
+  // order ("A", or "A, B" when mma's few-pairs values and many-pairs tiles come from two files).
+  std::map<std::string, std::string> tiles_origin;
   std::vector<MoeBucket> grouped;
   std::vector<MoeBucket> mma;
 };

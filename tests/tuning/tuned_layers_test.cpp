@@ -570,6 +570,32 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     ASSERT_EQ(sel.usable.size(), 3u);
     EXPECT_EQ(sel.usable[0].origin,
               "tuned bucket 1 (tuning/nvidia-h200.json (shipped)), tuned bucket 8 (" + path + ")");
+    // One set of tiles (batch invariance): few-pairs values from bucket 1, many-pairs tiles from
+    // bucket 512, both the shipped file's; bucket 8 gives none of them.
+    const MoeSelection one = select_moe_strategies(gpu, 1, mixtral_w4a4, "", true);
+    ASSERT_EQ(one.usable.size(), 1u);
+    EXPECT_EQ(one.usable[0].origin, "tuned (tuning/nvidia-h200.json (shipped))");
+  }
+  // The user database giving bucket 512 instead: the one set's many-pairs tiles are the user's,
+  // its few-pairs values still the shipped file's, and the label names both.
+  {
+    tuning::Database user;
+    for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
+      if (std::string(e.name) != "tuning/nvidia-h200.json") continue;
+      const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
+      for (const tuning::DeviceTuning& d : shipped.devices)
+        for (const tuning::Entry& entry : d.entries)
+          if (entry.tokens == 512 && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
+            user.put(d.device, entry);
+    }
+    const std::string path = config.str() + "/fp4cl/tuning.json";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << tuning::to_json_text(user);
+    tuning::reload_tuning_store();
+    const MoeSelection one = select_moe_strategies(gpu, 1, mixtral_w4a4, "", true);
+    ASSERT_EQ(one.usable.size(), 1u);
+    EXPECT_EQ(one.usable[0].origin, "tuned (tuning/nvidia-h200.json (shipped), " + path + ")");
+    EXPECT_EQ(one.usable[0].tiles.tile_m, 64);
+    EXPECT_EQ(one.usable[0].tiles.warp_tiles, 2);
   }
   // Another shape (no entry): the built-in tiles, one entry.
   const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
