@@ -1,6 +1,8 @@
 // C API: MoE layers (fp4cl_moe_*).
+#include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "capi/capi_internal.hpp"
 #include "cl/opencl_calls.hpp"
@@ -80,11 +82,37 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
   return config;
 }
 
+// The caller's activation (fp4cl_model_get_moe_with_activation), checked.
+fp4cl::MoeActivation activation_of(const fp4cl_moe_activation& a) {
+  fp4cl::MoeActivation out;
+  if (a.kind == FP4CL_MOE_ACTIVATION_SWIGLU) {
+    if (a.alpha != 0.0f || a.limit != 0.0f)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT,
+            "activation->alpha = {}, activation->limit = {}: SWIGLU takes neither (both 0); alpha and limit belong "
+            "to FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED",
+            a.alpha, a.limit);
+    return out;
+  }
+  if (a.kind != FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED)
+    raise(FP4CL_ERROR_INVALID_ARGUMENT,
+          "activation->kind = {}: must be FP4CL_MOE_ACTIVATION_SWIGLU (0) or FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED (1)",
+          a.kind);
+  for (const auto& [name, value] : {std::pair<const char*, float>{"alpha", a.alpha}, {"limit", a.limit}})
+    if (!(std::isfinite(value) && value > 0.0f))
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "activation->{} = {}: SWIGLU_CLAMPED takes a finite value above 0", name,
+            value);
+  out.kind = fp4cl::MoeActivation::Kind::swiglu_clamped;
+  out.alpha = a.alpha;
+  out.limit = a.limit;
+  return out;
+}
+
 void create_moe(fp4cl_model* model, const fp4cl::CheckpointLayer& layer, const fp4cl_moe_options* options,
-                fp4cl_moe** out) {
+                fp4cl_moe** out, const fp4cl_moe_activation* activation = nullptr) {
   if (layer.kind != fp4cl::LayerKind::moe)
     raise(FP4CL_ERROR_NOT_FOUND, "'{}' is a linear layer, not an MoE layer (use fp4cl_model_get_linear)", layer.name);
-  const fp4cl::MoeConfig config = moe_config(*model, layer, options);
+  fp4cl::MoeConfig config = moe_config(*model, layer, options);
+  if (activation) config.activation = activation_of(*activation);
   fp4cl::MoeLayer moe = fp4cl::MoeLayer::from_checkpoint(model->ctx, model->checkpoint, layer.name, config);
   auto handle = std::unique_ptr<fp4cl_moe>(new fp4cl_moe{model->ctx, std::move(moe), config, std::nullopt, {}, {}, {}, {}});
   *out = handle.release();
@@ -161,6 +189,26 @@ fp4cl_status fp4cl_model_get_moe_at(fp4cl_model* model, size_t index, const fp4c
     require(model, "model");
     require(out, "out");
     create_moe(model, fp4cl::capi::layer_at(*model, index), options, out);
+  });
+}
+
+fp4cl_status fp4cl_model_get_moe_with_activation(fp4cl_model* model, const char* name, const fp4cl_moe_options* options,
+                                                 const fp4cl_moe_activation* activation, fp4cl_moe** out) {
+  return guarded("fp4cl_model_get_moe_with_activation", FP4CL_ERROR_INVALID_MODEL, [&] {
+    require(model, "model");
+    require(out, "out");
+    const std::size_t index = fp4cl::capi::find_layer(*model, name);
+    create_moe(model, fp4cl::capi::layer_at(*model, index), options, out, activation);
+  });
+}
+
+fp4cl_status fp4cl_model_get_moe_at_with_activation(fp4cl_model* model, size_t index,
+                                                    const fp4cl_moe_options* options,
+                                                    const fp4cl_moe_activation* activation, fp4cl_moe** out) {
+  return guarded("fp4cl_model_get_moe_at_with_activation", FP4CL_ERROR_INVALID_MODEL, [&] {
+    require(model, "model");
+    require(out, "out");
+    create_moe(model, fp4cl::capi::layer_at(*model, index), options, out, activation);
   });
 }
 

@@ -326,6 +326,19 @@ typedef struct fp4cl_moe_activation {
 /* The activation `layer` runs. */
 FP4CL_API fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activation* activation);
 
+/* fp4cl_model_get_moe / fp4cl_model_get_moe_at with FC1's activation chosen by the caller instead
+ * of config.json (a checkpoint whose config.json does not say it; MoeConfig::activation in the
+ * C++ API). activation NULL: config.json's, as fp4cl_model_get_moe. SWIGLU takes alpha = limit =
+ * 0 (as fp4cl_moe_get_activation reports it); SWIGLU_CLAMPED a finite alpha > 0 and limit > 0.
+ * Anything else is FP4CL_ERROR_INVALID_ARGUMENT naming the field. */
+FP4CL_API fp4cl_status fp4cl_model_get_moe_with_activation(fp4cl_model* model, const char* name,
+                                                           const fp4cl_moe_options* options,
+                                                           const fp4cl_moe_activation* activation, fp4cl_moe** out);
+FP4CL_API fp4cl_status fp4cl_model_get_moe_at_with_activation(fp4cl_model* model, size_t index,
+                                                              const fp4cl_moe_options* options,
+                                                              const fp4cl_moe_activation* activation,
+                                                              fp4cl_moe** out);
+
 /* The strategy that runs a call of `tokens` tokens (1 <= tokens < 2^31), its tiles and where
  * they come from: "mma: tile_m 32, local sizes 32 and 32, ... [tuned bucket 512 (FILE)]"
  * (MoeLayer::kernel_description). Copied as fp4cl_linear_describe_kernel copies. */

@@ -119,7 +119,7 @@ class Model(Handle):
         return Linear(out, self)
 
     def moe(self, layer, max_tokens=256, output="bf16", top_k=None, renormalize=None, expert_map=None,
-            batch_invariant=False):
+            batch_invariant=False, activation=None, swiglu_alpha=None, swiglu_limit=None):
         """The MoE layer `layer` (its name, decoder-layer prefix or index) with its experts stacked
         and prepared on the device: an fp4cl.Moe.
           max_tokens   workspace capacity; larger batches run in chunks
@@ -128,7 +128,10 @@ class Model(Handle):
           renormalize  router-logit path: divide the k weights by their sum; None: config.json
           expert_map   expert parallelism: [E_global] local expert id or -1 per global id
           batch_invariant  True: a token's output bits depend neither on max_tokens (chunking) nor
-                       on the other tokens of a call run with the same strategy (at some speed)"""
+                       on the other tokens of a call run with the same strategy (at some speed)
+          activation   FC1's activation instead of config.json's: "swiglu", or gpt-oss's
+                       "swiglu_clamped" with swiglu_alpha (default 1.702) and swiglu_limit
+                       (default 7); None: what config.json says"""
         from .moe import Moe
         options = _library.MoeOptions()
         self._lib.fp4cl_moe_options_init(ctypes.byref(options))
@@ -149,17 +152,36 @@ class Model(Handle):
             keep = np.ascontiguousarray(keep, dtype=np.int32)
             options.expert_map = keep.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             options.expert_map_size = keep.size
+        act = _activation(activation, swiglu_alpha, swiglu_limit)
+        act_ref = ctypes.byref(act) if act is not None else None
         out = ctypes.c_void_p()
         if isinstance(layer, str):
-            status = self._lib.fp4cl_model_get_moe(self.handle, _name(layer), ctypes.byref(options), ctypes.byref(out))
+            status = self._lib.fp4cl_model_get_moe_with_activation(self.handle, _name(layer), ctypes.byref(options),
+                                                                   act_ref, ctypes.byref(out))
         else:
-            status = self._lib.fp4cl_model_get_moe_at(self.handle, _index(layer, "Model.moe"), ctypes.byref(options),
-                                                      ctypes.byref(out))
+            status = self._lib.fp4cl_model_get_moe_at_with_activation(
+                self.handle, _index(layer, "Model.moe"), ctypes.byref(options), act_ref, ctypes.byref(out))
         self._check(status, "fp4cl_model_get_moe")
         return Moe(out, self)
 
     def __repr__(self):
         return f"<fp4cl.Model {self.directory!r}{' closed' if self.closed else ''}>"
+
+
+def _activation(activation, alpha, limit):
+    """Model.moe's activation arguments as an fp4cl_moe_activation, or None for config.json's."""
+    if activation is None:
+        if alpha is not None or limit is not None:
+            raise InvalidArgumentError("Model.moe: swiglu_alpha and swiglu_limit need activation=\"swiglu_clamped\"")
+        return None
+    if activation == "swiglu":
+        if alpha is not None or limit is not None:
+            raise InvalidArgumentError("Model.moe: activation \"swiglu\" takes no swiglu_alpha or swiglu_limit "
+                                       "(those are \"swiglu_clamped\"'s)")
+        return _library.MoeActivation(0, 0.0, 0.0)
+    if activation == "swiglu_clamped":
+        return _library.MoeActivation(1, 1.702 if alpha is None else float(alpha), 7.0 if limit is None else float(limit))
+    raise InvalidArgumentError(f"Model.moe: activation {activation!r}; expected None, \"swiglu\" or \"swiglu_clamped\"")
 
 
 def _name(name):

@@ -70,6 +70,8 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   expect_error(fp4cl_model_get_linear_at(nullptr, 0, nullptr, &linear), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe(nullptr, "x", nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_at(nullptr, 0, nullptr, &moe), bad, {"model is NULL"});
+  expect_error(fp4cl_model_get_moe_with_activation(nullptr, "x", nullptr, nullptr, &moe), bad, {"model is NULL"});
+  expect_error(fp4cl_model_get_moe_at_with_activation(nullptr, 0, nullptr, nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_linear_get_info(nullptr, &linear_info), bad, {"layer is NULL"});
   expect_error(fp4cl_linear_run(nullptr, x, sizeof x, 1, x, sizeof x), bad, {"layer is NULL"});
   expect_error(fp4cl_linear_enqueue(nullptr, nullptr, nullptr, 1, 0, nullptr, nullptr), bad, {"layer is NULL"});

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,60 @@ TEST(CapiMoe, ConfigJsonsActivationIsTheCppApis) {
   EXPECT_EQ(out, cpp_topk(ckpt, config, x, r, kTokens));
   config.activation = MoeActivation{};
   EXPECT_NE(out, cpp_topk(ckpt, config, x, r, kTokens));
+}
+
+// fp4cl_model_get_moe_with_activation: the caller's activation replaces config.json's (here plain
+// SwiGLU's checkpoint given gpt-oss's clamped form, by name and by index), with the C++ API's bits;
+// NULL keeps config.json's; bad kinds and parameters are refused naming the field.
+TEST(CapiMoe, ActivationChosenByTheCallerIsTheCppApis) {
+  ModelPtr model = open_model();
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
+  const Routing r = routing(kTokens);
+  const Checkpoint ckpt = Checkpoint::open(quantized_model(default_variant()));
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu);
+  const std::vector<std::uint16_t> plain = cpp_topk(ckpt, config, x, r, kTokens);
+  config.activation = {MoeActivation::Kind::swiglu_clamped, 1.5f, 0.25f};
+  const std::vector<std::uint16_t> clamped = cpp_topk(ckpt, config, x, r, kTokens);
+  ASSERT_NE(plain, clamped);
+
+  const fp4cl_moe_activation chosen{FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED, 1.5f, 0.25f};
+  std::size_t index = 0;
+  ASSERT_EQ(fp4cl_model_find_layer(model.get(), "model.layers.0", &index), FP4CL_SUCCESS) << fp4cl_last_error();
+  for (const bool by_index : {false, true}) {
+    fp4cl_moe* m = nullptr;
+    const fp4cl_status status =
+        by_index ? fp4cl_model_get_moe_at_with_activation(model.get(), index, nullptr, &chosen, &m)
+                 : fp4cl_model_get_moe_with_activation(model.get(), "model.layers.0", nullptr, &chosen, &m);
+    ASSERT_EQ(status, FP4CL_SUCCESS) << fp4cl_last_error();
+    MoePtr layer(m);
+    fp4cl_moe_activation got;
+    ASSERT_EQ(fp4cl_moe_get_activation(layer.get(), &got), FP4CL_SUCCESS);
+    EXPECT_EQ(got.kind, FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED);
+    EXPECT_EQ(got.alpha, 1.5f);
+    EXPECT_EQ(got.limit, 0.25f);
+    EXPECT_EQ(c_topk(layer.get(), x, r, kTokens), clamped) << (by_index ? "by index" : "by name");
+  }
+  {
+    fp4cl_moe* m = nullptr;
+    ASSERT_EQ(fp4cl_model_get_moe_with_activation(model.get(), "model.layers.0", nullptr, nullptr, &m), FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    MoePtr layer(m);
+    EXPECT_EQ(c_topk(layer.get(), x, r, kTokens), plain);
+  }
+  const auto refused = [&](fp4cl_moe_activation a, const std::vector<std::string>& fragments) {
+    fp4cl_moe* m = nullptr;
+    expect_error(fp4cl_model_get_moe_with_activation(model.get(), "model.layers.0", nullptr, &a, &m),
+                 FP4CL_ERROR_INVALID_ARGUMENT, fragments);
+    EXPECT_EQ(m, nullptr);
+  };
+  refused({7, 0.0f, 0.0f}, {"activation->kind = 7"});
+  refused({FP4CL_MOE_ACTIVATION_SWIGLU, 1.702f, 7.0f}, {"SWIGLU takes neither"});
+  refused({FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED, 0.0f, 7.0f}, {"activation->alpha = 0"});
+  refused({FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED, 1.702f, std::numeric_limits<float>::infinity()},
+          {"activation->limit = inf"});
+  refused({FP4CL_MOE_ACTIVATION_SWIGLU_CLAMPED, std::numeric_limits<float>::quiet_NaN(), 7.0f},
+          {"activation->alpha = nan"});
 }
 
 // fp4cl_moe_describe_kernel: the C++ API's description of the strategy and tiles that serve a

@@ -90,3 +90,52 @@ def test_moe_reports_the_activation_config_json_chose(context, checkpoints, tmp_
         with model.moe(MOE_PREFIX) as moe:
             assert moe.activation == "swiglu_clamped"
             assert moe.swiglu_limit == 2.5 and abs(moe.swiglu_alpha - 1.702) < 1e-6
+
+
+def test_moe_takes_the_activation_the_caller_chooses(context, checkpoints, tmp_path):
+    """Model.moe(activation=...) replaces config.json's: the clamped form chosen on a plain-SwiGLU
+    checkpoint gives the bits of the same checkpoint whose config.json states that limit, and
+    "swiglu" chosen there gives the plain checkpoint's bits. Bad arguments are refused by name."""
+    import fp4cl
+    import pytest
+
+    source = checkpoints.get("mxfp4a16", "compressed-tensors")
+    target = tmp_path / "limited"
+    shutil.copytree(source, target)
+    with open(target / "config.json") as f:
+        config = json.load(f)
+    config["swiglu_limit"] = 2.5
+    with open(target / "config.json", "w") as f:
+        json.dump(config, f)
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((5, MODEL["hidden"]), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    ids = rng.integers(0, 4, size=(5, 2), dtype=np.int32)
+    ids[:, 1] = (ids[:, 0] + 1) % 4
+    weights = rng.random((5, 2), dtype=np.float32)
+
+    def run(directory, by_index=False, **kwargs):
+        with context.open(str(directory)) as model:
+            layer = model.layer(MOE_PREFIX).index if by_index else MOE_PREFIX
+            with model.moe(layer, output="fp32", **kwargs) as moe:
+                return moe.run(x, ids, weights), (moe.activation, moe.swiglu_alpha, moe.swiglu_limit)
+
+    plain, plain_act = run(source)
+    limited, _ = run(target)
+    assert not np.array_equal(plain, limited)
+    chosen, act = run(source, activation="swiglu_clamped", swiglu_limit=2.5)
+    assert act[0] == "swiglu_clamped" and act[2] == 2.5 and abs(act[1] - 1.702) < 1e-6
+    assert np.array_equal(chosen, limited)
+    by_index, _ = run(source, by_index=True, activation="swiglu_clamped", swiglu_limit=2.5)
+    assert np.array_equal(by_index, limited)
+    unclamped, act = run(target, activation="swiglu")
+    assert act == plain_act == ("swiglu", None, None)
+    assert np.array_equal(unclamped, plain)
+
+    with context.open(str(source)) as model:
+        for kwargs, fragment in [({"activation": "gelu"}, "activation 'gelu'"),
+                                 ({"swiglu_limit": 3.0}, "need activation"),
+                                 ({"activation": "swiglu", "swiglu_alpha": 1.0}, "takes no swiglu_alpha"),
+                                 ({"activation": "swiglu_clamped", "swiglu_limit": -1.0}, "activation->limit = -1")]:
+            with pytest.raises(fp4cl.InvalidArgumentError) as e:
+                model.moe(MOE_PREFIX, **kwargs)
+            assert fragment in str(e.value), (kwargs, str(e.value))
