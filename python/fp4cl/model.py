@@ -180,7 +180,13 @@ def _activation(activation, alpha, limit):
                                        "(those are \"swiglu_clamped\"'s)")
         return _library.MoeActivation(0, 0.0, 0.0)
     if activation == "swiglu_clamped":
-        return _library.MoeActivation(1, 1.702 if alpha is None else float(alpha), 7.0 if limit is None else float(limit))
+        values = []
+        for name, value, default in (("swiglu_alpha", alpha, 1.702), ("swiglu_limit", limit, 7.0)):
+            try:
+                values.append(default if value is None else float(value))
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"Model.moe: {name} {value!r}; expected a number") from None
+        return _library.MoeActivation(1, *values)
     raise InvalidArgumentError(f"Model.moe: activation {activation!r}; expected None, \"swiglu\" or \"swiglu_clamped\"")
 
 
