@@ -107,21 +107,27 @@ TEST(LinearBf16Dot, MatchesReferenceAndIsDeterministic) {
 // (0, 1) and (4, 5) in one chain: 2^24 + 1 rounds to 2^24 (ties to even), twice: 2^24. (On
 // typical data the chunk sums are exact in both orders and the two paths agree bit for bit;
 // under NVFP4 W4A4 always, a block's activations sharing one scale.)
+struct PathInputs {
+  static constexpr std::int64_t n = 16, k = 64;
+  Fp4Weight w = test::random_weight(WeightFormat::nvfp4, n, k, 71);
+  std::vector<std::uint16_t> x = std::vector<std::uint16_t>(static_cast<std::size_t>(k), 0);
+  PathInputs() {
+    for (std::uint8_t& b : w.packed) b = 0x22;
+    for (std::uint8_t& s : w.scales) s = 0x38;
+    w.global_scale = 1.0f;
+    x[0] = 0x4B80;  // 2^24
+    x[1] = x[5] = 0x3F80;
+  }
+};
+
 TEST(LinearBf16Dot, PathIsTaken) {
   const bool available = bf16_dot_available();
-  const std::int64_t n = 16, k = 64;
-  Fp4Weight w = test::random_weight(WeightFormat::nvfp4, n, k, 71);
-  for (std::uint8_t& b : w.packed) b = 0x22;
-  for (std::uint8_t& s : w.scales) s = 0x38;
-  w.global_scale = 1.0f;
-  std::vector<std::uint16_t> x(static_cast<std::size_t>(k), 0);
-  x[0] = 0x4B80;  // 2^24
-  x[1] = x[5] = 0x3F80;
+  const PathInputs in;
   for (const char* env : {"0", "1"}) {
     if (std::string(env) == "1" && !available) continue;
     ScopedEnv setting(kEnv, env);
-    Linear layer = Linear::create(context(), w, kNvW4A16, words_options(1));
-    const std::vector<float> y = run(layer, x, 1, k);
+    Linear layer = Linear::create(context(), in.w, kNvW4A16, words_options(1));
+    const std::vector<float> y = run(layer, in.x, 1, in.k);
     for (const float v : y) EXPECT_EQ(v, std::string(env) == "1" ? 0x1p24f : 0x1p24f + 2.0f) << kEnv << "=" << env;
   }
 }
@@ -152,21 +158,14 @@ TEST(LinearBf16Dot, ACompilerThatRefusesTheProbeTurnsThemOff) {
     EXPECT_FALSE(cpu_bf16_dot_enabled(fresh, kEnv));
     EXPECT_EQ(fault_injection::calls_counted(), 0);  // remembered, not built again
   }
-  const std::int64_t n = 16, k = 64;
-  Fp4Weight w = test::random_weight(WeightFormat::nvfp4, n, k, 71);
-  for (std::uint8_t& b : w.packed) b = 0x22;
-  for (std::uint8_t& s : w.scales) s = 0x38;
-  w.global_scale = 1.0f;
-  std::vector<std::uint16_t> x(static_cast<std::size_t>(k), 0);
-  x[0] = 0x4B80;
-  x[1] = x[5] = 0x3F80;
+  const PathInputs in;
   {
-    Linear layer = Linear::create(fresh, w, kNvW4A16, words_options(1));
-    for (const float v : run(layer, x, 1, k)) EXPECT_EQ(v, 0x1p24f + 2.0f);  // the fp32 loop's sum
+    Linear layer = Linear::create(fresh, in.w, kNvW4A16, words_options(1));
+    for (const float v : run(layer, in.x, 1, in.k)) EXPECT_EQ(v, 0x1p24f + 2.0f);  // PathIsTaken's fp32 loop sum
   }
   {
     ScopedEnv on(kEnv, "1");
-    test::expect_error([&] { Linear::create(fresh, w, kNvW4A16, words_options(1)); },
+    test::expect_error([&] { Linear::create(fresh, in.w, kNvW4A16, words_options(1)); },
                        {"FP4CL_LINEAR_BF16_DOT = 1, but the OpenCL compiler of", "does not build the AVX-512 BF16",
                         "bf16_dot_probe.cl", "CL_BUILD_PROGRAM_FAILURE"});
   }

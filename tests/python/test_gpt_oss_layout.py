@@ -74,18 +74,25 @@ def test_gpt_oss_layout_gives_the_bits_of_the_compressed_tensors_layout(context,
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
 
 
+def limited_copy(source, tmp_path, limit):
+    """A copy of checkpoint `source` whose config.json states swiglu_limit = `limit` (gpt-oss's
+    clamped SwiGLU)."""
+    target = tmp_path / "limited"
+    shutil.copytree(source, target)
+    with open(target / "config.json") as f:
+        config = json.load(f)
+    config["swiglu_limit"] = limit
+    with open(target / "config.json", "w") as f:
+        json.dump(config, f)
+    return target
+
+
 def test_moe_reports_the_activation_config_json_chose(context, checkpoints, tmp_path):
     source = checkpoints.get("mxfp4a16", "compressed-tensors")
     with context.open(str(source)) as model:
         with model.moe(MOE_PREFIX) as moe:
             assert (moe.activation, moe.swiglu_alpha, moe.swiglu_limit) == ("swiglu", None, None)
-    target = tmp_path / "limited"
-    shutil.copytree(source, target)
-    with open(target / "config.json") as f:
-        config = json.load(f)
-    config["swiglu_limit"] = 2.5
-    with open(target / "config.json", "w") as f:
-        json.dump(config, f)
+    target = limited_copy(source, tmp_path, 2.5)
     with context.open(str(target)) as model:
         with model.moe(MOE_PREFIX) as moe:
             assert moe.activation == "swiglu_clamped"
@@ -100,13 +107,7 @@ def test_moe_takes_the_activation_the_caller_chooses(context, checkpoints, tmp_p
     import pytest
 
     source = checkpoints.get("mxfp4a16", "compressed-tensors")
-    target = tmp_path / "limited"
-    shutil.copytree(source, target)
-    with open(target / "config.json") as f:
-        config = json.load(f)
-    config["swiglu_limit"] = 2.5
-    with open(target / "config.json", "w") as f:
-        json.dump(config, f)
+    target = limited_copy(source, tmp_path, 2.5)
     rng = np.random.default_rng(41)
     x = rng.standard_normal((5, MODEL["hidden"]), dtype=np.float32).astype(ml_dtypes.bfloat16)
     ids = rng.integers(0, 4, size=(5, 2), dtype=np.int32)

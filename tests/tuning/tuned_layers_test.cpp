@@ -550,22 +550,28 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 8);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.few_split_k, 0);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.unroll, 8);
-  // A user database giving bucket 8 the same tiles: bucket 8 named with the file it came from.
-  {
+  // A user database (the user's config file) holding the shipped mixtral W4A4 entry of one bucket:
+  // its path.
+  const auto user_database_with_bucket = [&](std::int64_t tokens) {
     tuning::Database user;
     for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
       if (std::string(e.name) != "tuning/nvidia-h200.json") continue;
       const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
       for (const tuning::DeviceTuning& d : shipped.devices)
         for (const tuning::Entry& entry : d.entries)
-          if (entry.tokens == 8 && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
+          if (entry.tokens == tokens && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
             user.put(d.device, entry);
     }
-    ASSERT_EQ(user.devices.size(), 1u);
+    EXPECT_EQ(user.devices.size(), 1u);
     const std::string path = config.str() + "/fp4cl/tuning.json";
     std::filesystem::create_directories(config.str() + "/fp4cl");
-    std::ofstream(path, std::ios::binary) << tuning::to_json_text(user);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << tuning::to_json_text(user);
     tuning::reload_tuning_store();
+    return path;
+  };
+  // Bucket 8 from the user (the same tiles): bucket 8 named with the file it came from.
+  {
+    const std::string path = user_database_with_bucket(8);
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
     ASSERT_EQ(sel.usable.size(), 3u);
     EXPECT_EQ(sel.usable[0].origin,
@@ -576,21 +582,10 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     ASSERT_EQ(one.usable.size(), 1u);
     EXPECT_EQ(one.usable[0].origin, "tuned (tuning/nvidia-h200.json (shipped))");
   }
-  // The user database giving bucket 512 instead: the one set's many-pairs tiles are the user's,
-  // its few-pairs values still the shipped file's, and the label names both.
+  // Bucket 512 from the user instead: the one set's many-pairs tiles are the user's, its
+  // few-pairs values still the shipped file's, and the label names both.
   {
-    tuning::Database user;
-    for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
-      if (std::string(e.name) != "tuning/nvidia-h200.json") continue;
-      const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
-      for (const tuning::DeviceTuning& d : shipped.devices)
-        for (const tuning::Entry& entry : d.entries)
-          if (entry.tokens == 512 && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
-            user.put(d.device, entry);
-    }
-    const std::string path = config.str() + "/fp4cl/tuning.json";
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << tuning::to_json_text(user);
-    tuning::reload_tuning_store();
+    const std::string path = user_database_with_bucket(512);
     const MoeSelection one = select_moe_strategies(gpu, 1, mixtral_w4a4, "", true);
     ASSERT_EQ(one.usable.size(), 1u);
     EXPECT_EQ(one.usable[0].origin, "tuned (tuning/nvidia-h200.json (shipped), " + path + ")");
