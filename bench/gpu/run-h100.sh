@@ -10,6 +10,10 @@
 #              .device-deps/debs; "-" when the headers and libraries are installed
 #     OUT_DIR  default $OUT, else build-gpu-out (git-ignored)
 #   FP4CL_GPU_CTEST=1   also run ctest (-j8) and keep its log and summary
+#   FP4CL_GPU_POCL_CTEST=1  also run ctest on the host's own CPU OpenCL (its system ICDs, e.g. a
+#                       PoCL of another version than CI's: on 2026-11-29 the lent H200's PoCL 5.0
+#                       with LLVM 16 found the AVX-512 BF16 builtins' changed operand type),
+#                       FP4CL_DEVICE=cpu, log ctest-cpu.log
 #   FP4CL_GPU_BUILD     build folder (default /tmp/fp4cl-gpu-build)
 #   FP4CL_GPU_PARTS     what to measure (default "torch moe linear floor"; e.g. "linear" alone;
 #                       floor: bench/standalone/launch_floor.c, the fastest one or two kernels read
@@ -100,5 +104,14 @@ if [ "${FP4CL_GPU_CTEST:-0}" = 1 ]; then
   budget=$(( ${FP4CL_GPU_DEADLINE:-100000} - SECONDS ))
   (cd "$build" && timeout "$budget" ctest -j8 --timeout 300 >"$out/ctest.log" 2>&1)
   ctest_summary "$out/ctest.log" 40
+fi
+if [ "${FP4CL_GPU_POCL_CTEST:-0}" = 1 ]; then
+  log "build the tests"
+  cmake --build "$build" -j"$(nproc)" >>"$out/build.log" 2>&1 || grep -E "error|Error" "$out/build.log" | head -20 >&2
+  log "ctest on the host's CPU OpenCL (ICDs: $(cd /etc/OpenCL/vendors 2>/dev/null && echo *))"
+  budget=$(( ${FP4CL_GPU_DEADLINE:-100000} - SECONDS ))
+  (cd "$build" && OCL_ICD_VENDORS=/etc/OpenCL/vendors FP4CL_DEVICE=cpu FP4CL_CACHE_DIR="$build/cpu-cache" \
+    timeout "$budget" ctest -j"$(nproc)" --timeout 300 >"$out/ctest-cpu.log" 2>&1)
+  ctest_summary "$out/ctest-cpu.log" 40
 fi
 log "done"
