@@ -9,9 +9,10 @@
 // instruction set only, so the guard names the compilers whose builtins this code is known to
 // work with: clang 11 to 15 on x86-64 (Debian 12's PoCL 3.1 has LLVM 15). Then FP4_BF16DOT is 1,
 // else 0 (and the probe's build fails: the layers take their other decode). clang 16 takes the
-// vdpbf16ps operands as vectors of 32 __bf16, not of 16 ints, and PoCL 5.0 with LLVM 16 (on an
-// Intel Xeon with AVX-512 BF16, 2026-11-29) crashed (SIGSEGV) building this header with either
-// operand type, even a kernel calling one of its functions; later compilers are untested.
+// vdpbf16ps operands as vectors of 32 __bf16, not of 16 ints: PoCL 5.0 with LLVM 16 (on an Intel
+// Xeon with AVX-512 BF16, 2026-11-29) refused the ints with a build error, and with the operands
+// cast to __bf16 vectors the process died (SIGSEGV) while it built the probe. Later compilers are
+// untested.
 //
 // The decode: 16 rows are the 16 lanes of a vector of 32-bit words, each word 8 consecutive
 // elements of its row as 8 nibbles. For nibble pair p (nibbles p and p + 4), one vpsrld (none for
