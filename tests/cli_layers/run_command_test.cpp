@@ -198,6 +198,41 @@ TEST_F(RunCommand, MoeRunsAndNamesConfigJsonsActivation) {
   ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
 }
 
+// --activation replaces config.json's: the clamped form with limit 0.5 chosen on a plain-SwiGLU
+// checkpoint gives the library's bits for the copy whose config.json says swiglu_limit 0.5 (and
+// passes --check against the reference with that activation); `swiglu` on that copy gives the
+// plain checkpoint's bits.
+TEST_F(RunCommand, ActivationOptionReplacesConfigJsons) {
+  const std::filesystem::path source = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
+  const std::filesystem::path limited = scratch.path() / "limited";
+  std::filesystem::copy(source, limited);
+  nlohmann::json config_json = nlohmann::json::parse(std::ifstream(limited / "config.json"));
+  config_json["swiglu_limit"] = 0.5;
+  std::ofstream(limited / "config.json") << config_json.dump(2);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 41);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 42);
+  const auto run = [&](const std::filesystem::path& model, const std::string& extra) {
+    const ToolRun r = run_layer(model, "model.layers.0",
+                                Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                                "--output-dtype f32 --check " + extra);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
+    return std::make_pair(r.out, as_bits(SafetensorsFile::open(out().string()).tensor("y").to_vector<float>()));
+  };
+  MoeConfig config;
+  const std::vector<std::uint32_t> limited_bits = library_moe_logits_bits(Checkpoint::open(limited), x, logits, config);
+  ASSERT_EQ(config.activation.kind, MoeActivation::Kind::swiglu_clamped);
+  const std::vector<std::uint32_t> plain_bits = library_moe_logits_bits(Checkpoint::open(source), x, logits, config);
+  ASSERT_NE(limited_bits, plain_bits);
+  const auto [chosen_out, chosen] = run(source, "--activation swiglu_clamped --swiglu-limit 0.5");
+  EXPECT_NE(chosen_out.find("; gpt-oss's clamped SwiGLU (alpha 1.702, limit 0.5); strategy "), std::string::npos)
+      << chosen_out;
+  EXPECT_EQ(chosen, limited_bits);
+  const auto [plain_out, plain] = run(limited, "--activation swiglu");
+  EXPECT_NE(plain_out.find("; SwiGLU; strategy "), std::string::npos) << plain_out;
+  EXPECT_EQ(plain, plain_bits);
+}
+
 TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kNvfp4, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
@@ -341,7 +376,32 @@ TEST_F(RunCommand, ArgumentErrorsAreClear) {
        kQProj,
        [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
        "--topk 2",
-       {"--topk / --renormalize apply to MoE layers"}},
+       {"--topk / --renormalize / --activation apply to MoE layers"}},
+      {"--activation on a linear",
+       kQProj,
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
+       "--activation swiglu",
+       {"--activation apply to MoE layers"}},
+      {"unknown activation",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits); },
+       "--activation gelu",
+       {"--activation", "gelu"}},
+      {"--swiglu-limit without --activation",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits); },
+       "--swiglu-limit 2",
+       {"need --activation swiglu_clamped"}},
+      {"--swiglu-alpha with swiglu",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits); },
+       "--activation swiglu --swiglu-alpha 1",
+       {"takes no --swiglu-alpha"}},
+      {"a limit of 0",
+       "model.layers.0",
+       [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits); },
+       "--activation swiglu_clamped --swiglu-limit 0",
+       {"--swiglu-limit 0: must be finite and above 0"}},
       {"both renormalize flags",
        "model.layers.0",
        [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },

@@ -5,14 +5,17 @@
 //   MoE:    x [T, H] and router_logits [T, E] (F32 or BF16), or
 //           topk_ids [T, k] (I32 or I64) with topk_weights [T, k]        → y [T, H]
 // The top-k and renormalization of the logit path default to config.json's num_experts_per_tok
-// and norm_topk_prob. --check compares every output with the scalar reference's bound.
+// and norm_topk_prob, FC1's activation to config.json's (--activation, --swiglu-alpha,
+// --swiglu-limit choose it). --check compares every output with the scalar reference's bound.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -36,7 +39,29 @@ struct RunArgs {
   bool renormalize = false, no_renormalize = false;
   std::string output_dtype = "bf16";
   bool check = false;
+  std::string activation;  // "" (config.json's), "swiglu" or "swiglu_clamped"
+  std::optional<float> swiglu_alpha, swiglu_limit;
 };
+
+// FC1's activation: config.json's unless --activation chooses one.
+MoeActivation activation_of(const RunArgs& a, const ModelConfig& model) {
+  if (a.activation.empty()) {
+    if (a.swiglu_alpha || a.swiglu_limit) fail("--swiglu-alpha / --swiglu-limit need --activation swiglu_clamped");
+    return model.activation();
+  }
+  if (a.activation == "swiglu") {
+    if (a.swiglu_alpha || a.swiglu_limit)
+      fail("--activation swiglu takes no --swiglu-alpha or --swiglu-limit (those are swiglu_clamped's)");
+    return {};
+  }
+  MoeActivation clamped = MoeActivation::gpt_oss();
+  clamped.alpha = a.swiglu_alpha.value_or(clamped.alpha);
+  clamped.limit = a.swiglu_limit.value_or(clamped.limit);
+  for (const auto& [name, value] : {std::pair<const char*, float>{"--swiglu-alpha", clamped.alpha},
+                                    {"--swiglu-limit", clamped.limit}})
+    if (!(std::isfinite(value) && value > 0.0f)) fail("{} {}: must be finite and above 0", name, value);
+  return clamped;
+}
 
 // The decoder layer of an MoE layer "<decoder layer>.<block>.experts" ("model.layers.0.mlp.experts"
 // → "model.layers.0"), or "" for another name.
@@ -174,7 +199,7 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   config.scheme = l.scheme;
   config.max_tokens = std::max<std::int64_t>(tokens, 1);
   config.output = a.output_dtype == "bf16" ? MoeOutput::bf16 : MoeOutput::fp32;
-  config.activation = model.activation();  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
+  config.activation = activation_of(a, model);  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
   std::string routing_text;
   const MoeRoutingInput routing = in.has("router_logits")
                                       ? logits_routing(a, model, config_json, in, l, tokens, config, routing_text)
@@ -201,8 +226,9 @@ void run_layer(const RunArgs& a) {
   const std::optional<CheckpointLayer> moe = linear ? std::nullopt : moe_layer_named(ckpt, a.layer);
   if (!linear && !moe) unknown_layer(ckpt, a.layer);
   if (a.top_k && *a.top_k < 1) fail("--topk {} must be at least 1", *a.top_k);
-  if (linear && (a.top_k || a.renormalize || a.no_renormalize))
-    fail("--topk / --renormalize apply to MoE layers; '{}' is a linear module", a.layer);
+  if (linear && (a.top_k || a.renormalize || a.no_renormalize || !a.activation.empty() || a.swiglu_alpha ||
+                 a.swiglu_limit))
+    fail("--topk / --renormalize / --activation apply to MoE layers; '{}' is a linear module", a.layer);
   const Context ctx = Context::create();
   if (linear) {
     run_linear_layer(a, ctx, ckpt, in);
@@ -231,6 +257,11 @@ void register_run(CLI::App& app) {
   auto* renorm = cmd->add_flag("--renormalize", a->renormalize,
                                "MoE: divide the top-k weights by their sum (default: config.json norm_topk_prob)");
   cmd->add_flag("--no-renormalize", a->no_renormalize, "MoE: keep the softmax weights of the top-k")->excludes(renorm);
+  cmd->add_option("--activation", a->activation,
+                  "MoE: FC1's activation, swiglu or gpt-oss's swiglu_clamped (default: what config.json says)")
+      ->check(CLI::IsMember({"swiglu", "swiglu_clamped"}));
+  cmd->add_option("--swiglu-alpha", a->swiglu_alpha, "MoE, swiglu_clamped: alpha (default 1.702)");
+  cmd->add_option("--swiglu-limit", a->swiglu_limit, "MoE, swiglu_clamped: limit (default 7)");
   cmd->add_option("--output-dtype", a->output_dtype, "Output type of y")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
