@@ -82,6 +82,15 @@ class RunCommand : public testing::Test {
                     const std::string& extra = "") const {
     return run_tool(run_args(model, layer, in.write(scratch), out(), extra), scratch);
   }
+  // A copy of checkpoint `source` whose config.json says swiglu_limit 0.5 (gpt-oss's clamped SwiGLU).
+  std::filesystem::path limited_copy(const std::filesystem::path& source) const {
+    const std::filesystem::path model = scratch.path() / "limited";
+    std::filesystem::copy(source, model);
+    nlohmann::json config_json = nlohmann::json::parse(std::ifstream(model / "config.json"));
+    config_json["swiglu_limit"] = 0.5;
+    std::ofstream(model / "config.json") << config_json.dump(2);
+    return model;
+  }
   // `fp4cl run --output-dtype f32 --check` of MoE layer 0 on x and router logits [kTokens, 4].
   ToolRun run_moe_logits_f32(const std::filesystem::path& model, const std::vector<std::uint16_t>& x,
                              const std::vector<float>& logits) const {
@@ -180,12 +189,7 @@ TEST_F(RunCommand, MoeFromRouterLogitsMatchesTheReferenceAndTheLibrary) {
 // config.json's clamped SwiGLU (a swiglu_limit) is what `fp4cl run` runs, says and checks against:
 // its output is the library's for MoeConfig::from_checkpoint, and its check passes.
 TEST_F(RunCommand, MoeRunsAndNamesConfigJsonsActivation) {
-  const std::filesystem::path source = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
-  const std::filesystem::path model = scratch.path() / "limited";
-  std::filesystem::copy(source, model);
-  nlohmann::json config_json = nlohmann::json::parse(std::ifstream(model / "config.json"));
-  config_json["swiglu_limit"] = 0.5;
-  std::ofstream(model / "config.json") << config_json.dump(2);
+  const std::filesystem::path model = limited_copy(quantized_model({QuantProducer::modelopt, kNvfp4, {}}));
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 38);
   const ToolRun r = run_moe_logits_f32(model, x, logits);
@@ -204,11 +208,7 @@ TEST_F(RunCommand, MoeRunsAndNamesConfigJsonsActivation) {
 // plain checkpoint's bits.
 TEST_F(RunCommand, ActivationOptionReplacesConfigJsons) {
   const std::filesystem::path source = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
-  const std::filesystem::path limited = scratch.path() / "limited";
-  std::filesystem::copy(source, limited);
-  nlohmann::json config_json = nlohmann::json::parse(std::ifstream(limited / "config.json"));
-  config_json["swiglu_limit"] = 0.5;
-  std::ofstream(limited / "config.json") << config_json.dump(2);
+  const std::filesystem::path limited = limited_copy(source);
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 41);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 42);
   const auto run = [&](const std::filesystem::path& model, const std::string& extra) {
