@@ -1,17 +1,22 @@
 // fp4cl-bench devices: every OpenCL device with the identity the tuning database keys on (and, for
-// CPU devices, how slow this processor multiplies fp32 denormals), and with --measure the peaks of
-// the selected device (streaming read, fp32 FMA).
+// CPU devices, how slow this processor multiplies fp32 denormals and whether the kernels take
+// AVX-512 BF16 dot products there), and with --measure the peaks of the selected device
+// (streaming read, fp32 FMA).
 //
 //   fp4cl-bench devices [--measure]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <memory>
+#include <string>
 
 #include "bench_commands.hpp"
 #include "bench_context.hpp"
 #include "device_peaks.hpp"
 #include "fp4cl/device.hpp"
+#include "fp4cl/context.hpp"
+#include "fp4cl/error.hpp"
+#include "kernels/cpu_bf16_dot.hpp"
 #include "kernels/cpu_denormal_speed.hpp"
 #include "tuning/tuning_database.hpp"
 #include "tuning/tuning_store.hpp"
@@ -23,6 +28,23 @@ namespace {
 struct DevicesArgs {
   bool measure = false;
 };
+
+// Whether the MoE and linear kernels may take AVX-512 BF16 dot products on CPU device d
+// (kernels/cpu_bf16_dot.hpp): the processor's features, then the probe built by d's compiler.
+std::string bf16_dot_verdict(const DeviceInfo& d) {
+  if (!cpu_has_avx512_bf16()) return "not used (this processor lacks AVX-512 BW, VBMI or BF16)";
+  try {
+    const std::string why = cpu_bf16_dot_unavailable(Context::create(fmt::format("{}:{}", d.platform_index, d.device_index)));
+    if (why.empty()) return "used (its OpenCL compiler builds them; FP4CL_MOE_BF16_DOT=0, FP4CL_LINEAR_BF16_DOT=0 turn them off)";
+    // The compiler's first error line, not its whole build log.
+    const std::size_t at = why.find("error:");
+    return "not used: " + (at == std::string::npos ? why.substr(0, why.find('\n'))
+                                                    : "its OpenCL compiler refuses them (" +
+                                                          why.substr(at, why.find('\n', at) - at) + ")");
+  } catch (const Error& e) {
+    return fmt::format("unknown ({})", e.what());
+  }
+}
 
 void run_devices(const DevicesArgs& a) {
   for (const DeviceInfo& d : list_devices()) {
@@ -39,6 +61,7 @@ void run_devices(const DevicesArgs& a) {
                  "by default the MoE kernels decode E2M1 {}\n",
                  host_denormal_speed().ratio(), cpu_fp32_denormals_slow(d) ? "to exact values" : "to fp32 subnormals");
     }
+    if (d.kind == DeviceKind::cpu) fmt::print("      AVX-512 BF16 dot products: {}\n", bf16_dot_verdict(d));
   }
   const auto store = tuning::tuning_store();
   std::string loaded;

@@ -53,6 +53,13 @@ std::string choice_of(const char* env) {
 
 }  // namespace
 
+std::string cpu_bf16_dot_unavailable(const Context& ctx) {
+  if (ctx.info().kind != DeviceKind::cpu) return "not a CPU device";
+  if (!cpu_has_avx512_bf16()) return "this processor lacks AVX-512 BW, VBMI or BF16";
+  const std::string error = bf16_dot_build_error(ctx);
+  return error.empty() ? "" : "its OpenCL compiler does not build them: " + error;
+}
+
 bool cpu_bf16_dot_enabled(const Context& ctx, const char* env) {
   const std::string choice = choice_of(env);
   if (choice == "0") return false;

@@ -8,6 +8,8 @@
 // MoE: FP4CL_MOE_BF16_DOT (moe_build_options.hpp); linear: FP4CL_LINEAR_BF16_DOT (gemv_words).
 #pragma once
 
+#include <string>
+
 #include "fp4cl/context.hpp"
 
 namespace fp4cl {
@@ -16,6 +18,11 @@ bool cpu_bf16_dot_enabled(const Context& ctx, const char* env);
 
 // Whether this process's processor has AVX-512 BW, VBMI and BF16.
 bool cpu_has_avx512_bf16();
+
+// Why the layers on ctx's device take no BF16 dot products whatever the environment says: "" when
+// they may (a CPU device on such a processor whose compiler builds the probe), else the reason
+// (not a CPU device, the processor, or the compiler's error). fp4cl-bench devices prints it.
+std::string cpu_bf16_dot_unavailable(const Context& ctx);
 
 // Whether `env` is set to 1 (BF16 dot products required; cpu_bf16_dot_enabled then says yes).
 bool cpu_bf16_dot_required(const char* env);

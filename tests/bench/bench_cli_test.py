@@ -231,6 +231,15 @@ class Outputs(unittest.TestCase):
             self.assertRegex(out, r"fp32 denormals kept; multiplies with them [0-9.]+x the time of normal ones "
                                   r"on this processor: by default the MoE kernels decode E2M1 to "
                                   r"(exact values|fp32 subnormals)")
+            # Whether the kernels take AVX-512 BF16 dot products there: the processor, then the probe
+            # kernel built by the device's compiler. A compiler that refuses it (here every build
+            # fails, injected) is named as the reason.
+            self.assertRegex(out, r"AVX-512 BF16 dot products: (used \(its OpenCL compiler builds them|not used)")
+            if "AVX-512 BF16 dot products: used" in out:
+                _, refused, _ = run("devices", env={"FP4CL_FAULT_INJECT": "calls=build,at=1,every=1,status=-11"},
+                                    check=0)
+                self.assertIn("AVX-512 BF16 dot products: not used: its OpenCL compiler does not build them: "
+                              "building bf16_dot_probe.cl", refused)
 
 
 class Tuning(unittest.TestCase):
