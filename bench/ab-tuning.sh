@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of the tuning databases on this machine's default device: the linear shapes and MoE presets
 # timed in alternating rounds with the databases (shipped ones plus FP4CL_TUNING_FILE or the
-# user's) and with the built-in defaults alone (FP4CL_TUNING_FILE=none), one line per (shape,
+# user's) and with a baseline (FP4CL_AB_BASELINE: by default the built-in defaults alone,
+# FP4CL_TUNING_FILE=none), one line per (shape,
 # scheme, tokens): the kernel and median of each side in round order, then the ratio of their
 # medians. The check before a tuned entry is shipped, or after one was (bench/README.md,
 # "Tuning"). Rows are checked against the reference in the first round.
@@ -13,6 +14,10 @@
 #              (default 28672x4096,4096x4096,2048x768)
 #     TOKENS   token counts (default 1,8,64,512)
 #     SCHEMES  default nvfp4-w4a16,nvfp4-w4a4
+#   FP4CL_AB_BASELINE  what the other side runs: none (default: the built-in defaults alone),
+#                      shipped (the shipped databases without a user file: is a candidate file,
+#                      given as FP4CL_TUNING_FILE, better than what ships?), or a database file
+#                      (the shipped ones plus it)
 #   FP4CL_AB_ITERS     timed calls per row (default 30)
 #   FP4CL_AB_ROUTINGS  routings an MoE row cycles through (default 16, as the tuner: one routing
 #                      alone times one set of per-expert counts)
@@ -27,7 +32,19 @@ bench="$build/bench/fp4cl-bench"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ab-tuning.sh: ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
 raw=$(mktemp)
 err=$(mktemp)
-trap 'rm -f "$raw" "$err"' EXIT
+empty=$(mktemp)
+trap 'rm -f "$raw" "$err" "$empty"' EXIT
+# The baseline side's FP4CL_TUNING_FILE.
+baseline=${FP4CL_AB_BASELINE:-none}
+case "$baseline" in
+  none) base_file=none ;;
+  shipped)
+    echo '{"schema": "fp4cl-tuning", "version": 1, "devices": []}' >"$empty"
+    base_file=$empty ;;
+  *)
+    [ -f "$baseline" ] || { echo "ab-tuning.sh: FP4CL_AB_BASELINE '$baseline' is neither none, shipped nor a file" >&2; exit 2; }
+    base_file=$baseline ;;
+esac
 
 for ((r = 1; r <= rounds; ++r)); do
   for side in tuned defaults; do
@@ -41,7 +58,7 @@ for ((r = 1; r <= rounds; ++r)); do
         exit 2
       fi
       env_file=()
-      [ "$side" = defaults ] && env_file=(FP4CL_TUNING_FILE=none)
+      [ "$side" = defaults ] && env_file=(FP4CL_TUNING_FILE="$base_file")
       check=()
       [ "$r" -gt 1 ] && check=(--no-check)
       # CSV columns 2-6: shape, scheme, tokens, kernel, median µs (a failed check stops the run).
@@ -53,7 +70,7 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-echo "| shape | scheme | tokens | tuned: kernel, µs per round | defaults: kernel, µs per round | tuned / defaults |"
+echo "| shape | scheme | tokens | tuned: kernel, µs per round | baseline ($baseline): kernel, µs per round | tuned / baseline |"
 echo "|---|---|---:|---|---|---:|"
 python3 - "$raw" <<'PY'
 import collections, statistics, sys
