@@ -2,6 +2,7 @@
 on a context, its layers listed and created by name or index."""
 
 import ctypes
+import math
 import operator
 import os
 from dataclasses import dataclass
@@ -183,9 +184,12 @@ def _activation(activation, alpha, limit):
         values = []
         for name, value, default in (("swiglu_alpha", alpha, 1.702), ("swiglu_limit", limit, 7.0)):
             try:
-                values.append(default if value is None else float(value))
+                number = default if value is None else float(value)
             except (TypeError, ValueError):
                 raise InvalidArgumentError(f"Model.moe: {name} {value!r}; expected a number") from None
+            if not (math.isfinite(number) and number > 0):
+                raise InvalidArgumentError(f"Model.moe: {name} {value!r}; expected a finite number above 0")
+            values.append(number)
         return _library.MoeActivation(1, *values)
     raise InvalidArgumentError(f"Model.moe: activation {activation!r}; expected None, \"swiglu\" or \"swiglu_clamped\"")
 

@@ -136,7 +136,9 @@ def test_moe_takes_the_activation_the_caller_chooses(context, checkpoints, tmp_p
         for kwargs, fragment in [({"activation": "gelu"}, "activation 'gelu'"),
                                  ({"swiglu_limit": 3.0}, "need activation"),
                                  ({"activation": "swiglu", "swiglu_alpha": 1.0}, "takes no swiglu_alpha"),
-                                 ({"activation": "swiglu_clamped", "swiglu_limit": -1.0}, "activation->limit = -1"),
+                                 ({"activation": "swiglu_clamped", "swiglu_limit": -1.0},
+                                  "swiglu_limit -1.0; expected a finite number above 0"),
+                                 ({"activation": "swiglu_clamped", "swiglu_alpha": float("nan")}, "swiglu_alpha nan"),
                                  ({"activation": "swiglu_clamped", "swiglu_alpha": "x"}, "swiglu_alpha 'x'")]:
             with pytest.raises(fp4cl.InvalidArgumentError) as e:
                 model.moe(MOE_PREFIX, **kwargs)
