@@ -179,15 +179,19 @@ TEST(CapiLinear, HostRunRefusesWrongSizesNamingTheArray) {
                {"y has 512 bytes", "FP32 needs 1024"});
 }
 
-// More tokens than max_tokens run in chunks: each chunk's bits are those of a call of that chunk.
+// Linear layer kQ of `model` with the default options but max_tokens.
+LinearPtr linear_with_max_tokens(fp4cl_model* model, std::int64_t max_tokens) {
+  fp4cl_linear_options o;
+  fp4cl_linear_options_init(&o);
+  o.max_tokens = max_tokens;
+  return get_linear(model, kQ, &o);
+}
+
 // fp4cl_linear_describe_kernel: the C++ API's description, copied as snprintf copies (the full
 // length always; a buffer of size 0 may be NULL; cut to size - 1 bytes); bad arguments named.
 TEST(CapiLinear, KernelDescriptionIsTheCppApisAndCopiesLikeSnprintf) {
   ModelPtr model = open_model();
-  fp4cl_linear_options o;
-  fp4cl_linear_options_init(&o);
-  o.max_tokens = 64;
-  LinearPtr layer = get_linear(model.get(), kQ, &o);
+  LinearPtr layer = linear_with_max_tokens(model.get(), 64);
   LinearOptions cpp_options;
   cpp_options.max_tokens = 64;
   const Linear cpp = Linear::from_checkpoint(shared_context(), Checkpoint::open(quantized_model(default_variant())),
@@ -216,12 +220,10 @@ TEST(CapiLinear, KernelDescriptionIsTheCppApisAndCopiesLikeSnprintf) {
                {"layer is NULL"});
 }
 
+// More tokens than max_tokens run in chunks: each chunk's bits are those of a call of that chunk.
 TEST(CapiLinear, TokensBeyondMaxTokensRunInChunks) {
   ModelPtr model = open_model();
-  fp4cl_linear_options o;
-  fp4cl_linear_options_init(&o);
-  o.max_tokens = 4;
-  LinearPtr layer = get_linear(model.get(), kQ, &o);
+  LinearPtr layer = linear_with_max_tokens(model.get(), 4);
   const std::int64_t m = 9;
   const std::vector<std::uint16_t> x = gaussian_bf16(m, 64, 17);
   std::vector<std::uint16_t> y(static_cast<std::size_t>(m * 64));
