@@ -507,11 +507,11 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   };
   // Where tiles from `overrides` come from (MoeSelection::Entry::origin).
   const auto origin_of = [&](MoeStrategy id) -> std::string {
-    const bool env = sets_tiles(env_overrides, id), db = sets_tiles(tuned, id);
-    const auto files = tuned_db.tiles_origin.find(to_string(id));
-    const std::string db_origin =
-        fmt::format("tuned ({})", files != tuned_db.tiles_origin.end() ? files->second : tuned_db.origin);
-    return env && db ? "FP4CL_MOE_TILES over " + db_origin : env ? "FP4CL_MOE_TILES" : db ? db_origin : "built-in";
+    const bool env = sets_tiles(env_overrides, id);
+    const auto files = tuned_db.tiles_origin.find(to_string(id));  // found: the database sets its tiles
+    if (files == tuned_db.tiles_origin.end()) return env ? "FP4CL_MOE_TILES" : "built-in";
+    const std::string db_origin = fmt::format("tuned ({})", files->second);
+    return env ? "FP4CL_MOE_TILES over " + db_origin : db_origin;
   };
   // The tiles of a strategy, where they come from, and why it cannot run with them ("" when it
   // can). Tiles from the tuning database that the strategy refuses here (a database edited by

@@ -86,7 +86,6 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   const std::vector<const Entry*> entries = usable_entries(match);
   MoeTuned tuned;
   if (entries.empty()) return tuned;
-  tuned.origin = entries.front()->origin;
   tuned.grouped = strategy_buckets(entries, "grouped");
   tuned.mma = strategy_buckets(entries, "mma");
   std::map<std::string, int>& out = tuned.overrides;
@@ -146,8 +145,9 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
         taken = true;
       }
     }
+    if (!taken) return;
     std::vector<std::string>& files = tiles_files[e->kernel];
-    if (taken && std::find(files.begin(), files.end(), e->origin) == files.end()) files.push_back(e->origin);
+    if (std::find(files.begin(), files.end(), e->origin) == files.end()) files.push_back(e->origin);
   };
   // grouped: the largest bucket's tiles here; every bucket's serve its own counts (`grouped`).
   for (const Entry* e : {first_decode, last_grouped, first_split}) take(e, {"tile_m", "local_i", "local_h"});

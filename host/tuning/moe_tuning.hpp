@@ -72,9 +72,9 @@ struct MoeBucket {
 //              an H100) splits FC2's K six ways at T = 8.
 struct MoeTuned {
   std::map<std::string, int> overrides;
-  std::string origin;  // the database file of the layer's entries ("" when none)
-  // Per strategy, the database files its one set of tiles in `overrides` came from, in bucket
-  // order ("A", or "A, B" when mma's few-pairs values and many-pairs tiles come from two files).
+  // Per strategy whose tiles `overrides` sets, the database files its one set came from, in
+  // bucket order ("A", or "A, B" when mma's few-pairs values and many-pairs tiles come from two
+  // files); no entry for the others.
   std::map<std::string, std::string> tiles_origin;
   std::vector<MoeBucket> grouped;
   std::vector<MoeBucket> mma;
