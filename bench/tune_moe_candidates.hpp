@@ -10,9 +10,9 @@
 //   mma, many pairs         tile_m {8, 16, 32, 64}, local_i and local_h {32, 64, 128, 256},
 //                           split_k {0 (automatic), 1, 2, 4}, stage {0, 1} (activations staged
 //                           in local memory where a work-group has several row tiles), warp_tiles
-//                           {1, 2, 4} (row tiles a warp); few_split_k
-//                           and unroll held at what the
-//                           first few-pairs bucket found (a layer has one value of each)
+//                           {1, 2, 4} (row tiles a warp); few_split_k and unroll held at what the
+//                           first few-pairs bucket found (the values a layer's one set of tiles
+//                           takes: batch invariance, FP4CL_MOE_TILES)
 //
 // Candidates the layer refuses (mma_tiles_refusal and the like) are found without building a
 // kernel, logged and skipped.
