@@ -163,6 +163,10 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
                        t.stage);
   if (t.warp_tiles != 1 && t.warp_tiles != 2 && t.warp_tiles != 4)
     return fmt::format("warp_tiles = {} must be 1, 2 or 4 (row tiles of 16 a warp)", t.warp_tiles);
+  if (t.routed_warp_tiles != 0 && t.routed_warp_tiles != 1 && t.routed_warp_tiles != 2 && t.routed_warp_tiles != 4)
+    return fmt::format(
+        "routed_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the routed W4A4 FC1)",
+        t.routed_warp_tiles);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -174,6 +178,13 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   if (!p.scheme.w4a16() && g.fc1.rows() % p.scheme.block_size() != 0)
     return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", g.fc1.rows(),
                        to_string(p.scheme.weight), p.scheme.block_size());
+  if (t.routed_warp_tiles > 1 && !p.scheme.w4a16()) {  // the routed W4A4 FC1's rows (moe_pipeline.cpp)
+    const int rt = mma_routed_local_row_tiles(p.intermediate, p.scheme.block_size(),
+                                              mma_geometry(mma_few_pairs_tiles(t, p), p).fc1.rt);
+    if (p.intermediate % (16 * rt * t.routed_warp_tiles) != 0)
+      return fmt::format("routed_warp_tiles = {}: the routed FC1's work-groups of {} rows do not divide I = {}",
+                         t.routed_warp_tiles, 16 * rt * t.routed_warp_tiles, p.intermediate);
+  }
   const auto widest = static_cast<std::size_t>(std::max(g.fc1.local(), g.fc2.local()));
   if (widest > device.max_work_group_size)
     return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
@@ -231,7 +242,8 @@ std::map<std::string, int> tile_overrides() {
     }
     // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
     const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
-                         item.compare(0, eq, "mma.row_loop") == 0 || item.compare(0, eq, "mma.stage") == 0;
+                         item.compare(0, eq, "mma.row_loop") == 0 || item.compare(0, eq, "mma.stage") == 0 ||
+                         item.compare(0, eq, "mma.routed_warp_tiles") == 0;
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
       fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
@@ -239,12 +251,12 @@ std::map<std::string, int> tile_overrides() {
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
                                         "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop",
-                                        "mma.stage",      "mma.warp_tiles"};
+                                        "mma.stage",      "mma.warp_tiles",  "mma.routed_warp_tiles"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
            "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
-           "mma.row_loop, mma.stage, mma.warp_tiles",
+           "mma.row_loop, mma.stage, mma.warp_tiles, mma.routed_warp_tiles",
            key);
     out[key] = value;
   }
@@ -268,12 +280,14 @@ bool strategy_key(const std::string& key, MoeStrategy id) {
 }
 
 // "tile_m 8, local sizes 64 and 128" (mma: with its K splits, unroll, staging and row tiles a
-// warp).
+// warp; the routed W4A4 FC1's where they are set, not automatic).
 std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
   std::string s = fmt::format("tile_m {}, local sizes {} and {}", t.tile_m, t.local_i, t.local_h);
-  if (id == MoeStrategy::mma)
+  if (id == MoeStrategy::mma) {
     s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
                      t.unroll, t.stage, t.warp_tiles);
+    if (t.routed_warp_tiles > 0) s += fmt::format(", routed_warp_tiles {}", t.routed_warp_tiles);
+  }
   return s;
 }
 
@@ -378,6 +392,14 @@ std::vector<int> mma_pair_fc1_row_tiles(const MoeProblem& p, int row_tiles, int 
       out.push_back(rt);
   out.push_back(row_tiles);
   return out;
+}
+
+int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1_rows, int unroll,
+                          int compute_units) {
+  const std::int64_t rows = 2 * static_cast<std::int64_t>(fc1_rows);
+  const bool fill =
+      intermediate % rows == 0 && pairs * (intermediate / rows) >= 2 * static_cast<std::int64_t>(compute_units);
+  return fill && unroll <= 4 ? 2 : 1;
 }
 
 int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::uint64_t free_local_bytes) {
@@ -497,6 +519,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "row_loop", t.row_loop);
       apply(from, prefix + "stage", t.stage);
       apply(from, prefix + "warp_tiles", t.warp_tiles);
+      apply(from, prefix + "routed_warp_tiles", t.routed_warp_tiles);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -62,11 +62,14 @@ struct MoeTiles {
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
   int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
   int warp_tiles = 1;  // mma, many pairs: row tiles of 16 a warp multiplies, each B fragment serving them all
+  // mma, routed chunks whose W4A4 FC1 quantizes its tiles' tokens (mma_routed_local_tile): that
+  // FC1's row tiles a warp (0: mma_routed_warp_tiles per chunk)
+  int routed_warp_tiles = 0;
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
            few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage &&
-           warp_tiles == o.warp_tiles;
+           warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles;
   }
 };
 
@@ -204,6 +207,24 @@ int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::
 // 54.8 with 4, 62.0 with 8; FC2 31.5 in each).
 constexpr int kMmaRoutedLocalRowTiles = 2;
 int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int row_tiles);
+// And each of their warps multiplies 2 row tiles (MMA_MT, each B fragment serving both; the
+// automatic MoeTiles::routed_warp_tiles, on tensor cores) where that still leaves 2 work-groups a
+// compute unit: `pairs` (the chunk's, an upper bound of its tiles) × I / (2 · `fc1_rows`) at
+// least 2 · `compute_units`, 2 · `fc1_rows` divides I, and the warps load at most 4 chunks ahead
+// (`unroll`: 8 would hold 32 uint4 of weights a lane); else 1. Each quantized copy of the tile's
+// tokens then serves twice the rows, but half as many work-groups share the weights.
+// Measured on an H200 (132 units, NVFP4 W4A4, 2026-11-29, µs, 1 / 2 row tiles a warp in
+// work-groups of 2 row tiles, few_split_k 2, unroll 4): qwen3-30b-a3b (3 alternating rounds) T = 2
+// 35.1, 37.9, 35.6 / 43.8, 44.0, 44.3 (192 work-groups at 2: 1), T = 4 54.0, 55.0, 54.3 / 53.0,
+// 52.5, 52.7 (384: 2), T = 8 82.9, 83.2, 82.7 / 75.0, 75.8, 76.8; qwen3-235b-a22b (2 rounds) T = 2
+// 86.5, 87.0 / 82.7, 82.7 (384), T = 4 135.2, 137.2 / 122.4, 123.4, T = 8 230.4, 230.1 / 222.5,
+// 221.7; gpt-oss-20b NVFP4 and MXFP4 T = 4 and 8 level (94-157 µs, within 2 %). qwen3-30b-a3b
+// T = 4 / 8 with other few-pairs tiles (2 rounds): unroll 8 53.0, 54.5 / 82.9, 81.2 against 54.0,
+// 55.8 / 86.3, 86.0, and with few_split_k 4 as well 87.3, 87.8 against 105.5, 106.0 (T = 8);
+// few_split_k 4 with unroll 4 90.9, 91.1 against 86.0, 86.5. 4 a warp, or 2 in work-groups of
+// one row tile, were slower (T = 8: 83-87 and 88-95).
+int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1_rows, int unroll,
+                          int compute_units);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);

@@ -248,6 +248,21 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     }
     fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
     fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
+    // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
+    // gives 2 (automatic: on tensor cores, loading at most 4 chunks ahead) or every routed chunk
+    // (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the tile's tokens (its
+    // rows divide I: mma_tiles_refusal).
+    compute_units_ = static_cast<int>(ctx.info().compute_units);
+    const int wide = tiles_.routed_warp_tiles > 0                          ? tiles_.routed_warp_tiles
+                     : mma_native(ctx.info()) && routed_.unroll <= 4 ? 2
+                                                                      : 1;
+    if (routed_local_tile_ > 0 && wide > 1) {
+      routed_wide_ = routed_;
+      routed_wide_.fc1.mt = wide;
+      const std::uint64_t tokens = 2u * static_cast<std::uint64_t>(problem.hidden) * routed_local_tile_;
+      if (problem.intermediate % routed_wide_.fc1.rows() == 0 && fc1_other_local(routed_wide_) + tokens <= local)
+        fc1_routed_wide_ = build(routed_wide_, "moe_mma_fc1", routed_wide_.fc1, "MMA_FC1", true, false, true);
+    }
     // One token: FC1 routes, every pair is a tile. W4A4: every FC1 work-group quantizes the token
     // into local memory (2·H bytes of BF16 beside its partial sums), so they take up to 4 row tiles
     // (unstaged: all read the one local copy) to quantize it fewer times, the widest of
@@ -400,8 +415,15 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const bool routed = mma_routed(c.tokens, s.top_k), routed_local = routed && routed_local_tile_ > 0;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
+  // Routed W4A4 chunks' FC1 with several row tiles a warp (routed_wide_): those the tiles ask it
+  // for, or mma_routed_warp_tiles.
+  const bool wide =
+      routed_local && fc1_routed_wide_() != nullptr &&
+      (tiles_.routed_warp_tiles > 1 ||
+       mma_routed_warp_tiles(pairs, s.intermediate, routed_.fc1.rows(), routed_.unroll, compute_units_) > 1);
   const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
-  cl::Kernel& fc1 = per_pair ? fc1_pair_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
+  const MmaGemm& g1 = wide ? routed_wide_.fc1 : g.fc1;
+  cl::Kernel& fc1 = per_pair ? fc1_pair_ : wide ? fc1_routed_wide_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
   cl::Kernel& fc2 = per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
   // moe_route_logits.
@@ -430,9 +452,9 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   }
   const int row_loop = per_pair ? pair_row_loop_ : 1;
   moe_launch(queue, fc1, "moe_mma_fc1",
-             cl::NDRange(static_cast<std::size_t>(s.intermediate / g.fc1.rows() / row_loop * g.fc1.local()),
+             cl::NDRange(static_cast<std::size_t>(s.intermediate / g1.rows() / row_loop * g1.local()),
                          static_cast<std::size_t>(tiles)),
-             cl::NDRange(static_cast<std::size_t>(g.fc1.local()), 1), c, false, launches, last);
+             cl::NDRange(static_cast<std::size_t>(g1.local()), 1), c, false, launches, last);
   moe_launch(queue, fc2, "moe_mma_fc2",
              cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                          static_cast<std::size_t>(tiles)),

@@ -339,6 +339,19 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_routed_local_row_tiles(2880, 32, 2), 2);  // gpt-oss MXFP4: already 2
   EXPECT_EQ(mma_routed_local_row_tiles(48, 16, 1), 1);    // 32 does not divide 48
   EXPECT_EQ(mma_routed_local_row_tiles(96, 64, 4), 4);    // never fewer than given
+  // Their warps take 2 row tiles where that leaves 2 work-groups a compute unit (counting a tile a
+  // pair), 64 rows divide I and they load at most 4 chunks ahead: on an H200's 132 units,
+  // qwen3-30b-a3b (I = 768, work-groups of 32 rows) from 4 tokens on (32 pairs: 384 work-groups;
+  // 2 tokens: 192).
+  EXPECT_EQ(mma_routed_warp_tiles(16, 768, 32, 4, 132), 1);
+  EXPECT_EQ(mma_routed_warp_tiles(32, 768, 32, 4, 132), 2);
+  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 4, 132), 2);
+  EXPECT_EQ(mma_routed_warp_tiles(22, 768, 32, 4, 132), 2);  // 22 · 12 = 264 work-groups: 2 a unit
+  EXPECT_EQ(mma_routed_warp_tiles(21, 768, 32, 4, 132), 1);  // 252
+  EXPECT_EQ(mma_routed_warp_tiles(64, 2880, 32, 4, 132), 2);  // gpt-oss-20b: 64 divides 2880
+  EXPECT_EQ(mma_routed_warp_tiles(64, 2912, 32, 4, 132), 1);  // 64 does not divide 2912
+  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 2, 132), 2);
+  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 8, 132), 1);  // 8 chunks loaded ahead: too many registers
   // Chunks of several tokens split K over kMmaFewSplitK warps by default, one token keeps the
   // automatic split per GEMM (0); a configured few_split_k applies to both.
   const MoeProblem problem{kNvW4A16, 2048, 768, 128, 8};
@@ -372,9 +385,54 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
     expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
                         "unroll = 3 must be 1, 2, 4 or 8");
   }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=3");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
+                        "routed_warp_tiles = 3 must be 0 (automatic), 1, 2 or 4");
+  }
   ScopedEnv env("FP4CL_MOE_TILES", "mma.row_loop=3");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
                       "row_loop = 3 must be 0 (automatic), 1, 2, 4 or 8");
+}
+
+// Routed W4A4 chunks (at least 128 local experts) whose FC1 quantizes its tiles' tokens: 1, 2 or
+// 4 row tiles a warp in that FC1 (mma.routed_warp_tiles; automatic: 2 on tensor cores where
+// mma_routed_warp_tiles says so, none on CPUs) give the same bits, which match the reference, and
+// each builds its program. Rows that do not divide I are refused with the reason.
+TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
+  const std::int64_t T = 8, E = 128, H = 64, I = 128;
+  const int k = 8;
+  for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
+    SCOPED_TRACE(scheme.name());
+    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::generic, 71});
+    const auto x = make_activations(T, H, Data::generic, 72);
+    const auto ids = make_ids(T, k, E, 73);
+    const auto w = make_weights(T, k, 74);
+    MoeConfig cfg = config(scheme, k);
+    cfg.kernel = "mma";
+    cfg.output = MoeOutput::fp32;
+    cfg.max_tokens = T;
+    const auto ref =
+        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    std::vector<float> first;
+    for (const int tiles : {1, 2, 4}) {
+      ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=" + std::to_string(tiles));
+      LogCapture log;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      ASSERT_EQ(layer.tile_pairs_for(T), 4) << "not the routed chunks whose FC1 quantizes";
+      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
+      EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << tiles;
+      if (tiles == 1) first = out.fp32;
+      ASSERT_EQ(out.fp32.size(), first.size());
+      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0) << tiles;
+      EXPECT_EQ(built_with(log, "moe_mma.cl", "-DMMA_MT=" + std::to_string(tiles)), tiles > 1) << tiles;
+    }
+  }
+  MoeConfig cfg = config(kNvW4A4, 8);
+  cfg.kernel = "mma";
+  ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=4");  // 2 row tiles of 16, 4 a warp: 128 rows
+  expect_create_error(make_experts({WeightFormat::nvfp4, E, H, 64, Data::exact, 75}), cfg,
+                      "routed_warp_tiles = 4: the routed FC1's work-groups of 128 rows do not divide I = 64");
 }
 
 TEST(MoeConfig, SplitRefusalsNameTheReason) {
