@@ -556,26 +556,29 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     return builtin;
   };
   // grouped's and mma's entries: one a tuned bucket it won, smallest first, with that bucket's
-  // tiles (the built-in ones for keys it does not give), where no FP4CL_MOE_TILES value sets the
-  // strategy's tiles and the layer may take several (one_tile_set); the largest bucket's serve
-  // every larger call. Else one entry, `tiles` (for mma the largest bucket's many-pairs tiles and
-  // the smallest's few-pairs ones). A bucket whose tiles the strategy refuses leaves its counts to
-  // the next (the largest's to `tiles`); neighbours with the same tiles are one entry.
+  // tiles (the built-in ones for keys it does not give) and FP4CL_MOE_TILES's values over them,
+  // where the layer may take several (one_tile_set); the largest bucket's serve every larger call.
+  // Else one entry, `tiles` (for mma the largest bucket's many-pairs tiles and the smallest's
+  // few-pairs ones, FP4CL_MOE_TILES's values over them). A bucket whose tiles the strategy refuses
+  // leaves its counts to the next (the largest's to `tiles`); neighbours with the same tiles are
+  // one entry.
   const auto add = [&](MoeStrategy id, const MoeTiles& tiles, const std::string& origin) {
     const std::vector<tuning::MoeBucket>* buckets = id == MoeStrategy::grouped ? &tuned_db.grouped
                                                     : id == MoeStrategy::mma   ? &tuned_db.mma
                                                                                : nullptr;
     // Each entry with the tuned bucket whose tiles it has (null: `origin`'s tiles).
     std::vector<std::pair<MoeSelection::Entry, const tuning::MoeBucket*>> entries;
-    if (buckets && !one_tile_set && !sets_tiles(env_overrides, id) && buckets->size() > 1) {
+    if (buckets && !one_tile_set && buckets->size() > 1) {
       for (std::size_t i = 0; i < buckets->size(); ++i) {
         const tuning::MoeBucket& b = (*buckets)[i];
         const bool last = i + 1 == buckets->size();
-        // The bucket's tiles; those it does not give, the built-in ones.
+        // The bucket's tiles; those it does not give, the built-in ones; FP4CL_MOE_TILES's over both.
         std::map<std::string, int> with;
         for (const auto& [key, value] : overrides)
           if (!strategy_key(key, id)) with[key] = value;
         for (const auto& [key, value] : b.tiles) with[std::string(to_string(id)) + "." + key] = value;
+        for (const auto& [key, value] : env_overrides)
+          if (strategy_key(key, id)) with[key] = value;
         const MoeTiles t = tiles_with(id, with);
         if (const std::string why = refusal(id, t, sel.layout, device, problem); !why.empty()) {
           log::warn("tuning database: the tiles of MoE strategy {}'s bucket {} cannot run on {}: {}; {} serve its "
@@ -592,7 +595,9 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       entries.push_back({{id, tiles, std::numeric_limits<std::int64_t>::max(), origin}, nullptr});
     }
     // Neighbours with the same tiles are one entry: "tuned buckets 1, 8 (FILE)" (buckets of
-    // another file named after it).
+    // another file named after it; "FP4CL_MOE_TILES over tuned bucket 8 (FILE)" where the variable
+    // sets some of the strategy's keys).
+    const bool env_sets = sets_tiles(env_overrides, id);
     std::vector<MoeSelection::Entry> merged;
     std::vector<const tuning::MoeBucket*> group;  // the tuned buckets of merged.back()
     const auto close = [&] {
@@ -605,7 +610,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
                             fmt::join(tokens, ", "), group[i]->origin);
         i = j;
       }
-      if (!text.empty()) merged.back().origin = text;
+      if (!text.empty()) merged.back().origin = (env_sets ? "FP4CL_MOE_TILES over " : "") + text;
     };
     for (const auto& [e, bucket] : entries) {
       if (!merged.empty() && merged.back().tiles == e.tiles && group.empty() == (bucket == nullptr)) {

@@ -26,8 +26,10 @@
 // `mma`, tile_m is the pairs a tile (8, 16, 32 or 64), local_i and local_h the FC1 and FC2
 // work-group sizes (MmaGeometry), and mma.split_k / mma.few_split_k may be 0 (the automatic K
 // split, mma_auto_split_k). Between the two, the tuning database's entries for
-// the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES;
-// tuned tiles a strategy refuses on the device give way to its built-in ones, with a warning.
+// the layer apply (host/tuning/moe_tuning.hpp): built-in defaults < database < FP4CL_MOE_TILES,
+// key by key and in each tuned bucket (a key the variable sets wins in every bucket; the others
+// stay the bucket's); tuned tiles a strategy refuses on the device give way to its built-in ones,
+// with a warning.
 #pragma once
 
 #include <algorithm>
@@ -238,7 +240,8 @@ struct MoeSelection {
     // by increasing max_pairs; its last serves every larger call.
     std::int64_t max_pairs = std::numeric_limits<std::int64_t>::max();
     // Where the tiles come from: "built-in", "FP4CL_MOE_TILES", "tuned (FILE)" (one set from the
-    // database's buckets) or "tuned bucket 512 (FILE)" (neighbours with the same tiles: ", ").
+    // database's buckets) or "tuned bucket 512 (FILE)" (neighbours with the same tiles: ", "), the
+    // tuned ones prefixed "FP4CL_MOE_TILES over " where the variable sets some of their keys.
     std::string origin = "built-in";
     // "mma: tile_m 64, local sizes 32 and 32, split_k 1, ... [tuned bucket 512 (FILE)]"
     std::string describe() const;

@@ -220,7 +220,7 @@ class MoeLayer {
   int tile_pairs_for(std::int64_t tokens) const;
   // That strategy's tiles and where they come from: "mma: tile_m 32, local sizes 32 and 32,
   // split_k 1, few_split_k 0, unroll 8, stage 0, warp_tiles 1 [built-in]" (or "[tuned bucket 512
-  // (FILE)]", "[tuned (FILE)]", "[FP4CL_MOE_TILES]").
+  // (FILE)]", "[tuned (FILE)]", "[FP4CL_MOE_TILES]", "[FP4CL_MOE_TILES over tuned bucket 8 (FILE)]").
   std::string kernel_description(std::int64_t tokens) const;
   // Which launches of later calls get events on a profiling queue (MoeLaunchEvents; `ends` by
   // default). Copies of a layer share the setting.

@@ -374,17 +374,24 @@ TEST_F(TunedLayers, TunedTilesReachTheMoeStrategies) {
     ASSERT_EQ(named.usable.size(), 2u);
     EXPECT_EQ(&named.for_tokens(3, 2), &named.usable[0]);
     EXPECT_EQ(&named.for_tokens(9, 2), &named.usable[1]);
-    // One set of tiles (batch invariance) or grouped's tiles from FP4CL_MOE_TILES: one entry, the
-    // largest bucket's tiles (with the variable's values over them).
+    // One set of tiles (batch invariance): one entry, the largest bucket's tiles. grouped's tiles
+    // from FP4CL_MOE_TILES: each bucket's, with the variable's values over them.
     const MoeSelection one = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped", true);
     ASSERT_EQ(grouped_of(one).size(), 1u);
     EXPECT_EQ(grouped_of(one)[0]->tiles.tile_m, 2);
     {
       const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "grouped.local_h=4");
       const MoeSelection from_env = select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped");
-      ASSERT_EQ(grouped_of(from_env).size(), 1u);
-      EXPECT_EQ(grouped_of(from_env)[0]->tiles.tile_m, 2);
+      ASSERT_EQ(grouped_of(from_env).size(), 2u);
+      EXPECT_EQ(grouped_of(from_env)[0]->tiles.tile_m, 4);
+      EXPECT_EQ(grouped_of(from_env)[1]->tiles.tile_m, 2);
       EXPECT_EQ(grouped_of(from_env)[0]->tiles.local_h, 4);
+      EXPECT_EQ(grouped_of(from_env)[1]->tiles.local_h, 4);
+      const MoeSelection one_env =
+          select_moe_strategies(context().info(), 8, {scheme, 64, 64, 4, 2}, "grouped", true);
+      ASSERT_EQ(grouped_of(one_env).size(), 1u);
+      EXPECT_EQ(grouped_of(one_env)[0]->tiles.tile_m, 2);
+      EXPECT_EQ(grouped_of(one_env)[0]->tiles.local_h, 4);
     }
     // The layer runs each call with its bucket's tiles, and computes it.
     const Fp4Experts ex = test::make_experts({scheme.weight, 4, 64, 64, test::Data::exact, 72});
@@ -644,14 +651,41 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
     EXPECT_EQ(one.usable[0].tiles.stage, 1);
     EXPECT_EQ(one.usable[0].origin, "tuned (" + path_ + ")");
   }
-  // An mma key in FP4CL_MOE_TILES: one set, the variable's values over the database's.
+  // An mma key in FP4CL_MOE_TILES: each bucket's tiles still serve its counts, with the variable's
+  // values over them (until 2026-11-29 the layer then took one set, the largest bucket's
+  // many-pairs tiles and the smallest's few-pairs ones, for every count); with one set, the
+  // variable's values over it.
   {
     const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "mma.unroll=1");
     const MoeSelection from_env = select("mma");
-    ASSERT_EQ(from_env.usable.size(), 1u);
+    ASSERT_EQ(from_env.usable.size(), 2u);
+    EXPECT_EQ(from_env.usable[0].max_pairs, 5 * kK);
     EXPECT_EQ(from_env.usable[0].tiles.unroll, 1);
-    EXPECT_EQ(from_env.usable[0].tiles.stage, 1);
-    EXPECT_EQ(from_env.usable[0].origin, "FP4CL_MOE_TILES over tuned (" + path_ + ")");
+    EXPECT_EQ(from_env.usable[1].tiles.unroll, 1);
+    EXPECT_EQ(from_env.usable[0].tiles.few_split_k, 2);
+    EXPECT_EQ(from_env.usable[1].tiles.few_split_k, 1);
+    EXPECT_EQ(from_env.usable[0].tiles.stage, 0);
+    EXPECT_EQ(from_env.usable[1].tiles.stage, 1);
+    EXPECT_EQ(from_env.usable[0].origin, "FP4CL_MOE_TILES over tuned bucket 1 (" + path_ + ")");
+    EXPECT_EQ(from_env.usable[1].origin, "FP4CL_MOE_TILES over tuned bucket 32 (" + path_ + ")");
+    cl_uint width = 1;
+    test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+    const MoeSelection one =
+        select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, "mma", true);
+    ASSERT_EQ(one.usable.size(), 1u);
+    EXPECT_EQ(one.usable[0].tiles.unroll, 1);
+    EXPECT_EQ(one.usable[0].tiles.few_split_k, 2);
+    EXPECT_EQ(one.usable[0].tiles.stage, 1);
+    EXPECT_EQ(one.usable[0].origin, "FP4CL_MOE_TILES over tuned (" + path_ + ")");
+  }
+  // A value of FP4CL_MOE_TILES that sets what the buckets give too (mma.few_split_k) wins in each.
+  {
+    const test::ScopedEnv env_tiles("FP4CL_MOE_TILES", "mma.few_split_k=4");
+    const MoeSelection from_env = select("mma");
+    ASSERT_EQ(from_env.usable.size(), 2u);
+    EXPECT_EQ(from_env.usable[0].tiles.few_split_k, 4);
+    EXPECT_EQ(from_env.usable[1].tiles.few_split_k, 4);
+    EXPECT_EQ(from_env.usable[1].tiles.stage, 1);
   }
   // The kernels: many pairs FC1 K = H = 128 split over 2 warps, 1 row tile (64 / 32 / 2); FC2
   // K = I = 64 (one chunk: no split), 2 row tiles (128 / 32 / 2), staged for bucket 32 (stage 1);
