@@ -640,17 +640,19 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
   EXPECT_EQ(&sel.for_tokens(6, kK), &sel.usable[1]);
   EXPECT_EQ(sel.decode_max_pairs, 0);  // decode won no bucket
   // One set of tiles (batch invariance): the many-pairs tiles of the largest bucket, the
-  // few-pairs ones of the smallest.
-  {
+  // few-pairs ones of the smallest (`unroll` and the origin as given).
+  const auto expect_one_set = [&](int unroll, const std::string& origin) {
     cl_uint width = 1;
     test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
     const MoeSelection one =
         select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, "mma", true);
     ASSERT_EQ(one.usable.size(), 1u);
+    EXPECT_EQ(one.usable[0].tiles.unroll, unroll);
     EXPECT_EQ(one.usable[0].tiles.few_split_k, 2);
     EXPECT_EQ(one.usable[0].tiles.stage, 1);
-    EXPECT_EQ(one.usable[0].origin, "tuned (" + path_ + ")");
-  }
+    EXPECT_EQ(one.usable[0].origin, origin);
+  };
+  expect_one_set(2, "tuned (" + path_ + ")");
   // An mma key in FP4CL_MOE_TILES: each bucket's tiles still serve its counts, with the variable's
   // values over them (until 2026-11-29 the layer then took one set, the largest bucket's
   // many-pairs tiles and the smallest's few-pairs ones, for every count); with one set, the
@@ -668,15 +670,7 @@ TEST_F(TunedMma, TunedMmaParametersReachTheKernelBuildOptions) {
     EXPECT_EQ(from_env.usable[1].tiles.stage, 1);
     EXPECT_EQ(from_env.usable[0].origin, "FP4CL_MOE_TILES over tuned bucket 1 (" + path_ + ")");
     EXPECT_EQ(from_env.usable[1].origin, "FP4CL_MOE_TILES over tuned bucket 32 (" + path_ + ")");
-    cl_uint width = 1;
-    test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
-    const MoeSelection one =
-        select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, "mma", true);
-    ASSERT_EQ(one.usable.size(), 1u);
-    EXPECT_EQ(one.usable[0].tiles.unroll, 1);
-    EXPECT_EQ(one.usable[0].tiles.few_split_k, 2);
-    EXPECT_EQ(one.usable[0].tiles.stage, 1);
-    EXPECT_EQ(one.usable[0].origin, "FP4CL_MOE_TILES over tuned (" + path_ + ")");
+    expect_one_set(1, "FP4CL_MOE_TILES over tuned (" + path_ + ")");
   }
   // A value of FP4CL_MOE_TILES that sets what the buckets give too (mma.few_split_k) wins in each.
   {
