@@ -398,7 +398,7 @@ int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1
                           int compute_units) {
   const std::int64_t rows = 2 * static_cast<std::int64_t>(fc1_rows);
   const bool fill =
-      intermediate % rows == 0 && pairs * (intermediate / rows) >= 2 * static_cast<std::int64_t>(compute_units);
+      intermediate % rows == 0 && 2 * pairs * (intermediate / rows) >= 5 * static_cast<std::int64_t>(compute_units);
   return fill && unroll <= 4 ? 2 : 1;
 }
 

@@ -210,11 +210,12 @@ int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::
 constexpr int kMmaRoutedLocalRowTiles = 2;
 int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int row_tiles);
 // And each of their warps multiplies 2 row tiles (MMA_MT, each B fragment serving both; the
-// automatic MoeTiles::routed_warp_tiles, on tensor cores) where that still leaves 2 work-groups a
-// compute unit: `pairs` (the chunk's, an upper bound of its tiles) × I / (2 · `fc1_rows`) at
-// least 2 · `compute_units`, 2 · `fc1_rows` divides I, and the warps load at most 4 chunks ahead
-// (`unroll`: 8 would hold 32 uint4 of weights a lane); else 1. Each quantized copy of the tile's
-// tokens then serves twice the rows, but half as many work-groups share the weights.
+// automatic MoeTiles::routed_warp_tiles, on tensor cores) where that still leaves 2.5 work-groups
+// a compute unit: `pairs` (the chunk's, an upper bound of its tiles) × I / (2 · `fc1_rows`) at
+// least 2.5 · `compute_units` (between the loss at 1.45 and the small gains at 2.9 measured below),
+// 2 · `fc1_rows` divides I, and the warps load at most 4 chunks ahead (`unroll`: 8 would hold 32
+// uint4 of weights a lane); else 1. Each quantized copy of the tile's tokens then serves twice the
+// rows, but half as many work-groups share the weights.
 // Measured on an H200 (132 units, NVFP4 W4A4, 2026-11-29, µs, 1 / 2 row tiles a warp in
 // work-groups of 2 row tiles, few_split_k 2, unroll 4): qwen3-30b-a3b (3 alternating rounds) T = 2
 // 35.1, 37.9, 35.6 / 43.8, 44.0, 44.3 (192 work-groups at 2: 1), T = 4 54.0, 55.0, 54.3 / 53.0,

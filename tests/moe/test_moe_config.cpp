@@ -339,15 +339,16 @@ TEST(MoeConfig, MmaGeometriesMatchReference) {
   EXPECT_EQ(mma_routed_local_row_tiles(2880, 32, 2), 2);  // gpt-oss MXFP4: already 2
   EXPECT_EQ(mma_routed_local_row_tiles(48, 16, 1), 1);    // 32 does not divide 48
   EXPECT_EQ(mma_routed_local_row_tiles(96, 64, 4), 4);    // never fewer than given
-  // Their warps take 2 row tiles where that leaves 2 work-groups a compute unit (counting a tile a
+  // Their warps take 2 row tiles where that leaves 2.5 work-groups a compute unit (counting a tile a
   // pair), 64 rows divide I and they load at most 4 chunks ahead: on an H200's 132 units,
   // qwen3-30b-a3b (I = 768, work-groups of 32 rows) from 4 tokens on (32 pairs: 384 work-groups;
   // 2 tokens: 192).
   EXPECT_EQ(mma_routed_warp_tiles(16, 768, 32, 4, 132), 1);
   EXPECT_EQ(mma_routed_warp_tiles(32, 768, 32, 4, 132), 2);
   EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 4, 132), 2);
-  EXPECT_EQ(mma_routed_warp_tiles(22, 768, 32, 4, 132), 2);  // 22 · 12 = 264 work-groups: 2 a unit
-  EXPECT_EQ(mma_routed_warp_tiles(21, 768, 32, 4, 132), 1);  // 252
+  EXPECT_EQ(mma_routed_warp_tiles(28, 768, 32, 4, 132), 2);  // 28 · 12 = 336 work-groups: 330 needed
+  EXPECT_EQ(mma_routed_warp_tiles(27, 768, 32, 4, 132), 1);  // 324
+  EXPECT_EQ(mma_routed_warp_tiles(24, 768, 32, 4, 132), 1);  // 3 tokens: 288, unmeasured there
   EXPECT_EQ(mma_routed_warp_tiles(64, 2880, 32, 4, 132), 2);  // gpt-oss-20b: 64 divides 2880
   EXPECT_EQ(mma_routed_warp_tiles(64, 2912, 32, 4, 132), 1);  // 64 does not divide 2912
   EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 2, 132), 2);
