@@ -157,9 +157,8 @@ inline float16 words_block_scales(const __global uchar* restrict s, int exp_bias
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                     \
     const fp4_v16si d = fp4_bf16_quad_pair(table, W, p);                                               \
     _Pragma("unroll") for (int t = 0; t < (N); ++t) {                                                 \
-      const uint xv = xr[t][8u * c + 4u * (Q) + (uint)p];                                             \
-      if (p % 2 == 0) A[t] = fp4_bf16_dot(A[t], d, xv);                                               \
-      else B[t] = fp4_bf16_dot(B[t], d, xv);                                                          \
+      if (p % 2 == 0) A[t] = fp4_bf16_dot(A[t], d, xr[t][8u * c + 4u * (Q) + (uint)p]);               \
+      else B[t] = fp4_bf16_dot(B[t], d, xr[t][8u * c + 4u * (Q) + (uint)p]);                          \
     }                                                                                                 \
   }
 #define WORDS_BF16_DOT_N(NAME, N)                                                                     \

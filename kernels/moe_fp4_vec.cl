@@ -261,9 +261,8 @@ inline float16 moe_lut_block_scales(const __global moe_scale_t* p, int scale_exp
   _Pragma("unroll") for (int p = 0; p < 4; ++p) {                                                                  \
     const fp4_v16si d = fp4_bf16_quad_pair(table, W, p);                                         \
     _Pragma("unroll") for (int m = 0; m < (N); ++m) {                                            \
-      const uint xv = xr[m][8 * b + 4 * (Q) + p];                                                \
-      if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xv);                                          \
-      else B[m] = fp4_bf16_dot(B[m], d, xv);                                                     \
+      if (p % 2 == 0) A[m] = fp4_bf16_dot(A[m], d, xr[m][8 * b + 4 * (Q) + p]);                  \
+      else B[m] = fp4_bf16_dot(B[m], d, xr[m][8 * b + 4 * (Q) + p]);                             \
     }                                                                                            \
   }
 #define MOE_BF16_TABLE_V                                                                         \

@@ -6,13 +6,15 @@
 // The host defines FP4_DPBF16 for CPU devices whose processor (this process's) has AVX-512 BW,
 // VBMI and BF16 and whose OpenCL compiler builds this code (host/kernels/cpu_bf16_dot.cpp builds
 // kernels/bf16_dot_probe.cl once per device to know). __has_builtin answers for the base
-// instruction set only, so the guard names the compilers whose builtins this code is known to
-// work with: clang 11 to 15 on x86-64 (Debian 12's PoCL 3.1 has LLVM 15). Then FP4_BF16DOT is 1,
-// else 0 (and the probe's build fails: the layers take their other decode). clang 16 takes the
-// vdpbf16ps operands as vectors of 32 __bf16, not of 16 ints: PoCL 5.0 with LLVM 16 (on an Intel
-// Xeon with AVX-512 BF16, 2026-11-29) refused the ints with a build error, and with the operands
-// cast to __bf16 vectors the process died (SIGSEGV) while it built the probe. Later compilers are
-// untested.
+// instruction set only, so the guard names the compilers this code is known to build with: clang
+// 11 or later on x86-64 (Debian 12's PoCL 3.1 has LLVM 15). Then FP4_BF16DOT is 1, else 0 (and
+// the probe's build fails: the layers take their other decode). vdpbf16ps (fp4_bf16_dot) is
+// clang 11-15's builtin, whose operands are vectors of 16 ints; clang 16 takes vectors of 32
+// __bf16 and died (SIGSEGV) compiling that form (PoCL 5.0 with LLVM 16 on an Intel Xeon with
+// AVX-512 BF16 while it built the probe, and Debian 12's clang-16 16.0.6 compiling the probe for
+// x86-64 alone, 2026-11-29), so from clang 16 on (or with FP4_BF16DOT_ASM defined: tests) it is
+// inline assembly, the same instruction with the same embedded broadcast. clang-16 builds every
+// BF16 kernel so; later versions are untested.
 //
 // The decode: 16 rows are the 16 lanes of a vector of 32-bit words, each word 8 consecutive
 // elements of its row as 8 nibbles. For nibble pair p (nibbles p and p + 4), one vpsrld (none for
@@ -44,12 +46,15 @@ inline uint8 moe_bf16_quads16(uint16 v) {
 }
 
 #if defined(FP4_DPBF16) && defined(__clang__) && defined(__x86_64__)
-#if __clang_major__ >= 11 && __clang_major__ <= 15
+#if __clang_major__ >= 11
 #define FP4_BF16DOT 1
 #endif
 #endif
 #ifndef FP4_BF16DOT
 #define FP4_BF16DOT 0
+#endif
+#if FP4_BF16DOT && __clang_major__ >= 16 && !defined(FP4_BF16DOT_ASM)
+#define FP4_BF16DOT_ASM 1
 #endif
 
 #if FP4_BF16DOT
@@ -118,11 +123,21 @@ FP4_BF16_TARGET inline fp4_v16si fp4_bf16_quad_pair(fp4_v32hi table, uint16 w, i
   return (fp4_v16si)__builtin_ia32_permvarhi512(table, __builtin_astype(p == 0 ? w : w >> (uint)(4 * p), fp4_v32hi));
 }
 
-// acc + the two products of each lane's BF16 weight pair d with the activation pair xp (a BF16
-// pair as one uint, broadcast to every lane).
-FP4_BF16_TARGET inline fp4_v16sf fp4_bf16_dot(fp4_v16sf acc, fp4_v16si d, uint xp) {
-  return __builtin_ia32_dpbf16ps_512(acc, d, __builtin_astype((uint16)(xp), fp4_v16si));
+// acc + the two products of each lane's BF16 weight pair d with the activation pair xp (a uint
+// lvalue in global memory: a BF16 pair, broadcast to every lane; clang 11-15 compile the builtin's
+// broadcast into the instruction's embedded one, which the assembly names). A macro, so that the
+// builtin's form reads xp as the callers wrote it (their code is unchanged) and the assembly's
+// takes its address.
+#ifdef FP4_BF16DOT_ASM
+FP4_BF16_TARGET inline fp4_v16sf fp4_bf16_dot_asm(fp4_v16sf acc, fp4_v16si d, const __global uint* xp) {
+  __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(d), "m"(*xp));
+  return acc;
 }
+#define fp4_bf16_dot(acc, d, xp) fp4_bf16_dot_asm((acc), (d), &(xp))
+#else
+#define fp4_bf16_dot(acc, d, xp) \
+  __builtin_ia32_dpbf16ps_512((acc), (d), __builtin_astype((uint16)(xp), fp4_v16si))
+#endif
 #endif
 
 #endif  // FP4CL_COMMON_BF16_DOT_CL

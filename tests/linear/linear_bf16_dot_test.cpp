@@ -15,6 +15,7 @@
 
 #include "cl/fault_injection.hpp"
 #include "fp4cl/linear.hpp"
+#include "fp4cl/program_cache.hpp"
 #include "kernels/cpu_bf16_dot.hpp"
 #include "linear/linear_check.hpp"
 #include "linear/linear_test_data.hpp"
@@ -137,7 +138,8 @@ TEST(LinearBf16Dot, PathIsTaken) {
 // CL_BUILD_PROGRAM_FAILURE) takes the fp32 loop, as PathIsTaken sees it, remembers the refusal
 // (no second build), and FP4CL_LINEAR_BF16_DOT = 1 then fails naming the compiler's error. The
 // device's real compiler answers again once the probes are forgotten (yes with PoCL 3.1 and LLVM
-// 15; no with PoCL 5.0 and LLVM 16, outside kernels/common/bf16_dot.cl's guard).
+// 15; no with PoCL 5.0 and LLVM 16 before kernels/common/bf16_dot.cl's vdpbf16ps became inline
+// assembly there).
 TEST(LinearBf16Dot, ACompilerThatRefusesTheProbeTurnsThemOff) {
   if (context().info().kind != DeviceKind::cpu || !cpu_has_avx512_bf16())
     GTEST_SKIP() << "not a CPU device on a processor with AVX-512 BF16: the probe is never built";
@@ -171,6 +173,47 @@ TEST(LinearBf16Dot, ACompilerThatRefusesTheProbeTurnsThemOff) {
   }
   detail::forget_bf16_dot_probes();
   EXPECT_EQ(cpu_bf16_dot_enabled(fresh, kEnv), real_answer);
+}
+
+// vdpbf16ps as inline assembly (kernels/common/bf16_dot.cl: the form of clang 16 and later, whose
+// builtin takes other operand types and crashed clang 16) gives the bits of clang 11-15's builtin
+// and of a scalar sum: kernels/bf16_dot_probe.cl built both ways (FP4_BF16DOT_ASM forces the
+// assembly; on clang 16 and later both builds are the assembly), 16 rows of E2M1 weights with two
+// BF16 activation pairs, every sum exact.
+TEST(LinearBf16Dot, TheAssemblyFormMatchesTheBuiltin) {
+  if (const std::string why = cpu_bf16_dot_unavailable(context()); !why.empty())
+    GTEST_SKIP() << "no AVX-512 BF16 dot products here: " << why;
+  static const float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  std::vector<std::uint32_t> w(16), x(16, 0u);
+  x[0] = 0x3F80u | 0x4000u << 16;  // pair 0: 1, 2
+  x[1] = 0xBF00u | 0x4080u << 16;  // pair 1: -0.5, 4
+  std::vector<float> expected(16);
+  for (std::uint32_t r = 0; r < 16; ++r) {
+    for (std::uint32_t j = 0; j < 8; ++j) w[r] |= ((r * 3u + j * 5u) & 15u) << (4 * j);
+    const auto e = [&](std::uint32_t j) { return kE2M1[(w[r] >> (4 * j)) & 15u]; };
+    // Nibble pair p: nibbles p and p + 4 with activation pair p.
+    expected[r] = e(0) * 1.0f + e(4) * 2.0f + e(1) * -0.5f + e(5) * 4.0f;
+  }
+  const Context& ctx = context();
+  const auto run_probe = [&](const BuildOptions& options) {
+    cl::Kernel kernel(ctx.programs().program("bf16_dot_probe.cl", options), "bf16_dot_probe");
+    cl::Buffer wb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, std::size_t{64}, w.data());
+    cl::Buffer xb(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, std::size_t{64}, x.data());
+    std::vector<float> y(16, -1.0f);
+    cl::Buffer yb(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, std::size_t{64}, y.data());
+    kernel.setArg(0, wb);
+    kernel.setArg(1, xb);
+    kernel.setArg(2, yb);
+    ctx.queue().enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(1), cl::NDRange(1));
+    ctx.queue().enqueueReadBuffer(yb, CL_TRUE, 0, 64, y.data());
+    return y;
+  };
+  const std::vector<float> builtin = run_probe(BuildOptions().define("FP4_DPBF16"));
+  const std::vector<float> assembly = run_probe(BuildOptions().define("FP4_DPBF16").define("FP4_BF16DOT_ASM"));
+  for (std::size_t r = 0; r < 16; ++r) {
+    EXPECT_EQ(builtin[r], expected[r]) << "row " << r;
+    EXPECT_EQ(assembly[r], expected[r]) << "row " << r;
+  }
 }
 
 // Activations that vdpbf16ps would flush (BF16 exponent fields 0 to 2: token 0 all denormals, the
