@@ -253,9 +253,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the tile's tokens (its
     // rows divide I: mma_tiles_refusal).
     compute_units_ = static_cast<int>(ctx.info().compute_units);
-    const int wide = tiles_.routed_warp_tiles > 0                          ? tiles_.routed_warp_tiles
-                     : mma_native(ctx.info()) && routed_.unroll <= 4 ? 2
-                                                                      : 1;
+    int wide = tiles_.routed_warp_tiles;
+    if (wide == 0) wide = mma_native(ctx.info()) && routed_.unroll <= 4 ? 2 : 1;
     if (routed_local_tile_ > 0 && wide > 1) {
       routed_wide_ = routed_;
       routed_wide_.fc1.mt = wide;
