@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -256,48 +257,67 @@ TEST(MoeConfig, SplitGeometriesMatchReference) {
 // several row tiles staging shared activations, for W4A16 (FC1 reading the input in place) and
 // W4A4 (gathered, quantized), chunks of few pairs and of many. (On CPUs the default loads no
 // chunks ahead, unroll 1: the first two cases are the suite's runs of the loads ahead, MXFP4 and
-// NVFP4 scales.)
-TEST(MoeConfig, MmaGeometriesMatchReference) {
-  struct Case {
-    QuantScheme scheme;
-    std::int64_t T;
-    const char* tiles;
-  };
-  // H = 192, I = 128: K slices of 3 and 2 chunks of 64.
-  const Case cases[] = {
-      {kMxW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
-      {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
-      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},  // many pairs: staged, 2 row tiles
-      {kNvW4A4, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},
-      {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // 2 row tiles, each warp reading x
-      {kMxW4A4, 40, "mma.tile_m=32"},  // many pairs, the built-in tiles: FC1's 2 row tiles unstaged
-      {kNvW4A4, 40, "mma.warp_tiles=2"},  // 2 row tiles a warp sharing each B fragment
-      {kMxW4A16, 40, "mma.warp_tiles=2,mma.local_i=64,mma.local_h=64,mma.stage=1,mma.tile_m=16"},  // and staged
-      {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
-      {kMxW4A4, 1, "mma.row_loop=2"},
-      {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
-  };
-  for (const Case& c : cases) {
-    ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
-    const std::int64_t H = 192, I = 128, E = 4;
-    const Fp4Experts ex = make_experts({c.scheme.weight, E, H, I, Data::exact, 54});
-    const auto x = make_activations(c.T, H, Data::exact, 55);
-    const auto ids = make_ids(c.T, 2, E, 56);
-    const auto w = make_weights(c.T, 2, 57);
-    MoeConfig cfg = config(c.scheme, 2);
-    cfg.kernel = "mma";
-    LogCapture log;
-    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-    const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, c.T, 2));
-    EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, c.T), cfg.output))
-        << c.scheme.name() << " T = " << c.T << " " << c.tiles;
-    if (std::string(c.tiles) == "mma.row_loop=2") {  // the loop reached the one-token FC1's program
-      EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_ROW_LOOP=2")) << c.scheme.name();
-    }
-    if (std::string(c.tiles).find("mma.warp_tiles=2") != std::string::npos) {  // the many-pairs programs
-      EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_MT=2")) << c.scheme.name();
-    }
+// NVFP4 scales.) One case a test: each builds its own emulated programs, which a cold program
+// cache takes minutes to compile on a 2-core machine, so ctest runs them side by side.
+struct MmaGeometryCase {
+  QuantScheme scheme;
+  std::int64_t T;
+  const char* tiles;
+};
+// H = 192, I = 128: K slices of 3 and 2 chunks of 64.
+const MmaGeometryCase kMmaGeometryCases[] = {
+    {kMxW4A16, 3, "mma.unroll=2"},                    // FC1 2 + a remainder of 1, FC2 2
+    {kNvW4A4, 3, "mma.unroll=4,mma.few_split_k=2"},   // remainder loops only; FC2 2 warps × 1 chunk
+    {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},  // many pairs: staged, 2 row tiles
+    {kNvW4A4, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64,mma.stage=1"},
+    {kNvW4A16, 40, "mma.tile_m=16,mma.local_i=64,mma.local_h=64"},  // 2 row tiles, each warp reading x
+    {kMxW4A4, 40, "mma.tile_m=32"},  // many pairs, the built-in tiles: FC1's 2 row tiles unstaged
+    {kNvW4A4, 40, "mma.warp_tiles=2"},  // 2 row tiles a warp sharing each B fragment
+    {kMxW4A16, 40, "mma.warp_tiles=2,mma.local_i=64,mma.local_h=64,mma.stage=1,mma.tile_m=16"},  // and staged
+    {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
+    {kMxW4A4, 1, "mma.row_loop=2"},
+    {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
+};
+
+void PrintTo(const MmaGeometryCase& c, std::ostream* os) { *os << c.scheme.name() << " T=" << c.T << " " << c.tiles; }
+
+class MmaGeometries : public ::testing::TestWithParam<MmaGeometryCase> {};
+
+TEST_P(MmaGeometries, MatchReference) {
+  const MmaGeometryCase& c = GetParam();
+  ScopedEnv env("FP4CL_MOE_TILES", c.tiles);
+  const std::int64_t H = 192, I = 128, E = 4;
+  const Fp4Experts ex = make_experts({c.scheme.weight, E, H, I, Data::exact, 54});
+  const auto x = make_activations(c.T, H, Data::exact, 55);
+  const auto ids = make_ids(c.T, 2, E, 56);
+  const auto w = make_weights(c.T, 2, 57);
+  MoeConfig cfg = config(c.scheme, 2);
+  cfg.kernel = "mma";
+  LogCapture log;
+  MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, c.T, 2));
+  EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, c.T), cfg.output))
+      << c.scheme.name() << " T = " << c.T << " " << c.tiles;
+  if (std::string(c.tiles) == "mma.row_loop=2") {  // the loop reached the one-token FC1's program
+    EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_ROW_LOOP=2")) << c.scheme.name();
   }
+  if (std::string(c.tiles).find("mma.warp_tiles=2") != std::string::npos) {  // the many-pairs programs
+    EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_MT=2")) << c.scheme.name();
+  }
+}
+
+// "NVFP4_W4A4_T40_6": the scheme, the token count and the case's index.
+std::string geometry_case_name(const ::testing::TestParamInfo<MmaGeometryCase>& p) {
+  return std::string(p.param.scheme.weight == WeightFormat::nvfp4 ? "NVFP4" : "MXFP4") +
+         (p.param.scheme.w4a16() ? "_W4A16" : "_W4A4") + "_T" + std::to_string(p.param.T) + "_" +
+         std::to_string(p.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(MoeConfig, MmaGeometries, ::testing::ValuesIn(kMmaGeometryCases), geometry_case_name);
+
+// The mma geometries' rules: the one-token row loop, the automatic K split, the few-pairs and
+// routed tiles, and refused values.
+TEST(MoeConfig, MmaGeometryRules) {
   EXPECT_EQ(mma_pair_row_loop(224, 2, 132), 2);  // mixtral-8x7b on an H100: 224 work-groups
   EXPECT_EQ(mma_pair_row_loop(12, 8, 132), 1);   // qwen3-30b-a3b: 96 work-groups already
   EXPECT_EQ(mma_pair_row_loop(64, 2, 2), 8);
