@@ -249,12 +249,15 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
     fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
     // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
-    // gives 2 (automatic: on tensor cores, loading at most 4 chunks ahead) or every routed chunk
-    // (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the tile's tokens (its
-    // rows divide I: mma_tiles_refusal).
+    // gives 2 (automatic: on tensor cores, built where the largest routed chunk would take it) or
+    // every routed chunk (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the
+    // tile's tokens (its rows divide I: mma_tiles_refusal).
     compute_units_ = static_cast<int>(ctx.info().compute_units);
     int wide = tiles_.routed_warp_tiles;
-    if (wide == 0) wide = mma_native(ctx.info()) && routed_.unroll <= 4 ? 2 : 1;
+    if (wide == 0)
+      wide = mma_native(ctx.info()) ? mma_routed_warp_tiles(kMmaRoutedPairs, problem.intermediate, routed_.fc1.rows(),
+                                                            routed_.unroll, compute_units_)
+                                    : 1;
     if (routed_local_tile_ > 0 && wide > 1) {
       routed_wide_ = routed_;
       routed_wide_.fc1.mt = wide;
