@@ -12,7 +12,9 @@
 //                quantized per block) to x2 [slots, I].
 //   moe_mma_fc2  the same for W2 over K = I: y[pair, n] = fc2_factor[e] · (W2[e] x2[slot])[n];
 //                with MMA_SUM (few tokens) the last work-group of a block of rows sums the
-//                top-k (moe_reduce's sum), else moe_reduce does.
+//                top-k (moe_reduce's sum), else moe_reduce does; with MMA_TOKEN_SUM one
+//                work-group per (token, block of rows), its MMA_TOPK groups of warps multiplying
+//                the token's pairs (each its expert's rows), sums them itself.
 //
 // Each lane streams one uint4 of codes (four MMAs' A fragments) and one uint2 / uint of block
 // scales per 64 elements of K: a warp reads 512 contiguous bytes of codes per chunk. Activations
@@ -39,10 +41,17 @@
 // tokens into local memory (MMA_HIDDEN defined: MMA_ROUTE_TILE rows) or reads moe_gather_pairs'
 // rows by pair.
 //
+// MMA_TOKEN_SUM (FC2 of routed chunks: slots are pairs, x2 rows by pair): work-group (t, b) is
+// token t's top-k pairs over block b of rows, MMA_WARPS warps a pair (an MMA's 8 columns all the
+// one token); their sums meet in local memory and the top-k sum is moe_reduce's, in pair order,
+// straight to the output: no y, no count, no fence. Where an emulated MMA's barriers need every
+// warp, a pair of another rank multiplies expert 0's rows and is left out of the sum.
+//
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
-//   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default),
+//   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default), MMA_TOKEN_SUM and
+//   MMA_TOPK (above; work-groups of MMA_TOPK · 32 · MMA_RT · MMA_KSPLIT work-items),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
 //   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
 //   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (one token
@@ -113,8 +122,20 @@
 #ifndef MMA_MT
 #define MMA_MT 1
 #endif
-#define MMA_WARPS (MMA_RT * MMA_KSPLIT)
-#define MMA_LOCAL (32 * MMA_WARPS)
+#ifndef MMA_TOKEN_SUM
+#define MMA_TOKEN_SUM 0
+#endif
+#if MMA_TOKEN_SUM && (!defined(MMA_FC2) || !defined(MMA_TOPK) || MMA_STAGE || MMA_NT != 1 || MMA_PER_PAIR || MMA_ROUTED)
+#error "MMA_TOKEN_SUM: FC2 only, with MMA_TOPK, unstaged, tiles of one pair (MMA_NT 1), not per pair or routed"
+#endif
+#if MMA_TOKEN_SUM
+#define MMA_GROUP_PAIRS MMA_TOPK  // a work-group multiplies one token's top-k pairs
+#else
+#define MMA_GROUP_PAIRS 1
+#endif
+#define MMA_WARPS (MMA_RT * MMA_KSPLIT)  // warps a pair
+#define MMA_GROUP_WARPS (MMA_WARPS * MMA_GROUP_PAIRS)
+#define MMA_LOCAL (32 * MMA_GROUP_WARPS)
 #define MMA_TILES (MMA_RT * MMA_MT)  // row tiles of 16 a work-group
 #define MMA_ROWS (16 * MMA_TILES)
 // A warp's A operands: matrix m of its row tile q is operand q · MMA_MATS + m (each B fragment
@@ -125,11 +146,11 @@
 #define MMA_XWORDS (MMA_KSPLIT * MMA_TOKENS * MMA_XSTRIDE)
 // One local buffer holds the staged activations during the K loop and the K slices' partial
 // sums after it.
-#define MMA_PART_FLOATS (MMA_KSPLIT * MMA_TILES * MMA_MATS * MMA_NT * 128)
+#define MMA_PART_FLOATS (MMA_KSPLIT * MMA_TILES * MMA_MATS * MMA_NT * 128)  // a pair's
 #if MMA_STAGE
 #define MMA_LDS_WORDS (MMA_XWORDS > MMA_PART_FLOATS ? MMA_XWORDS : MMA_PART_FLOATS)
 #else
-#define MMA_LDS_WORDS MMA_PART_FLOATS
+#define MMA_LDS_WORDS (MMA_PART_FLOATS * MMA_GROUP_PAIRS)
 #endif
 
 // The activations, BF16 rows read as pairs (a pair is a B fragment register as it is): x1 / x2
@@ -146,7 +167,7 @@ typedef __local const int mma_slots_t;
 typedef __global const int mma_slots_t;
 #endif
 inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
-#if MMA_PER_PAIR
+#if MMA_PER_PAIR || MMA_TOKEN_SUM
   return slot;
 #else
   return slot_pair[slot];
@@ -192,8 +213,8 @@ inline void mma_place_rows(mma_place_t* p, int block, int rows) {
 }
 
 // Fills *p for tile (expert e, slots start .. start + count - 1) of a GEMM with `rows` rows per
-// expert and K = k_len: the work-group's first block of rows (MMA_ROW_LOOP blocks a work-group).
-inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len) {
+// expert and K = k_len, at block `block` of rows (the work-group's first of MMA_ROW_LOOP).
+inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len, int block) {
   p->e = e;
   p->start = start;
   p->count = count;
@@ -201,18 +222,19 @@ inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, 
   p->lane = lid % 32;
   p->warp = lid / 32;
   p->rt_local = p->warp % MMA_RT;
-  p->ks = p->warp / MMA_RT;
+  p->ks = p->warp / MMA_RT % MMA_KSPLIT;  // MMA_TOKEN_SUM: warp / MMA_WARPS is the pair
   p->g = p->lane / 4;
   p->t = p->lane % 4;
   p->chunks = k_len / 64;
   p->per_warp = p->chunks / MMA_KSPLIT;
-  mma_place_rows(p, get_group_id(0) * MMA_ROW_LOOP, rows);
+  mma_place_rows(p, block, rows);
 }
 // The same for moe_sort's tile get_group_id(1); 0 when the work-group has none (uniform).
 inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
   const int tile = get_group_id(1);
   if (tile >= chunk_info[0]) return 0;
-  mma_place_at(p, tiles[3 * tile], tiles[3 * tile + 1], tiles[3 * tile + 2], rows, k_len);
+  mma_place_at(p, tiles[3 * tile], tiles[3 * tile + 1], tiles[3 * tile + 2], rows, k_len,
+               get_group_id(0) * MMA_ROW_LOOP);
   return 1;
 }
 
@@ -246,7 +268,7 @@ inline int mma_route_tile(mma_place_t* pl, int num_pairs, __local const int* exp
     if (expert[q] == e && rq >= r && rq < r + count) list[rq - r] = q;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  mma_place_at(pl, e, 0, count, rows, k_len);
+  mma_place_at(pl, e, 0, count, rows, k_len, get_group_id(0) * MMA_ROW_LOOP);
   return 1;
 }
 #endif
@@ -433,7 +455,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs,
     __global const float* fc1_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
-  __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
+  __local uint scratch[MMA_GROUP_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
   __local float a_local[MMA_TOKENS * MMA_ROWS];
@@ -463,7 +485,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     atomic_add(&status[2], 1);
     atomic_add(&status[3], 1);
   }
-  mma_place_at(&pl, e, p, 1, inter, hidden);
+  mma_place_at(&pl, e, p, 1, inter, hidden, get_group_id(0) * MMA_ROW_LOOP);
 #elif MMA_ROUTED
   // Every work-group routes the chunk's pairs; work-group (0, q) records pair q (pair_expert,
   // pair_weight, an invalid id in status), (0, 0) zeroes done; a tile's leader counts it.
@@ -607,16 +629,48 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
     __global int* done, __global const float* fc2_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
-  __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
+  __local uint scratch[MMA_GROUP_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
   __local int last;
   const int lid = get_local_id(0);
   mma_place_t pl;
+#if MMA_TOKEN_SUM
+  // Token t = group 0 (the chunk's tokens side by side: experts they share are read while in L2),
+  // block of rows group 1; warps k · MMA_WARPS .. multiply pair t · top_k + k (slots are pairs),
+  // the k-th partial sums. No y, no count: the work-group sums its token's top-k itself, in order.
+  (void)tiles, (void)chunk_info, (void)y, (void)done, (void)last;
+  const int t = get_group_id(0), k = lid / (32 * MMA_WARPS), q = t * MMA_TOPK + k, e = pair_expert[q];
+  mma_place_at(&pl, max(e, 0), q, 1, hidden, inter, get_group_id(1));
+  {
+    __global const uint4* w[1] = {w2};
+    __global const mma_scales_t* s[1] = {w2_s};
+    float acc[MMA_AMATS][MMA_NT][4];
+    if (e >= 0 || !FP4_MMA_PTX) {  // emulated: every warp meets the MMAs' barriers (another expert's rows)
+      mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS,
+                 acc);
+      mma_store_partials(part + k * MMA_PART_FLOATS, &pl, acc);  // unstaged: lds holds only these
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  // moe_reduce's sum: Σ_s w[t,s] · y[t·k+s, n], s = 0..k-1 in order, local pairs only.
+  for (int r = lid; r < MMA_ROWS; r += MMA_LOCAL) {
+    const int n = pl.row0 + r;
+    float o = 0.0f;
+    for (int j = 0; j < MMA_TOPK; ++j) {
+      const int qj = t * MMA_TOPK + j, ej = pair_expert[qj];
+      if (ej >= 0)
+        o += pair_weight[qj] *
+             moe_fc2_out(mma_sum_partials(part + j * MMA_PART_FLOATS, 0, r, 0), fc2_factor[ej], fc2_bias, ej, hidden, n);
+    }
+    moe_store_out(o, out, ((long)token_offset + t) * hidden + n);
+  }
+  (void)top_k, (void)num_tokens;
+#else
 #if MMA_PER_PAIR
   // Pair p is tile p; every work-group counts, local pair or not.
   const int p = get_group_id(1), e = pair_expert[p], ntiles = num_tokens * top_k, counted = 1;
   const int active = e >= 0;
-  if (active) mma_place_at(&pl, e, p, 1, hidden, inter);
+  if (active) mma_place_at(&pl, e, p, 1, hidden, inter, get_group_id(0));
   mma_slots_t* slots = slot_pair;
 #elif MMA_ROUTED
   // The tile led by pair p (moe_mma_fc1's, from pair_expert); every work-group counts.
@@ -675,5 +729,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     }
     moe_store_out(o, out, ((long)token_offset + t) * hidden + n);
   }
+#endif  // MMA_TOKEN_SUM
 }
 #endif  // MMA_FC2

@@ -167,6 +167,13 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format(
         "routed_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the routed W4A4 FC1)",
         t.routed_warp_tiles);
+  if (t.routed_fc2 != 0 && t.routed_fc2 != 1 && t.routed_fc2 != 2)
+    return fmt::format("routed_fc2 = {} must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a "
+                       "token)",
+                       t.routed_fc2);
+  if (t.routed_fc2 == 2 && static_cast<std::uint64_t>(32) * p.top_k > device.max_work_group_size)
+    return fmt::format("routed_fc2 = 2: a work-group of 32 · top_k = {} work-items exceeds the device's maximum of {}",
+                       32 * p.top_k, device.max_work_group_size);
   const int split_k = std::max(1, t.split_k);  // 0: automatic, row tiles only in local_i / local_h
   if (t.split_k < 0 || t.local_i % (32 * split_k) != 0 || t.local_h % (32 * split_k) != 0)
     return fmt::format("the work-groups of {} and {} must be multiples of 32 · split_k = {}", t.local_i, t.local_h,
@@ -243,7 +250,7 @@ std::map<std::string, int> tile_overrides() {
     // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
     const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
                          item.compare(0, eq, "mma.row_loop") == 0 || item.compare(0, eq, "mma.stage") == 0 ||
-                         item.compare(0, eq, "mma.routed_warp_tiles") == 0;
+                         item.compare(0, eq, "mma.routed_warp_tiles") == 0 || item.compare(0, eq, "mma.routed_fc2") == 0;
     if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
       fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
     static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
@@ -251,12 +258,13 @@ std::map<std::string, int> tile_overrides() {
                                         "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
                                         "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
                                         "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop",
-                                        "mma.stage",      "mma.warp_tiles",  "mma.routed_warp_tiles"};
+                                        "mma.stage",      "mma.warp_tiles",  "mma.routed_warp_tiles",
+                                        "mma.routed_fc2"};
     const std::string key = item.substr(0, eq);
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
       fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
            "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
-           "mma.row_loop, mma.stage, mma.warp_tiles, mma.routed_warp_tiles",
+           "mma.row_loop, mma.stage, mma.warp_tiles, mma.routed_warp_tiles, mma.routed_fc2",
            key);
     out[key] = value;
   }
@@ -287,6 +295,7 @@ std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
     s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
                      t.unroll, t.stage, t.warp_tiles);
     if (t.routed_warp_tiles > 0) s += fmt::format(", routed_warp_tiles {}", t.routed_warp_tiles);
+    if (t.routed_fc2 > 0) s += fmt::format(", routed_fc2 {}", t.routed_fc2);
   }
   return s;
 }
@@ -400,6 +409,10 @@ int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1
   const bool fill =
       intermediate % rows == 0 && 2 * pairs * (intermediate / rows) >= 5 * static_cast<std::int64_t>(compute_units);
   return fill && unroll <= 4 ? 2 : 1;
+}
+
+bool mma_routed_token_fc2(std::int64_t pairs, std::int64_t local_experts, std::int64_t intermediate) {
+  return 2 * pairs <= local_experts && intermediate <= 24 * 64;
 }
 
 int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::uint64_t free_local_bytes) {
@@ -520,6 +533,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "stage", t.stage);
       apply(from, prefix + "warp_tiles", t.warp_tiles);
       apply(from, prefix + "routed_warp_tiles", t.routed_warp_tiles);
+      apply(from, prefix + "routed_fc2", t.routed_fc2);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -67,11 +67,15 @@ struct MoeTiles {
   // mma, routed chunks whose W4A4 FC1 quantizes its tiles' tokens (mma_routed_local_tile): that
   // FC1's row tiles a warp (0: mma_routed_warp_tiles per chunk)
   int routed_warp_tiles = 0;
+  // mma, routed chunks: their FC2's work-groups (0: mma_routed_token_fc2 per chunk; 1: one a tile
+  // of pairs, the last to finish a block of rows summing the top-k; 2: one a token, summing its
+  // top-k pairs itself)
+  int routed_fc2 = 0;
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
            few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage &&
-           warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles;
+           warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles && routed_fc2 == o.routed_fc2;
   }
 };
 
@@ -228,6 +232,27 @@ int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int ro
 // one row tile, were slower (T = 8: 83-87 and 88-95).
 int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1_rows, int unroll,
                           int compute_units);
+// Whether a routed chunk of `pairs` pairs runs FC2 as one work-group per (token, block of rows)
+// whose top_k warps multiply the token's pairs over the whole K (no K split) and sum them in order
+// (MMA_TOKEN_SUM: no y rows, no count of finished tiles, no fence, no routing in FC2), instead of
+// one per (tile of pairs, block of rows) counted by the last to finish (the automatic
+// MoeTiles::routed_fc2): where at most one pair in two has an expert to itself out of the local
+// experts (2 · pairs <= local experts: a pair's weights are read once per pair that shares its
+// expert, not once per tile) and FC2's K (I) is at most 24 chunks of 64 (short K loops).
+// Measured on an H200 (2026-11-29, 2 rounds each, µs, a work-group a tile against one a token):
+// qwen3-30b-a3b (I = 768) NVFP4 W4A16 T = 2 / 4 / 8 31.2, 32.0 / 48.1, 48.6 / 69.4, 69.6 against
+// 30.0, 30.2 / 44.3, 44.8 / 62.7, 63.7 (`--launches` FC2 at T = 8: 30.2 against 23.6), W4A4
+// 37.4, 35.6 / 53.2, 53.0 / 76.0, 75.0 against 32.3, 34.3 / 47.6, 48.4 / 68.4, 69.4; qwen3-235b-a22b
+// (I = 1536) W4A4 T = 8 221.2, 219.6 against 213.8, 214.8; deepseek-v3 (I = 2048) W4A16 T = 8
+// 444.4, 441.6 against 439.0, 440.3 (level); gpt-oss-20b (I = 2880, 32 experts) MXFP4 W4A16 T = 8
+// 123.4, 124.7 against 138.5, 139.0 (its 32 pairs share 32 experts). The shipped rule against
+// mma.routed_fc2 1, the same day: qwen3 W4A16 T = 8 63.7, 63.7 against 69.6, 70.9, W4A4 69.4,
+// 69.6 against 75.3, 76.5; qwen3-235b W4A16 T = 2 / 8 71.4, 71.9 / 195.8, 194.8 against 76.0, 76.0
+// / 199.7, 198.9. With the tiles' K split (2 warps) instead of none it lost: qwen3 W4A16 T = 8
+// 83.5-85.2, deepseek 493-494; 2 row tiles a warp were level. One token keeps its FC2 of a
+// work-group a pair (K split by mma_auto_split_k): a work-group a token without a K split took
+// mixtral-8x7b T = 1 118.8 µs against 77.6, gpt-oss 49.9-50.7 against 38.7-39.9.
+bool mma_routed_token_fc2(std::int64_t pairs, std::int64_t local_experts, std::int64_t intermediate);
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);

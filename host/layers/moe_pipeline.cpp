@@ -195,7 +195,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM); per_pair: one token's
     // pairs each a tile of their own, no moe_sort (MMA_PER_PAIR).
     const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few,
-                           bool per_pair = false, bool routed = false, int row_loop = 1) {
+                           bool per_pair = false, bool routed = false, int row_loop = 1, bool token_sum = false) {
       BuildOptions b = mma;
       b.define(which)
           .define("MMA_NT", g.nt)
@@ -214,6 +214,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
         b.define("MMA_SUM", few ? 1 : 0);
         if (few) b.define("MOE_OUT_BF16", o.output == MoeOutput::bf16 ? 1 : 0);
       }
+      if (token_sum) b.define("MMA_TOKEN_SUM", 1).define("MMA_TOPK", static_cast<int>(problem.top_k));
       if (per_pair) b.define("MMA_PER_PAIR", 1);
       if ((per_pair || (routed && routed_local_tile_ > 0)) && &gemm == &g.fc1 && !o.scheme.w4a16()) {
         b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
@@ -248,6 +249,22 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     }
     fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
     fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
+    // Routed chunks' FC2 as a work-group a token (MMA_TOKEN_SUM: routed_token_, routed_'s geometry
+    // without a K split, or with few_'s under batch invariance, the same sums as every other
+    // chunk's): built where the tiles ask for it (mma.routed_fc2 2) or mma_routed_token_fc2 would
+    // take it for the smallest routed chunk (one token), and its work-group fits.
+    routed_token_ = routed_;
+    if (!o.batch_invariant) routed_token_.fc2.ks = 1;
+    const MmaGemm& t2 = routed_token_.fc2;
+    const std::uint64_t token_threads = static_cast<std::uint64_t>(t2.local()) * problem.top_k;
+    const std::uint64_t token_bytes =
+        4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k +
+             token_threads / 32 * (mma_native(ctx.info()) ? 1 : 32 * 6) + 16);  // partial sums, scratch, a flag
+    if ((tiles_.routed_fc2 == 2 ||
+         (tiles_.routed_fc2 == 0 &&
+          mma_routed_token_fc2(problem.top_k, problem.local_experts, problem.intermediate))) &&
+        routed_token_.nt == 1 && !t2.stage && token_threads <= ctx.info().max_work_group_size && token_bytes <= local)
+      fc2_routed_token_ = build(routed_token_, "moe_mma_fc2", t2, "MMA_FC2", true, false, false, 1, true);
     // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
     // gives 2 (automatic: on tensor cores, built where the largest routed chunk would take it) or
     // every routed chunk (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the
@@ -426,7 +443,12 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
   const MmaGemm& g1 = wide ? routed_wide_.fc1 : g.fc1;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : wide ? fc1_routed_wide_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
-  cl::Kernel& fc2 = per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
+  // Routed chunks' FC2 a work-group a token (routed_token_): those the tiles ask it for, or
+  // mma_routed_token_fc2.
+  const bool by_token = routed && fc2_routed_token_() != nullptr &&
+                        (tiles_.routed_fc2 == 2 ||
+                         (tiles_.routed_fc2 == 0 && mma_routed_token_fc2(pairs, s.local_experts, s.intermediate)));
+  cl::Kernel& fc2 = by_token ? fc2_routed_token_ : per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
   // moe_route_logits.
   const bool fused = (per_pair || routed) && c.routing.logits == nullptr;
@@ -457,6 +479,14 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
              cl::NDRange(static_cast<std::size_t>(s.intermediate / g1.rows() / row_loop * g1.local()),
                          static_cast<std::size_t>(tiles)),
              cl::NDRange(static_cast<std::size_t>(g1.local()), 1), c, false, launches, last);
+  if (by_token) {  // a work-group (token, block of rows), the tokens side by side
+    const MmaGemm& t2 = routed_token_.fc2;
+    const auto local = static_cast<std::size_t>(t2.local()) * static_cast<std::size_t>(s.top_k);
+    moe_launch(queue, fc2, "moe_mma_fc2",
+               cl::NDRange(static_cast<std::size_t>(c.tokens) * local, static_cast<std::size_t>(s.hidden / t2.rows())),
+               cl::NDRange(local, 1), c, true, launches, last);
+    return;  // FC2 summed the top-k
+  }
   moe_launch(queue, fc2, "moe_mma_fc2",
              cl::NDRange(static_cast<std::size_t>(s.hidden / g.fc2.rows() * g.fc2.local()),
                          static_cast<std::size_t>(tiles)),

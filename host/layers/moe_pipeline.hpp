@@ -149,6 +149,11 @@ class MoeStrategyKernels {
   // mma_routed_warp_tiles), null where not built; its geometry routed_'s but FC1's warp tiles.
   cl::Kernel fc1_routed_wide_;
   MmaGeometry routed_wide_;
+  // Routed chunks' FC2 as one work-group per (token, block of rows) over the token's top-k pairs,
+  // summing them itself (MMA_TOKEN_SUM; MoeTiles::routed_fc2, mma_routed_token_fc2), null where not
+  // built; its geometry routed_'s, FC2 without a K split (few_'s under batch invariance).
+  cl::Kernel fc2_routed_token_;
+  MmaGeometry routed_token_;
   int compute_units_ = 1;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1

@@ -373,6 +373,18 @@ TEST(MoeConfig, MmaGeometryRules) {
   EXPECT_EQ(mma_routed_warp_tiles(64, 2912, 32, 4, 132), 1);  // 64 does not divide 2912
   EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 2, 132), 2);
   EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 8, 132), 1);  // 8 chunks loaded ahead: too many registers
+  // Routed chunks' FC2 takes a work-group a token where at most one pair in two has an expert to
+  // itself and I is at most 24 chunks of 64: qwen3-30b-a3b up to 8 tokens, qwen3-235b-a22b, not
+  // deepseek-v3 (I = 2048: level), gpt-oss-20b (I = 2880; and 8 tokens' 32 pairs over 32 experts)
+  // or mixtral-8x7b.
+  EXPECT_TRUE(mma_routed_token_fc2(64, 128, 768));
+  EXPECT_TRUE(mma_routed_token_fc2(16, 128, 768));
+  EXPECT_FALSE(mma_routed_token_fc2(65, 128, 768));
+  EXPECT_TRUE(mma_routed_token_fc2(64, 128, 1536));
+  EXPECT_FALSE(mma_routed_token_fc2(64, 128, 1600));
+  EXPECT_FALSE(mma_routed_token_fc2(16, 256, 2048));
+  EXPECT_FALSE(mma_routed_token_fc2(8, 32, 2880));
+  EXPECT_FALSE(mma_routed_token_fc2(4, 8, 14336));
   // Chunks of several tokens split K over kMmaFewSplitK warps by default, one token keeps the
   // automatic split per GEMM (0); a configured few_split_k applies to both.
   const MoeProblem problem{kNvW4A16, 2048, 768, 128, 8};
@@ -454,6 +466,64 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
   ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=4");  // 2 row tiles of 16, 4 a warp: 128 rows
   expect_create_error(make_experts({WeightFormat::nvfp4, E, H, 64, Data::exact, 75}), cfg,
                       "routed_warp_tiles = 4: the routed FC1's work-groups of 128 rows do not divide I = 64");
+}
+
+// Routed chunks' FC2 with a work-group a token (mma.routed_fc2 2: MMA_TOKEN_SUM, no K split) and
+// with a work-group a tile of pairs (1) each match the reference, also where some pairs' experts
+// live on other ranks (pairs left out of the sum; tokens with none local give zero), and give the
+// same bits under batch invariance (the same K split, the same sums in the same order). Only 2
+// builds the program. The automatic choice builds it where mma_routed_token_fc2 takes one token's
+// pairs (32 local experts, I = 128), not with 6 (2 · 4 pairs > 6). routed_fc2 3 is refused.
+TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
+  const std::int64_t T = 5, E = 32, H = 64, I = 128;
+  const int k = 4;
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4, kMxW4A4}) {
+    SCOPED_TRACE(scheme.name());
+    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::generic, 81});
+    const auto x = make_activations(T, H, Data::generic, 82);
+    const auto w = make_weights(T, k, 84);
+    for (const bool other_ranks : {false, true}) {
+      // Other ranks: 64 global experts, the even ones local (local id g / 2).
+      const auto ids = make_ids(T, k, other_ranks ? 2 * E : E, 83);
+      for (const bool invariant : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "other ranks " << other_ranks << ", batch invariant " << invariant);
+        MoeConfig cfg = config(scheme, k);
+        cfg.kernel = "mma";
+        cfg.output = MoeOutput::fp32;
+        cfg.max_tokens = T;
+        cfg.batch_invariant = invariant;
+        if (other_ranks) {
+          for (std::int32_t g = 0; g < 2 * E; ++g) cfg.expert_map.push_back(g % 2 == 0 ? g / 2 : -1);
+        }
+        const auto ref =
+            reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+        std::vector<float> by_tile;
+        for (const int fc2 : {1, 2}) {
+          ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_fc2=" + std::to_string(fc2));
+          LogCapture log;
+          MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+          const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
+          EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << fc2;
+          EXPECT_EQ(built_with(log, "moe_mma.cl", "-DMMA_TOKEN_SUM=1"), fc2 == 2) << fc2;
+          if (fc2 == 1) by_tile = out.fp32;
+          ASSERT_EQ(out.fp32.size(), by_tile.size());
+          if (invariant) {
+            EXPECT_EQ(std::memcmp(out.fp32.data(), by_tile.data(), by_tile.size() * sizeof(float)), 0);
+          }
+        }
+      }
+    }
+  }
+  MoeConfig cfg = config(kNvW4A16, k);
+  cfg.kernel = "mma";
+  for (const std::int64_t experts : {E, std::int64_t{6}}) {
+    LogCapture log;
+    MoeLayer::create(test_context(), make_experts({WeightFormat::nvfp4, experts, H, I, Data::exact, 85}), cfg);
+    EXPECT_EQ(built_with(log, "moe_mma.cl", "-DMMA_TOKEN_SUM=1"), experts == E) << experts;
+  }
+  ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_fc2=3");
+  expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 86}), cfg,
+                      "routed_fc2 = 3 must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a token)");
 }
 
 TEST(MoeConfig, SplitRefusalsNameTheReason) {
