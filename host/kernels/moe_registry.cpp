@@ -228,7 +228,23 @@ std::string refusal(MoeStrategy id, const MoeTiles& t, const MoeLayout& layout, 
   return {};
 }
 
-// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (mma.split_k and mma.few_split_k: 0 or more).
+// The keys of FP4CL_MOE_TILES, and whether 0 is one of a key's values (an automatic choice, or
+// mma.stage's "unstaged").
+struct TileKey {
+  const char* name;
+  bool zero_ok;
+};
+constexpr TileKey kTileKeys[] = {
+    {"vec", false},           {"group", false},           {"decode_max_pairs", false}, {"split_max_pairs", false},
+    {"grouped.tile_m", false}, {"grouped.local_i", false}, {"grouped.local_h", false}, {"decode.tile_m", false},
+    {"decode.local_i", false}, {"decode.local_h", false},  {"split.tile_m", false},    {"split.local_i", false},
+    {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
+    {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.row_loop", true},
+    {"mma.stage", true},       {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
+    {"mma.routed_fc2", true}};
+
+// FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key
+// takes it).
 std::map<std::string, int> tile_overrides() {
   std::map<std::string, int> out;
   const char* env = std::getenv("FP4CL_MOE_TILES");
@@ -240,6 +256,14 @@ std::map<std::string, int> tile_overrides() {
     const std::string item = spec.substr(pos, end - pos);
     pos = end + 1;
     const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const auto* known = std::find_if(std::begin(kTileKeys), std::end(kTileKeys),
+                                     [&](const TileKey& k) { return key == k.name; });
+    if (known == std::end(kTileKeys)) {
+      std::string names;
+      for (const TileKey& k : kTileKeys) names += (names.empty() ? "" : ", ") + std::string(k.name);
+      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: {}", key, names);
+    }
     std::size_t used = 0;
     int value = 0;
     try {
@@ -247,25 +271,8 @@ std::map<std::string, int> tile_overrides() {
     } catch (const std::exception&) {
       used = 0;
     }
-    // mma.split_k and mma.few_split_k take 0 as well: the automatic K split (mma_auto_split_k).
-    const bool zero_ok = item.compare(0, eq, "mma.split_k") == 0 || item.compare(0, eq, "mma.few_split_k") == 0 ||
-                         item.compare(0, eq, "mma.row_loop") == 0 || item.compare(0, eq, "mma.stage") == 0 ||
-                         item.compare(0, eq, "mma.routed_warp_tiles") == 0 || item.compare(0, eq, "mma.routed_fc2") == 0;
-    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (zero_ok ? 0 : 1))
-      fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, zero_ok ? "non-negative" : "positive");
-    static const char* const kKeys[] = {"vec",           "group",          "decode_max_pairs", "split_max_pairs",
-                                        "grouped.tile_m", "grouped.local_i", "grouped.local_h", "decode.tile_m",
-                                        "decode.local_i", "decode.local_h",  "split.tile_m",     "split.local_i",
-                                        "split.local_h",  "mma.tile_m",      "mma.local_i",      "mma.local_h",
-                                        "mma.split_k",    "mma.few_split_k", "mma.unroll",      "mma.row_loop",
-                                        "mma.stage",      "mma.warp_tiles",  "mma.routed_warp_tiles",
-                                        "mma.routed_fc2"};
-    const std::string key = item.substr(0, eq);
-    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
-      fail("FP4CL_MOE_TILES: unknown key '{}'; keys: vec, group, decode_max_pairs, split_max_pairs, "
-           "<grouped|decode|split|mma>.<tile_m|local_i|local_h>, mma.split_k, mma.few_split_k, mma.unroll, "
-           "mma.row_loop, mma.stage, mma.warp_tiles, mma.routed_warp_tiles, mma.routed_fc2",
-           key);
+    if (eq == std::string::npos || used == 0 || used != item.size() - eq - 1 || value < (known->zero_ok ? 0 : 1))
+      fail("FP4CL_MOE_TILES: '{}' is not key={} integer", item, known->zero_ok ? "non-negative" : "positive");
     out[key] = value;
   }
   return out;

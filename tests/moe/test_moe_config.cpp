@@ -1017,6 +1017,8 @@ TEST(MoeConfig, TileOverridesAreValidated) {
       {"tiles=2", "unknown key 'tiles'"},
       {"grouped.tile_m", "'grouped.tile_m' is not key=positive integer"},
       {"decode.local_h=0", "'decode.local_h=0' is not key=positive integer"},
+      {"mma.routed_fc2=-1", "'mma.routed_fc2=-1' is not key=non-negative integer"},
+      {"tiles", "unknown key 'tiles'"},  // the key is named first, with or without a value
       {"vec=3,group=3", "vec = 3 must be 1, 2, 4, 8 or 16 and divide group = 3"},
   };
   for (const auto& [value, message] : cases) {
