@@ -470,8 +470,9 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
 
 // Routed chunks' FC2 with a work-group a token (mma.routed_fc2 2: MMA_TOKEN_SUM, no K split) and
 // with a work-group a tile of pairs (1) each match the reference, also where some pairs' experts
-// live on other ranks (pairs left out of the sum; tokens with none local give zero), and give the
-// same bits under batch invariance (the same K split, the same sums in the same order). Only 2
+// live on other ranks (pairs left out of the sum; tokens with none local give zero) and in chunks
+// of fewer tokens, and give the same bits under batch invariance (the same K split, the same sums
+// in the same order). Only 2
 // builds the program. The automatic choice builds it where mma_routed_token_fc2 takes one token's
 // pairs (32 local experts, I = 128), not with 6 (2 · 4 pairs > 6). routed_fc2 3 is refused.
 TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
@@ -511,6 +512,17 @@ TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
           if (invariant) {
             EXPECT_EQ(std::memcmp(out.fp32.data(), by_tile.data(), by_tile.size() * sizeof(float)), 0);
           }
+        }
+        // In chunks of 2, 2 and 1 tokens (token offsets 2 and 4; the last a one-token chunk).
+        ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_fc2=2");
+        MoeConfig chunked = cfg;
+        chunked.max_tokens = 2;
+        MoeLayer layer = MoeLayer::create(test_context(), ex, chunked);
+        const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
+        EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << "chunks";
+        ASSERT_EQ(out.fp32.size(), by_tile.size());
+        if (invariant) {
+          EXPECT_EQ(std::memcmp(out.fp32.data(), by_tile.data(), by_tile.size() * sizeof(float)), 0) << "chunks";
         }
       }
     }
