@@ -260,10 +260,15 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     const std::uint64_t token_bytes =
         4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k +
              token_threads / 32 * (mma_native(ctx.info()) ? 1 : 32 * 6) + 16);  // partial sums, scratch, a flag
-    if ((tiles_.routed_fc2 == 2 ||
-         (tiles_.routed_fc2 == 0 &&
-          mma_routed_token_fc2(problem.top_k, problem.local_experts, problem.intermediate))) &&
-        routed_token_.nt == 1 && !t2.stage && token_threads <= ctx.info().max_work_group_size && token_bytes <= local)
+    const bool token_fits = routed_token_.nt == 1 && !t2.stage &&
+                            token_threads <= ctx.info().max_work_group_size && token_bytes <= local;
+    if (tiles_.routed_fc2 == 2 && !token_fits)  // batch invariance: the tiles' K split widens it
+      log::info("MoE: mma.routed_fc2 = 2, but a work-group of {} work-items and {} bytes of local memory for a "
+                "token's {} pairs does not fit {} ({} and {}): routed chunks keep a work-group a tile",
+                token_threads, token_bytes, problem.top_k, ctx.info().name, ctx.info().max_work_group_size, local);
+    if (token_fits && (tiles_.routed_fc2 == 2 ||
+                       (tiles_.routed_fc2 == 0 &&
+                        mma_routed_token_fc2(problem.top_k, problem.local_experts, problem.intermediate))))
       fc2_routed_token_ = build(routed_token_, "moe_mma_fc2", t2, "MMA_FC2", true, false, false, 1, true);
     // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
     // gives 2 (automatic: on tensor cores, built where the largest routed chunk would take it) or
