@@ -59,7 +59,8 @@ struct MoeTiles {
   int local_i = 1;   // MOE_LOCAL of moe_fc1.cl: work-items per group (each vec rows of I)
   int local_h = 1;   // MOE_LOCAL of moe_fc2.cl: work-items per group (each vec rows of H)
   int split_k = 1;   // mma: warps splitting K in a work-group (the rest of local_i / local_h are row tiles)
-  int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k)
+  int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k); not for
+                        // routed chunks' FC2 of a work-group a token (routed_fc2: none, unless batch invariant)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
   int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
