@@ -29,7 +29,7 @@
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
-#include "kernels/moe_registry.hpp"  // mma_native, mma_auto_split_k, largest_divisor_within
+#include "kernels/moe_registry.hpp"  // mma_native, mma_scratch_words, mma_auto_split_k, largest_divisor_within
 #include "prepare/fp4_mma_layout.hpp"
 #include "support/check.hpp"
 
@@ -107,7 +107,7 @@ class LinearMmaKernel final : public LinearKernel {
     const bool native = mma_native(ctx.info());
     // The partial sums and the emulation's scratch, for tiles of nt MMAs of 8 tokens.
     const auto local_for = [&](long long nt) {
-      return static_cast<std::uint64_t>(ks_ * rt_ * mt_ * nt * 128 + rt_ * ks_ * (native ? 1 : 32 * 6)) * 4;
+      return static_cast<std::uint64_t>(ks_ * rt_ * mt_ * nt * 128 + rt_ * ks_ * mma_scratch_words(ctx.info())) * 4;
     };
     ks_ = value(config, "MMA_KSPLIT");
     if (ks_ == 0) {  // from the shape, then fewer warps while the work-group does not fit the device

@@ -196,7 +196,7 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   if (widest > device.max_work_group_size)
     return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
   // Local arrays: staged activations or the slices' partial sums, the emulation's scratch, W4A4's a values.
-  const int scratch = mma_native(device) ? 1 : 32 * 6;
+  const int scratch = mma_scratch_words(device);
   for (const auto& [gemm, mats, name] : {std::tuple<MmaGemm, int, const char*>{g.fc1, 2, "FC1"}, {g.fc2, 1, "FC2"}}) {
     const std::uint64_t a_values = mats == 2 && !p.scheme.w4a16() ? 8u * g.nt * gemm.rows() : 0u;
     const std::uint64_t local_bytes = 4u * (gemm.shared_words(g.nt, mats) + gemm.ks * gemm.rt * scratch + a_values);
@@ -437,6 +437,8 @@ int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int ro
 }
 
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
+
+int mma_scratch_words(const DeviceInfo& device) { return mma_native(device) ? 1 : 32 * 6; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {
   // moe_split_fc1's local arrays besides the tokens (part, a_local, the pair set and list).

@@ -259,16 +259,14 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     const std::uint64_t token_threads = static_cast<std::uint64_t>(t2.local()) * problem.top_k;
     const std::uint64_t token_bytes =
         4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k +
-             token_threads / 32 * (mma_native(ctx.info()) ? 1 : 32 * 6) + 16);  // partial sums, scratch, a flag
+             token_threads / 32 * mma_scratch_words(ctx.info()) + 16);  // partial sums, scratch, a flag
     const bool token_fits = routed_token_.nt == 1 && !t2.stage &&
                             token_threads <= ctx.info().max_work_group_size && token_bytes <= local;
     if (tiles_.routed_fc2 == 2 && !token_fits)  // batch invariance: the tiles' K split widens it
       log::info("MoE: mma.routed_fc2 = 2, but a work-group of {} work-items and {} bytes of local memory for a "
                 "token's {} pairs does not fit {} ({} and {}): routed chunks keep a work-group a tile",
                 token_threads, token_bytes, problem.top_k, ctx.info().name, ctx.info().max_work_group_size, local);
-    if (token_fits && (tiles_.routed_fc2 == 2 ||
-                       (tiles_.routed_fc2 == 0 &&
-                        mma_routed_token_fc2(problem.top_k, problem.local_experts, problem.intermediate))))
+    if (token_fits && mma_token_fc2(problem.top_k, problem.intermediate))
       fc2_routed_token_ = build(routed_token_, "moe_mma_fc2", t2, "MMA_FC2", true, false, false, 1, true);
     // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
     // gives 2 (automatic: on tensor cores, built where the largest routed chunk would take it) or
@@ -333,6 +331,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
 
 bool MoeStrategyKernels::mma_few_pairs(std::int64_t pairs) const {
   return mma_few_pairs_chunk(pairs, experts_, tiles_.tile_m);
+}
+
+bool MoeStrategyKernels::mma_token_fc2(std::int64_t pairs, std::int64_t intermediate) const {
+  return tiles_.routed_fc2 == 2 || (tiles_.routed_fc2 == 0 && mma_routed_token_fc2(pairs, experts_, intermediate));
 }
 
 bool MoeStrategyKernels::mma_per_pair(std::int64_t tokens) const { return mma_per_pair_ && tokens == 1; }
@@ -448,11 +450,8 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
   const MmaGemm& g1 = wide ? routed_wide_.fc1 : g.fc1;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : wide ? fc1_routed_wide_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
-  // Routed chunks' FC2 a work-group a token (routed_token_): those the tiles ask it for, or
-  // mma_routed_token_fc2.
-  const bool by_token = routed && fc2_routed_token_() != nullptr &&
-                        (tiles_.routed_fc2 == 2 ||
-                         (tiles_.routed_fc2 == 0 && mma_routed_token_fc2(pairs, s.local_experts, s.intermediate)));
+  // Routed chunks' FC2 a work-group a token (routed_token_).
+  const bool by_token = routed && fc2_routed_token_() != nullptr && mma_token_fc2(pairs, s.intermediate);
   cl::Kernel& fc2 = by_token ? fc2_routed_token_ : per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
   // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
   // moe_route_logits.

@@ -161,6 +161,9 @@ class MoeStrategyKernels {
   // mma: whether a chunk of `tokens` runs fc1_pair_ / fc2_pair_ (one token), or the routed kernels.
   bool mma_per_pair(std::int64_t tokens) const;
   bool mma_routed(std::int64_t tokens, int top_k) const;
+  // mma: whether routed chunks of `pairs` pairs take fc2_routed_token_ (where built): the tiles'
+  // routed_fc2, or mma_routed_token_fc2 where it is automatic (0).
+  bool mma_token_fc2(std::int64_t pairs, std::int64_t intermediate) const;
   int shared_pairs_ = 1;   // split: pairs a pass of fc1_shared_ (1: none built)
   std::int64_t experts_ = 1;  // local experts
   std::size_t sort_local_limit_ = 1;

@@ -472,9 +472,9 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
 // with a work-group a tile of pairs (1) each match the reference, also where some pairs' experts
 // live on other ranks (pairs left out of the sum; tokens with none local give zero) and in chunks
 // of fewer tokens, and give the same bits under batch invariance (the same K split, the same sums
-// in the same order). Only 2
-// builds the program. The automatic choice builds it where mma_routed_token_fc2 takes one token's
-// pairs (32 local experts, I = 128), not with 6 (2 · 4 pairs > 6). routed_fc2 3 is refused.
+// in the same order). Only 2 builds the program. The automatic choice builds it where
+// mma_routed_token_fc2 takes one token's pairs (32 local experts, I = 128), not with 6 (2 · 4
+// pairs > 6). routed_fc2 3 is refused.
 TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
   const std::int64_t T = 5, E = 32, H = 64, I = 128;
   const int k = 4;
