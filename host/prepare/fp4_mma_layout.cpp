@@ -8,6 +8,16 @@
 
 namespace fp4cl {
 
+std::uint32_t mma_code_bits(std::uint32_t code, int nibble) {
+  const int i = nibble % 4, base = 16 * (nibble / 4);
+  return (code & 7u) << (base + kMmaMagnitudeBit[i]) | ((code >> 3) & 1u) << (base + kMmaSignBit[i]);
+}
+
+std::uint32_t mma_code(std::uint32_t word, int nibble) {
+  const int i = nibble % 4, base = 16 * (nibble / 4);
+  return (word >> (base + kMmaMagnitudeBit[i]) & 7u) | (word >> (base + kMmaSignBit[i]) & 1u) << 3;
+}
+
 MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K) {
   const std::int64_t rt = row / 16, r = row % 16, c = k / 64, kk = k % 64;
   const std::int64_t t = kk / 16, kb = kk % 16;  // the lane's 16 elements of the chunk, k within them
@@ -42,7 +52,7 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
           for (int i = 0; i < 4; ++i) {
             const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * t + 4 * j + 2 * (i >> 1);
             const std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
-            w |= (byte & 0xFu) << (4 * i) | (byte >> 4) << (16 + 4 * i);
+            w |= mma_code_bits(byte & 0xFu, i) | mma_code_bits(byte >> 4, 4 + i);
           }
           *word++ = w;
         }

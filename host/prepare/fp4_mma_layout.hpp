@@ -10,11 +10,13 @@
 // chunk (k-slot s of MMA j is k = 64·c + 16·(s % 8 / 2) + 4·j + 2·(s / 8) + s % 2; the B fragments
 // use the same map). So a lane reads its activations as 8 consecutive BF16 pairs (two 16-byte
 // loads a chunk instead of eight 4-byte ones) and all its weights of a chunk lie in one block
-// (NVFP4 block t, MXFP4 block t / 2): two scales a chunk, not eight. In word j, nibble p = 4h + i
-// (h = 0, 1; i = 0..3) is the code of
+// (NVFP4 block t, MXFP4 block t / 2): two scales a chunk, not eight. Word j holds the codes of
+// fragment register a_i's two elements h = 0, 1 (i = 0..3; "nibble" 4h + i below):
 //   row 16·rt + g + 8·(i & 1),  k = 64·c + 16·t + 4·j + 2·(i >> 1) + h
-// so that (word >> 4i) holds fragment register a_i's two elements at bits 0..3 (h = 0) and 16..19
-// (h = 1). Words: [R/16][K/64][32 lanes][4] uint32.
+// not as nibbles but bit by bit where the kernel decodes them with few instructions
+// (common/fp4_mma.cl, fp4_mma_pair): in half h of the word (bits 16h ..), the code's magnitude
+// bits (E2M1 bits 2..0) at bits 16h + kMmaMagnitudeBit[i] + 2 .. 16h + kMmaMagnitudeBit[i] and its
+// sign bit at 16h + kMmaSignBit[i]. Words: [R/16][K/64][32 lanes][4] uint32.
 //
 // Block scales (the checkpoint's E4M3 / E8M0 bytes, unchanged), per (rt, c) 8 groups g of the
 // bytes of rows 16·rt + g and 16·rt + g + 8:
@@ -30,6 +32,16 @@
 
 namespace fp4cl {
 
+// Bit positions of a word's codes (above): a_0's magnitude bits sit where a BF16 number's bits
+// 8..6 are and its sign where the BF16 sign is; a_1's three bits lower, a_2's three higher,
+// a_3's at the bottom.
+inline constexpr int kMmaMagnitudeBit[4] = {6, 3, 9, 0};
+inline constexpr int kMmaSignBit[4] = {15, 12, 14, 13};
+
+// The code of "nibble" 4h + i in a word of the layout, and the word's bits of that code.
+std::uint32_t mma_code(std::uint32_t word, int nibble);
+std::uint32_t mma_code_bits(std::uint32_t code, int nibble);
+
 struct MmaLayout {
   std::vector<std::uint32_t> words;  // R·K/8
   std::vector<std::uint8_t> scales;  // R/16 · K/64 · 8 · (64/block)
@@ -41,7 +53,8 @@ struct MmaLayout {
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
                      std::int64_t K, std::int64_t block);
 
-// Where element (row, k) of the matrix lands: words index and nibble position (tests, debugging).
+// Where element (row, k) of the matrix lands: words index and "nibble" 4h + i (its bits:
+// mma_code_bits; tests, debugging).
 struct MmaPosition {
   std::int64_t word = 0;
   int nibble = 0;

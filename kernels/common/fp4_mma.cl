@@ -6,9 +6,9 @@
 // index in the low half): A a_i = row g + 8·(i & 1), k 2t, 2t+1 (+8 when i >= 2); B b_0 = k 2t,
 // 2t+1 of column g, b_1 = the same + 8; C c_r = row g + 8·(r >> 1), column 2t + (r & 1).
 //
-// Exactness. A weight is decoded as the BF16 pair ((v << 6) & 0x01C001C0) | ((v << 12) &
-// 0x80008000), v = word >> 4i: the E2M1 code's magnitude bits as the low bits of a BF16 number,
-// i.e. e2m1 × 2^-126 (a BF16 subnormal for |e2m1| < 2), its sign bit as the sign. Multiplied by
+// Exactness. A weight is decoded as a BF16 number whose bits 8..6 are the E2M1 code's magnitude
+// bits and bit 15 its sign bit, i.e. e2m1 × 2^-126 (a BF16 subnormal for |e2m1| < 2). The layout
+// stores the codes so that few instructions place them there (fp4_mma_pair). Multiplied by
 // the block scale s × 2^scale_exp (a BF16 number: E4M3 and E8M0 values have at most 4
 // significant bits) it gives e2m1 × s × 2^(scale_exp - 126): at most 6 significant bits, a
 // normal BF16 number for the scale_exp the host chose (the split layout's; FP4.md §1), exact.
@@ -25,10 +25,18 @@
 #ifndef FP4CL_COMMON_FP4_MMA_CL
 #define FP4CL_COMMON_FP4_MMA_CL
 
-// The BF16 pair of fragment register a_i from a word of the MMA layout.
+// The BF16 pair of fragment register a_i from a word of the MMA layout (i a constant). Each half
+// of the word (the low one: the pairs' first elements) holds the magnitude bits of a_3, a_1, a_0,
+// a_2 at bits 0..2, 3..5, 6..8, 9..11 and the sign bits of a_1, a_3, a_2, a_0 at bits 12..15
+// (host/prepare/fp4_mma_layout.hpp), so a_0 is one mask, a_1 a shift and a mask, a_2 and a_3 two
+// shifts and masks each: 11 instructions a word, not 15 as for codes stored nibble by nibble.
 inline uint fp4_mma_pair(uint word, int i) {
-  const uint v = word >> (4 * i);
-  return ((v << 6) & 0x01C001C0u) | ((v << 12) & 0x80008000u);
+  switch (i) {
+    case 0: return word & 0x81C081C0u;
+    case 1: return (word << 3) & 0x81C081C0u;
+    case 2: return ((word >> 3) & 0x01C001C0u) | ((word << 1) & 0x80008000u);
+    default: return ((word << 6) & 0x01C001C0u) | ((word << 2) & 0x80008000u);
+  }
 }
 
 // A block scale as a BF16 pair (the same scale in both halves), times 2^scale_exp. NVFP4: the
@@ -38,11 +46,18 @@ inline uint fp4_mma_scale(uint byte, int scale_exp) {
 #ifdef FP4_MMA_NVFP4
   const float s = as_float(((byte << 20) & 0x07F00000u) | ((byte << 24) & 0x80000000u)) * 0x1p120f *
                   as_float((uint)(scale_exp + 127) << 23);
+#if FP4_MMA_PTX
+  uint d;  // the upper half of s in both halves (exact: s has at most 4 significant bits)
+  asm("prmt.b32 %0, %1, %2, 0x3232;" : "=r"(d) : "r"(as_uint(s)), "r"(0u));
+  return d;
+#else
   const uint b = as_uint(s) >> 16;
+  return b | (b << 16);
+#endif
 #else
   const uint b = ((byte & 0xFFu) + (uint)scale_exp) << 7;
-#endif
   return b | (b << 16);
+#endif
 }
 
 

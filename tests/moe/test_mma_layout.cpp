@@ -4,6 +4,7 @@
 // k-slot s of the chunk's MMA j holds k = 16·(s % 8 / 2) + 4·j + 2·(s / 8) + s % 2 of the chunk.
 #include <gtest/gtest.h>
 
+#include <bitset>
 #include <cstdint>
 #include <vector>
 
@@ -37,10 +38,26 @@ TEST(MmaLayout, EveryElementSitsWhereItsFragmentRegisterReadsIt) {
       // words [row tile][chunk][lane][MMA of the chunk]
       const std::int64_t expect_word = (((row / 16) * (K / 64) + k / 64) * 32 + f.lane) * 4 + j;
       ASSERT_EQ(p.word, expect_word) << "row " << row << " k " << k;
-      // the kernel takes register a_i's pair from (word >> 4i): bits 0..3 (low half), 16..19 (high)
+      // the kernel takes register a_i's pair from "nibbles" i (low half) and 4 + i (high half)
       ASSERT_EQ(p.nibble, 4 * f.half + f.reg) << "row " << row << " k " << k;
     }
   }
+}
+
+// The eight codes of a word fill its 32 bits, each bit once, and each reads back as written.
+TEST(MmaLayout, TheCodesOfAWordFillItsBitsOnce) {
+  std::uint32_t all = 0;
+  for (int nibble = 0; nibble < 8; ++nibble) {
+    const std::uint32_t bits = mma_code_bits(0xFu, nibble);
+    EXPECT_EQ(std::bitset<32>(bits).count(), 4u) << nibble;
+    EXPECT_EQ(all & bits, 0u) << nibble;
+    all |= bits;
+    for (std::uint32_t code = 0; code < 16; ++code) {
+      EXPECT_EQ(mma_code(mma_code_bits(code, nibble) | ~bits, nibble), code) << nibble;
+      EXPECT_EQ(mma_code(mma_code_bits(code, nibble), nibble), code) << nibble;
+    }
+  }
+  EXPECT_EQ(all, 0xFFFFFFFFu);
 }
 
 TEST(MmaLayout, CarriesEveryCodeAndScale) {
@@ -56,7 +73,7 @@ TEST(MmaLayout, CarriesEveryCodeAndScale) {
         const std::uint8_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
         const unsigned code = k % 2 == 0 ? byte & 0xFu : byte >> 4;
         const MmaPosition p = mma_position(row, k, K);
-        ASSERT_EQ((m.words[static_cast<std::size_t>(p.word)] >> (4 * p.nibble)) & 0xFu, code);
+        ASSERT_EQ(mma_code(m.words[static_cast<std::size_t>(p.word)], p.nibble), code);
       }
       // Lane 4g + t of row tile rt, chunk c reads group g: bytes of row g (first half) and g + 8.
       const std::int64_t per_chunk = 64 / block, rt = row / 16, g = row % 8, upper = (row % 16) / 8;
