@@ -410,14 +410,6 @@ std::vector<int> mma_pair_fc1_row_tiles(const MoeProblem& p, int row_tiles, int 
   return out;
 }
 
-int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1_rows, int unroll,
-                          int compute_units) {
-  const std::int64_t rows = 2 * static_cast<std::int64_t>(fc1_rows);
-  const bool fill =
-      intermediate % rows == 0 && 2 * pairs * (intermediate / rows) >= 5 * static_cast<std::int64_t>(compute_units);
-  return fill && unroll <= 4 ? 2 : 1;
-}
-
 bool mma_routed_token_fc2(std::int64_t pairs, std::int64_t local_experts, std::int64_t intermediate) {
   return 2 * pairs <= local_experts && intermediate <= 24 * 64;
 }

@@ -66,7 +66,7 @@ struct MoeTiles {
   int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
   int warp_tiles = 1;  // mma, many pairs: row tiles of 16 a warp multiplies, each B fragment serving them all
   // mma, routed chunks whose W4A4 FC1 quantizes its tiles' tokens (mma_routed_local_tile): that
-  // FC1's row tiles a warp (0: mma_routed_warp_tiles per chunk)
+  // FC1's row tiles a warp (0: automatic, 1)
   int routed_warp_tiles = 0;
   // mma, routed chunks: their FC2's work-groups (0: mma_routed_token_fc2 per chunk; 1: one a tile
   // of pairs, the last to finish a block of rows summing the top-k; 2: one a token, summing its
@@ -214,25 +214,16 @@ int mma_routed_local_tile(std::int64_t hidden, std::int64_t local_experts, std::
 // 54.8 with 4, 62.0 with 8; FC2 31.5 in each).
 constexpr int kMmaRoutedLocalRowTiles = 2;
 int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int row_tiles);
-// And each of their warps multiplies 2 row tiles (MMA_MT, each B fragment serving both; the
-// automatic MoeTiles::routed_warp_tiles, on tensor cores) where that still leaves 2.5 work-groups
-// a compute unit: `pairs` (the chunk's, an upper bound of its tiles) × I / (2 · `fc1_rows`) at
-// least 2.5 · `compute_units` (between the loss at 1.45 and the small gains at 2.9 measured below),
-// 2 · `fc1_rows` divides I, and the warps load at most 4 chunks ahead (`unroll`: 8 would hold 32
-// uint4 of weights a lane); else 1. Each quantized copy of the tile's tokens then serves twice the
-// rows, but half as many work-groups share the weights.
-// Measured on an H200 (132 units, NVFP4 W4A4, 2026-11-29, µs, 1 / 2 row tiles a warp in
-// work-groups of 2 row tiles, few_split_k 2, unroll 4): qwen3-30b-a3b (3 alternating rounds) T = 2
-// 35.1, 37.9, 35.6 / 43.8, 44.0, 44.3 (192 work-groups at 2: 1), T = 4 54.0, 55.0, 54.3 / 53.0,
-// 52.5, 52.7 (384: 2), T = 8 82.9, 83.2, 82.7 / 75.0, 75.8, 76.8; qwen3-235b-a22b (2 rounds) T = 2
-// 86.5, 87.0 / 82.7, 82.7 (384), T = 4 135.2, 137.2 / 122.4, 123.4, T = 8 230.4, 230.1 / 222.5,
-// 221.7; gpt-oss-20b NVFP4 and MXFP4 T = 4 and 8 level (94-157 µs, within 2 %). qwen3-30b-a3b
-// T = 4 / 8 with other few-pairs tiles (2 rounds): unroll 8 53.0, 54.5 / 82.9, 81.2 against 54.0,
-// 55.8 / 86.3, 86.0, and with few_split_k 4 as well 87.3, 87.8 against 105.5, 106.0 (T = 8);
-// few_split_k 4 with unroll 4 90.9, 91.1 against 86.0, 86.5. 4 a warp, or 2 in work-groups of
-// one row tile, were slower (T = 8: 83-87 and 88-95).
-int mma_routed_warp_tiles(std::int64_t pairs, std::int64_t intermediate, int fc1_rows, int unroll,
-                          int compute_units);
+// Their warps multiply one row tile each unless MoeTiles::routed_warp_tiles asks for 2 or 4 (MMA_MT,
+// each B fragment serving them all; the automatic 0 takes 1 on every device). Until the MMA
+// layout stored its codes bit by bit (2026-11-29), tensor cores took 2 where that left 2.5
+// work-groups a compute unit: on an H200 (NVFP4 W4A4, µs, 1 / 2 row tiles a warp) qwen3-30b-a3b
+// T = 4 / 8 54.0-55.0 / 82.7-83.2 against 52.5-53.0 / 75.0-76.8, qwen3-235b-a22b T = 2 / 4 / 8
+// 86.5-87.0 / 135-137 / 230 against 82.7 / 122-123 / 222. With the codes decoded in fewer
+// instructions 2 no longer pays (H200, 2 alternating rounds, 1 / 2): qwen3-30b-a3b T = 4 / 8
+// 44.3-45.1 / 68.9-69.4 against 43.5-45.6 / 72.2-73.2, qwen3-235b-a22b T = 2 / 4 / 8 70.7, 70.7 /
+// 118.0, 118.5 / 199.9, 200.2 against 69.4, 70.1 / 122.6, 122.9 / 202.2, 203.3 (the 2-tile FC1's
+// warps need more registers: 100 against 96 before, fewer work-groups fit an SM).
 // Whether a routed chunk of `pairs` pairs runs FC2 as one work-group per (token, block of rows)
 // whose top_k warps multiply the token's pairs over the whole K (no K split) and sum them in order
 // (MMA_TOKEN_SUM: no y rows, no count of finished tiles, no fence, no routing in FC2), instead of

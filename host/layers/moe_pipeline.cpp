@@ -268,16 +268,10 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
                 token_threads, token_bytes, problem.top_k, ctx.info().name, ctx.info().max_work_group_size, local);
     if (token_fits && mma_token_fc2(problem.top_k, problem.intermediate))
       fc2_routed_token_ = build(routed_token_, "moe_mma_fc2", t2, "MMA_FC2", true, false, false, 1, true);
-    // That FC1 with several row tiles a warp (routed_wide_), for the chunks mma_routed_warp_tiles
-    // gives 2 (automatic: on tensor cores, built where the largest routed chunk would take it) or
-    // every routed chunk (mma.routed_warp_tiles 2 or 4), where its local memory fits beside the
-    // tile's tokens (its rows divide I: mma_tiles_refusal).
-    compute_units_ = static_cast<int>(ctx.info().compute_units);
-    int wide = tiles_.routed_warp_tiles;
-    if (wide == 0)
-      wide = mma_native(ctx.info()) ? mma_routed_warp_tiles(kMmaRoutedPairs, problem.intermediate, routed_.fc1.rows(),
-                                                            routed_.unroll, compute_units_)
-                                    : 1;
+    // That FC1 with several row tiles a warp (routed_wide_) for every routed chunk where the tiles
+    // ask for it (mma.routed_warp_tiles 2 or 4; automatic: none, see mma_routed_local_row_tiles)
+    // and its local memory fits beside the tile's tokens (its rows divide I: mma_tiles_refusal).
+    const int wide = tiles_.routed_warp_tiles;
     if (routed_local_tile_ > 0 && wide > 1) {
       routed_wide_ = routed_;
       routed_wide_.fc1.mt = wide;
@@ -441,12 +435,9 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const bool routed = mma_routed(c.tokens, s.top_k), routed_local = routed && routed_local_tile_ > 0;
   const int tile_m = pairs_per_pass(c.tokens, s.top_k);
   const std::int64_t tiles = per_pair || routed ? pairs : moe_max_tiles(pairs, s.local_experts, tile_m);
-  // Routed W4A4 chunks' FC1 with several row tiles a warp (routed_wide_): those the tiles ask it
-  // for, or mma_routed_warp_tiles.
-  const bool wide =
-      routed_local && fc1_routed_wide_() != nullptr &&
-      (tiles_.routed_warp_tiles > 1 ||
-       mma_routed_warp_tiles(pairs, s.intermediate, routed_.fc1.rows(), routed_.unroll, compute_units_) > 1);
+  // Routed W4A4 chunks' FC1 with several row tiles a warp (routed_wide_, built where the tiles ask
+  // for it).
+  const bool wide = routed_local && fc1_routed_wide_() != nullptr;
   const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
   const MmaGemm& g1 = wide ? routed_wide_.fc1 : g.fc1;
   cl::Kernel& fc1 = per_pair ? fc1_pair_ : wide ? fc1_routed_wide_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;

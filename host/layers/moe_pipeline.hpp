@@ -145,8 +145,8 @@ class MoeStrategyKernels {
   // routed_local_tile_).
   cl::Kernel fc1_routed_, fc2_routed_, gather_pairs_;
   MmaGeometry routed_;  // their geometry: few_'s, with FC1's row tiles for routed_local_tile_
-  // Under W4A4 with routed_local_tile_: FC1 with several row tiles a warp (MoeTiles::routed_warp_tiles,
-  // mma_routed_warp_tiles), null where not built; its geometry routed_'s but FC1's warp tiles.
+  // Under W4A4 with routed_local_tile_: FC1 with several row tiles a warp (MoeTiles::routed_warp_tiles
+  // 2 or 4), null where not built; its geometry routed_'s but FC1's warp tiles.
   cl::Kernel fc1_routed_wide_;
   MmaGeometry routed_wide_;
   // Routed chunks' FC2 as one work-group per (token, block of rows) over the token's top-k pairs,
@@ -154,7 +154,6 @@ class MoeStrategyKernels {
   // built; its geometry routed_'s, FC2 without a K split (few_'s under batch invariance).
   cl::Kernel fc2_routed_token_;
   MmaGeometry routed_token_;
-  int compute_units_ = 1;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   bool mma_few_pairs(std::int64_t pairs) const;

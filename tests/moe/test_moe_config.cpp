@@ -359,20 +359,6 @@ TEST(MoeConfig, MmaGeometryRules) {
   EXPECT_EQ(mma_routed_local_row_tiles(2880, 32, 2), 2);  // gpt-oss MXFP4: already 2
   EXPECT_EQ(mma_routed_local_row_tiles(48, 16, 1), 1);    // 32 does not divide 48
   EXPECT_EQ(mma_routed_local_row_tiles(96, 64, 4), 4);    // never fewer than given
-  // Their warps take 2 row tiles where that leaves 2.5 work-groups a compute unit (counting a tile a
-  // pair), 64 rows divide I and they load at most 4 chunks ahead: on an H200's 132 units,
-  // qwen3-30b-a3b (I = 768, work-groups of 32 rows) from 4 tokens on (32 pairs: 384 work-groups;
-  // 2 tokens: 192).
-  EXPECT_EQ(mma_routed_warp_tiles(16, 768, 32, 4, 132), 1);
-  EXPECT_EQ(mma_routed_warp_tiles(32, 768, 32, 4, 132), 2);
-  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 4, 132), 2);
-  EXPECT_EQ(mma_routed_warp_tiles(28, 768, 32, 4, 132), 2);  // 28 · 12 = 336 work-groups: 330 needed
-  EXPECT_EQ(mma_routed_warp_tiles(27, 768, 32, 4, 132), 1);  // 324
-  EXPECT_EQ(mma_routed_warp_tiles(24, 768, 32, 4, 132), 1);  // 3 tokens: 288, unmeasured there
-  EXPECT_EQ(mma_routed_warp_tiles(64, 2880, 32, 4, 132), 2);  // gpt-oss-20b: 64 divides 2880
-  EXPECT_EQ(mma_routed_warp_tiles(64, 2912, 32, 4, 132), 1);  // 64 does not divide 2912
-  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 2, 132), 2);
-  EXPECT_EQ(mma_routed_warp_tiles(64, 768, 32, 8, 132), 1);  // 8 chunks loaded ahead: too many registers
   // Routed chunks' FC2 takes a work-group a token where at most one pair in two has an expert to
   // itself and I is at most 24 chunks of 64: qwen3-30b-a3b up to 8 tokens, qwen3-235b-a22b, not
   // deepseek-v3 (I = 2048: level), gpt-oss-20b (I = 2880; and 8 tokens' 32 pairs over 32 experts)
@@ -429,9 +415,9 @@ TEST(MoeConfig, MmaGeometryRules) {
 }
 
 // Routed W4A4 chunks (at least 128 local experts) whose FC1 quantizes its tiles' tokens: 1, 2 or
-// 4 row tiles a warp in that FC1 (mma.routed_warp_tiles; automatic: 2 on tensor cores where
-// mma_routed_warp_tiles says so, none on CPUs) give the same bits, which match the reference, and
-// each builds its program. Rows that do not divide I are refused with the reason.
+// 4 row tiles a warp in that FC1 (mma.routed_warp_tiles; automatic: 1) give the same bits, which
+// match the reference, and each builds its program. Rows that do not divide I are refused with the
+// reason.
 TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
   const std::int64_t T = 8, E = 128, H = 64, I = 128;
   const int k = 8;
