@@ -222,8 +222,10 @@ int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int ro
 // 86.5-87.0 / 135-137 / 230 against 82.7 / 122-123 / 222. With the codes decoded in fewer
 // instructions 2 no longer pays (H200, 2 alternating rounds, 1 / 2): qwen3-30b-a3b T = 4 / 8
 // 44.3-45.1 / 68.9-69.4 against 43.5-45.6 / 72.2-73.2, qwen3-235b-a22b T = 2 / 4 / 8 70.7, 70.7 /
-// 118.0, 118.5 / 199.9, 200.2 against 69.4, 70.1 / 122.6, 122.9 / 202.2, 203.3 (the 2-tile FC1's
-// warps need more registers: 100 against 96 before, fewer work-groups fit an SM).
+// 118.0, 118.5 / 199.9, 200.2 against 69.4, 70.1 / 122.6, 122.9 / 202.2, 203.3. Its qwen3 T = 8
+// program needs 100 registers a work-item (ptxas) against 96 before, which would fit 4 work-groups
+// of 128 in an SM's registers instead of 5; unconfirmed: -cl-nv-maxrregcount=96 did not change
+// its time.
 // Whether a routed chunk of `pairs` pairs runs FC2 as one work-group per (token, block of rows)
 // whose top_k warps multiply the token's pairs over the whole K (no K split) and sum them in order
 // (MMA_TOKEN_SUM: no y rows, no count of finished tiles, no fence, no routing in FC2), instead of
