@@ -345,6 +345,58 @@ class Tuning(unittest.TestCase):
                 self.assertEqual(f.read(), "{ broken")
 
 
+CACHE_ENTRIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu", "cache_entries.py")
+
+
+class ProgramCacheEntries(unittest.TestCase):
+    """bench/gpu/cache_entries.py on the cache a tiny run writes: every program's key and binary,
+    its build options listed; --match keeps some; a truncated entry is named, exit status 1."""
+
+    def unpack(self, cache, out, *args):
+        p = subprocess.run([sys.executable, CACHE_ENTRIES, cache, out, *args], capture_output=True, text=True,
+                           timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_unpacks_what_a_run_built(self):
+        with tempfile.TemporaryDirectory() as d:
+            cache = os.path.join(d, "cache")
+            run(*TINY_LINEAR, "--no-check", env={"FP4CL_CACHE_DIR": cache}, check=0)
+            entries = sorted(n for n in os.listdir(cache) if n.endswith(".clbin"))
+            self.assertGreater(len(entries), 0)
+            code, out, err = self.unpack(cache, os.path.join(d, "all"))
+            self.assertEqual(code, 0, err)
+            lines = out.strip().split("\n")
+            self.assertEqual(len(lines), len(entries), out)
+            self.assertTrue(any("-D" in line for line in lines), out)  # build options listed
+            for i, name in enumerate(entries):
+                with open(os.path.join(d, "all", f"e{i:03d}.key")) as f:
+                    key = f.read()
+                self.assertTrue(key.startswith("fp4cl program cache"), key)
+                self.assertIn("\noptions ", key)
+                with open(os.path.join(cache, name), "rb") as f:
+                    data = f.read()
+                with open(os.path.join(d, "all", f"e{i:03d}.bin"), "rb") as f:
+                    binary = f.read()
+                self.assertGreater(len(binary), 0)
+                self.assertIn(binary, data)
+            # --match: only the entries whose key holds the text
+            option = re.search(r"-D\w+", lines[-1]).group(0)
+            code, out, err = self.unpack(cache, os.path.join(d, "some"), f"--match={option}")
+            self.assertEqual(code, 0, err)
+            kept = out.strip().split("\n")
+            self.assertGreater(len(kept), 0)
+            self.assertTrue(all(option in line for line in kept), out)
+            self.assertEqual(len(kept), sum(option in line for line in lines), out)
+            # a truncated entry is named and fails the run; the others are still written
+            with open(os.path.join(cache, entries[0]), "r+b") as f:
+                f.truncate(40)
+            code, out, err = self.unpack(cache, os.path.join(d, "again"))
+            self.assertEqual(code, 1)
+            self.assertIn(entries[0], err)
+            self.assertIn("truncated", err)
+            self.assertEqual(len(out.strip().split("\n")), len(entries) - 1, out)
+
+
 if __name__ == "__main__":
     BENCH = sys.argv.pop(1)
     unittest.main(verbosity=2)
