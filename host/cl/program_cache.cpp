@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <sstream>
 
 #include "cl/opencl_calls.hpp"
 #include "cl/binary_cache.hpp"
@@ -41,8 +42,46 @@ ProgramCache::ProgramCache(cl::Context context, cl::Device device, DeviceInfo in
       device_(std::move(device)),
       info_(std::move(info)),
       disk_dir_(std::move(disk_dir)),
-      sources_(std::move(sources)) {
+      sources_(std::move(sources)),
+      extra_flags_(build_flags_from_env()) {
   if (!sources_) fail("ProgramCache: no kernel source table given");
+  if (!extra_flags_.empty()) {
+    std::string list;
+    for (const auto& f : extra_flags_) list += (list.empty() ? "" : " ") + f;
+    log::info("FP4CL_BUILD_FLAGS: every program for {} is built with {} as well", info_.name, list);
+  }
+}
+
+std::vector<std::string> ProgramCache::build_flags_from_env() {
+  std::vector<std::string> flags;
+  const char* v = std::getenv("FP4CL_BUILD_FLAGS");
+  if (v == nullptr) return flags;
+  // Flags that let the compiler change results: the kernels rely on IEEE arithmetic as written
+  // (exact products, the reference's rounding, signed zeros, denormal E2M1 decodes).
+  static const char* const kRelaxing[] = {"-cl-fast-relaxed-math",       "-cl-mad-enable",
+                                          "-cl-unsafe-math-optimizations", "-cl-finite-math-only",
+                                          "-cl-no-signed-zeros",         "-cl-denorms-are-zero",
+                                          "-cl-single-precision-constant"};
+  std::istringstream in(v);
+  for (std::string f; in >> f;) {
+    for (const char* r : kRelaxing)
+      if (f == r)
+        fail("FP4CL_BUILD_FLAGS: {} relaxes the floating-point arithmetic that fp4cl's results rely on; it is not "
+             "accepted",
+             f);
+    if (f.compare(0, 2, "-D") == 0)
+      fail("FP4CL_BUILD_FLAGS: {} is a define; fp4cl's kernels take only the defines fp4cl sets", f);
+    if (f.compare(0, 2, "-I") == 0)
+      fail("FP4CL_BUILD_FLAGS: {} is an include path; fp4cl's kernels include only their embedded files", f);
+    try {
+      BuildOptions().flag(f);  // one token with a leading '-', no quotes or backslashes
+    } catch (const Error&) {
+      fail("FP4CL_BUILD_FLAGS: '{}' is not a compiler flag (expected flags separated by spaces, e.g. -cl-nv-verbose)",
+           f);
+    }
+    flags.push_back(f);
+  }
+  return flags;
 }
 
 std::string ProgramCache::disk_dir_from_env() {
@@ -151,7 +190,9 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
   return program;
 }
 
-cl::Program ProgramCache::program(const std::string& kernel_file, const BuildOptions& options) {
+cl::Program ProgramCache::program(const std::string& kernel_file, const BuildOptions& given) {
+  BuildOptions options = given;
+  for (const auto& f : extra_flags_) options.flag(f);
   const auto key = std::make_pair(kernel_file, options.str());
   // Which options a layer's kernels got (the tests of tuned parameters read this line).
   log::debug("program {} with \"{}\"", kernel_file, key.second);

@@ -94,6 +94,16 @@ class ProgramCache {
   // when neither XDG_CACHE_HOME nor HOME is set.
   static std::string disk_dir_from_env();
 
+  // The compiler flags FP4CL_BUILD_FLAGS lists (separated by white space), which every program of
+  // this cache is built with besides its own options (and which are part of its cache key): for
+  // diagnostics, e.g. NVIDIA's -cl-nv-verbose (the register report in each build log, printed at
+  // FP4CL_LOG=debug) or -cl-nv-maxrregcount=N. Read when a cache is created. Throws fp4cl::Error
+  // naming the variable for a define (-D), an include path (-I), or a flag that relaxes the
+  // floating-point arithmetic the kernels' exactness rests on (-cl-fast-relaxed-math,
+  // -cl-mad-enable, -cl-unsafe-math-optimizations, -cl-finite-math-only, -cl-no-signed-zeros,
+  // -cl-denorms-are-zero, -cl-single-precision-constant).
+  static std::vector<std::string> build_flags_from_env();
+
  private:
   cl::Program build(const std::string& kernel_file, const std::string& options);
   cl::Program load_cached(const std::string& entry, const std::string& key, const std::string& options,
@@ -105,6 +115,7 @@ class ProgramCache {
   DeviceInfo info_;
   std::string disk_dir_;
   KernelSources sources_;
+  std::vector<std::string> extra_flags_;  // build_flags_from_env()
   mutable std::mutex mutex_;  // guards programs_, stats_, write_failure_reported_
   std::map<std::pair<std::string, std::string>, std::shared_future<cl::Program>> programs_;
   ProgramCacheStats stats_;

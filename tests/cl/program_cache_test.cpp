@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cl/binary_cache.hpp"
+#include "fp4cl/error.hpp"
 #include "fp4cl/program_cache.hpp"
 #include "int_kernel.hpp"
 #include "memory_sources.hpp"
@@ -270,6 +271,58 @@ TEST(ProgramCache, DiskDirFromEnvironment) {
     test::ScopedEnv no_home("HOME", std::nullopt);
     EXPECT_EQ(ProgramCache::disk_dir_from_env(), "");
   }
+}
+
+// FP4CL_BUILD_FLAGS: its flags reach every build (the driver reports them among the program's
+// build options), from source and from a cached binary, and give programs their own cache entries;
+// defines, include paths, flags that relax the arithmetic and non-flags are refused naming the
+// variable; unset or blank, nothing is added.
+TEST(ProgramCache, BuildFlagsFromTheEnvironmentReachEveryBuild) {
+  const auto built_with = [](const cl::Program& p) {
+    return p.getBuildInfo<CL_PROGRAM_BUILD_OPTIONS>(test::shared_context().device());
+  };
+  test::TempDir dir;
+  {
+    test::ScopedEnv unset("FP4CL_BUILD_FLAGS", std::nullopt);
+    EXPECT_TRUE(ProgramCache::build_flags_from_env().empty());
+    EXPECT_EQ(run_scale(*make_cache(dir.str()), 1), expected_scale(1));
+  }
+  {
+    test::ScopedEnv blank("FP4CL_BUILD_FLAGS", " \t ");
+    EXPECT_TRUE(ProgramCache::build_flags_from_env().empty());
+  }
+  test::ScopedEnv env("FP4CL_BUILD_FLAGS", " -w  -cl-opt-disable ");
+  EXPECT_EQ(ProgramCache::build_flags_from_env(), (std::vector<std::string>{"-w", "-cl-opt-disable"}));
+  {
+    auto cache = make_cache(dir.str());
+    EXPECT_EQ(run_scale(*cache, 1), expected_scale(1));
+    const std::string options = built_with(cache->program("scale.cl", offset(1)));
+    EXPECT_NE(options.find("-w"), std::string::npos) << options;
+    EXPECT_NE(options.find("-cl-opt-disable"), std::string::npos) << options;
+    EXPECT_EQ(cache->stats().source_builds, 1u);  // not the entry built without the flags
+  }
+  EXPECT_EQ(entries(dir.path()).size(), 2u);
+  auto again = make_cache(dir.str());  // the binary with the flags, from disk
+  EXPECT_EQ(run_scale(*again, 1), expected_scale(1));
+  EXPECT_EQ(again->stats().disk_hits, 1u);
+  EXPECT_NE(built_with(again->program("scale.cl", offset(1))).find("-cl-opt-disable"), std::string::npos);
+
+  const auto refused = [](const std::string& value, const std::string& fragment) {
+    test::ScopedEnv bad("FP4CL_BUILD_FLAGS", value);
+    try {
+      ProgramCache::build_flags_from_env();
+      ADD_FAILURE() << value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FP4CL_BUILD_FLAGS"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(make_cache(""), Error) << value;  // a cache is not created with them
+  };
+  refused("-w -DFACTOR=3", "-DFACTOR=3 is a define");
+  refused("-I/tmp", "-I/tmp is an include path");
+  refused("-cl-fast-relaxed-math", "-cl-fast-relaxed-math relaxes the floating-point arithmetic");
+  refused("-cl-mad-enable", "-cl-mad-enable relaxes");
+  refused("verbose", "'verbose' is not a compiler flag");
 }
 
 TEST(ProgramCache, ConcurrentRequestsBuildOnce) {
