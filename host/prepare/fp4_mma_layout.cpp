@@ -18,6 +18,21 @@ std::uint32_t mma_code(std::uint32_t word, int nibble) {
   return (word >> (base + kMmaMagnitudeBit[i]) & 7u) | (word >> (base + kMmaSignBit[i]) & 1u) << 3;
 }
 
+std::uint8_t mma_nvfp4_scale_code(std::uint8_t e4m3) {
+  const unsigned exponent = (e4m3 >> 3) & 0xFu, mantissa = e4m3 & 7u;
+  if (exponent == 15 && mantissa == 7) fail("an NVFP4 block scale is NaN (E4M3 byte 0x{:02X})", e4m3);
+  if (exponent > 0) return static_cast<std::uint8_t>((exponent + 2) << 3 | mantissa);  // e = exponent - 7
+  if (mantissa == 0) return 0;
+  // Subnormal: mantissa/8 × 2^-6 = 1.f × 2^(p - 9) with p the leading one's position (0..2).
+  const unsigned p = mantissa >= 4 ? 2 : mantissa >= 2 ? 1 : 0;
+  return static_cast<std::uint8_t>(p << 3 | ((mantissa << (3 - p)) & 7u));
+}
+
+std::uint8_t mma_nvfp4_codes(std::uint8_t packed, std::uint8_t e4m3) {
+  if ((e4m3 & 0x7Fu) == 0) return static_cast<std::uint8_t>(packed & 0x88u);  // zero scale: ±0 codes
+  return e4m3 & 0x80u ? static_cast<std::uint8_t>(packed ^ 0x88u) : packed;
+}
+
 MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K) {
   const std::int64_t rt = row / 16, r = row % 16, c = k / 64, kk = k % 64;
   const std::int64_t t = kk / 16, kb = kk % 16;  // the lane's 16 elements of the chunk, k within them
@@ -40,7 +55,8 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
   const std::int64_t chunks = K / 64, per_chunk = 64 / block, blocks = K / block;
   out.scales.resize(static_cast<std::size_t>(R / 16 * chunks * 8 * 2 * per_chunk));
   // In output order: register a_i's two elements (k, k + 1 with k even) are the two nibbles of one
-  // checkpoint byte, low nibble first (mma_position states the same map element by element).
+  // checkpoint byte, low nibble first (mma_position states the same map element by element), under
+  // NVFP4 with its block scale's sign or zero applied (mma_nvfp4_codes).
   std::uint32_t* word = out.words.data();
   std::uint8_t* scale = out.scales.data();
   for (std::int64_t rt = 0; rt < R / 16; ++rt) {
@@ -51,17 +67,28 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
           std::uint32_t w = 0;
           for (int i = 0; i < 4; ++i) {
             const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * t + 4 * j + 2 * (i >> 1);
-            const std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
+            std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
+            if (block == 16)
+              byte = mma_nvfp4_codes(static_cast<std::uint8_t>(byte),
+                                     scales[static_cast<std::size_t>(row * blocks + k / 16)]);
             w |= mma_code_bits(byte & 0xFu, i) | mma_code_bits(byte >> 4, 4 + i);
           }
           *word++ = w;
         }
       }
       // byte upper·per_chunk + j of group g: row 16·rt + g + 8·upper, block per_chunk·c + j
-      for (std::int64_t g = 0; g < 8; ++g)
-        for (std::int64_t upper = 0; upper < 2; ++upper)
-          for (std::int64_t j = 0; j < per_chunk; ++j)
-            *scale++ = scales[static_cast<std::size_t>((16 * rt + g + 8 * upper) * blocks + per_chunk * c + j)];
+      for (std::int64_t g = 0; g < 8; ++g) {
+        for (std::int64_t upper = 0; upper < 2; ++upper) {
+          for (std::int64_t j = 0; j < per_chunk; ++j) {
+            const std::int64_t row = 16 * rt + g + 8 * upper, b = per_chunk * c + j;
+            const std::uint8_t sb = scales[static_cast<std::size_t>(row * blocks + b)];
+            if (block == 16 && (sb & 0x7Fu) == 0x7Fu)
+              fail("the MMA layout of [{}, {}]: the NVFP4 block scale of row {}, block {} is NaN (E4M3 byte 0x{:02X})",
+                   R, K, row, b, sb);
+            *scale++ = block == 16 ? mma_nvfp4_scale_code(sb) : sb;
+          }
+        }
+      }
     }
   }
   return out;

@@ -18,11 +18,17 @@
 // bits (E2M1 bits 2..0) at bits 16h + kMmaMagnitudeBit[i] + 2 .. 16h + kMmaMagnitudeBit[i] and its
 // sign bit at 16h + kMmaSignBit[i]. Words: [R/16][K/64][32 lanes][4] uint32.
 //
-// Block scales (the checkpoint's E4M3 / E8M0 bytes, unchanged), per (rt, c) 8 groups g of the
-// bytes of rows 16·rt + g and 16·rt + g + 8:
+// Block scales, per (rt, c) 8 groups g of the bytes of rows 16·rt + g and 16·rt + g + 8:
 //   NVFP4 (block 16): 8 bytes, byte 4·half + j = row g + 8·half, block 4c + j;
 //   MXFP4 (block 32): 4 bytes, byte 2·half + jj = row g + 8·half, block 2c + jj.
-// Scales: [R/16][K/64][8][8 or 4] bytes.
+// Scales: [R/16][K/64][8][8 or 4] bytes. MXFP4 keeps the checkpoint's E8M0 bytes. NVFP4 stores
+// not the E4M3 byte but its magnitude as a normalized code (mma_nvfp4_scale_code) that the kernel
+// turns into a BF16 number with one multiply-add: code × 16 puts its exponent and mantissa where
+// a BF16 number's are (common/fp4_mma.cl, fp4_mma_scale_pair). A negative scale's sign moves into
+// its block's codes (each code's sign bit flipped: s × w = |s| × (−w), exactly), and a zero
+// scale's block keeps only its codes' sign bits (code 0 decodes as a nonzero scale; zero codes
+// make every product ±0, as the zero scale does). So the layout's codes are the checkpoint's
+// only where a block's scale is positive.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +47,14 @@ inline constexpr int kMmaSignBit[4] = {15, 12, 14, 13};
 // The code of "nibble" 4h + i in a word of the layout, and the word's bits of that code.
 std::uint32_t mma_code(std::uint32_t word, int nibble);
 std::uint32_t mma_code_bits(std::uint32_t code, int nibble);
+
+// The MMA layout's byte for an NVFP4 block scale with E4M3 byte `e4m3`: |s| = 1.mmm × 2^e (e in
+// -9..8, E4M3 subnormals normalized) as (e + 9) << 3 | mmm; 0 for a zero scale. Fails on NaN.
+// The kernel decodes it as the BF16 number |s| × 2^scale_exp with bits code × 16 + (scale_exp +
+// 118) << 7.
+std::uint8_t mma_nvfp4_scale_code(std::uint8_t e4m3);
+// A checkpoint byte of two codes (one block) as the MMA layout holds them under NVFP4 scale `e4m3`.
+std::uint8_t mma_nvfp4_codes(std::uint8_t packed, std::uint8_t e4m3);
 
 struct MmaLayout {
   std::vector<std::uint32_t> words;  // R·K/8

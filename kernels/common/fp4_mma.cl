@@ -9,8 +9,9 @@
 // Exactness. A weight is decoded as a BF16 number whose bits 8..6 are the E2M1 code's magnitude
 // bits and bit 15 its sign bit, i.e. e2m1 × 2^-126 (a BF16 subnormal for |e2m1| < 2). The layout
 // stores the codes so that few instructions place them there (fp4_mma_pair). Multiplied by
-// the block scale s × 2^scale_exp (a BF16 number: E4M3 and E8M0 values have at most 4
-// significant bits) it gives e2m1 × s × 2^(scale_exp - 126): at most 6 significant bits, a
+// the block scale |s| × 2^scale_exp (a BF16 number: E4M3 and E8M0 values have at most 4
+// significant bits; a negative NVFP4 scale's sign is in its block's codes, host/prepare/
+// fp4_mma_layout.hpp) it gives e2m1 × s × 2^(scale_exp - 126): at most 6 significant bits, a
 // normal BF16 number for the scale_exp the host chose (the split layout's; FP4.md §1), exact.
 // Activations are BF16 numbers (W4A16) or e2m1 × block scale (W4A4), exact in BF16 too, so the
 // MMA multiplies exact values and accumulates in fp32 (the tensor core's order: not the scalar
@@ -39,27 +40,31 @@ inline uint fp4_mma_pair(uint word, int i) {
   }
 }
 
-// A block scale as a BF16 pair (the same scale in both halves), times 2^scale_exp. NVFP4: the
-// E4M3 byte's bits 6..0 placed at fp32 bits 26..20 make s × 2^-120 (an E4M3 subnormal an fp32
-// subnormal, exact), times 2^(120 + scale_exp); MXFP4: 2^(byte - 127 + scale_exp).
-inline uint fp4_mma_scale(uint byte, int scale_exp) {
-#ifdef FP4_MMA_NVFP4
-  const float s = as_float(((byte << 20) & 0x07F00000u) | ((byte << 24) & 0x80000000u)) * 0x1p120f *
-                  as_float((uint)(scale_exp + 127) << 23);
+// Byte `byte` (0..3) of v in bits 0..7 and 16..23 of the result, zeros elsewhere (one `prmt`).
+inline uint fp4_mma_byte_pair(uint v, int byte) {
 #if FP4_MMA_PTX
-  uint d;  // the upper half of s in both halves (exact: s has at most 4 significant bits)
-  asm("prmt.b32 %0, %1, %2, 0x3232;" : "=r"(d) : "r"(as_uint(s)), "r"(0u));
+  uint d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0u), "r"((uint)byte * 0x101u + 0x4040u));
   return d;
 #else
-  const uint b = as_uint(s) >> 16;
-  return b | (b << 16);
-#endif
-#else
-  const uint b = ((byte & 0xFFu) + (uint)scale_exp) << 7;
-  return b | (b << 16);
+  return ((v >> (8 * byte)) & 0xFFu) * 0x10001u;
 #endif
 }
 
+// A block scale as a BF16 pair (the same scale in both halves), times 2^scale_exp, from the
+// layout's scale byte in bits 0..7 and 16..23 of x (fp4_mma_byte_pair): one multiply-add. NVFP4:
+// the layout's code (e + 9) << 3 | mmm of |s| = 1.mmm × 2^e (host/prepare/fp4_mma_layout.hpp,
+// mma_nvfp4_scale_code) times 16 puts e + 9 at the BF16 exponent and mmm at the top of its
+// mantissa, and the exponent bias adds scale_exp + 127 − 9; MXFP4: the E8M0 byte plus scale_exp
+// is the BF16 exponent. Neither carries into the upper half (the host keeps the exponents in
+// 1..254).
+inline uint fp4_mma_scale_pair(uint x, int scale_exp) {
+#ifdef FP4_MMA_NVFP4
+  return x * 16u + (uint)(scale_exp + 118) * 0x00800080u;
+#else
+  return x * 128u + (uint)scale_exp * 0x00800080u;
+#endif
+}
 
 #if FP4_MMA_PTX
 // a × s per BF16 half, exact (see above); the addend -0 keeps the product's sign of zero.
@@ -122,11 +127,11 @@ typedef uint mma_scales_t;   // 2 blocks of 32 of row g (bytes 0, 1) and of row 
 // and of row g + 8 (hi).
 inline void mma_lane_scales(mma_scales_t sb, int t, int scale_exp, uint* lo, uint* hi) {
 #ifdef FP4_MMA_NVFP4
-  *lo = fp4_mma_scale((sb.x >> (8 * t)) & 0xFFu, scale_exp);
-  *hi = fp4_mma_scale((sb.y >> (8 * t)) & 0xFFu, scale_exp);
+  *lo = fp4_mma_scale_pair(fp4_mma_byte_pair(sb.x, t), scale_exp);
+  *hi = fp4_mma_scale_pair(fp4_mma_byte_pair(sb.y, t), scale_exp);
 #else
-  *lo = fp4_mma_scale((sb >> (8 * (t / 2))) & 0xFFu, scale_exp);
-  *hi = fp4_mma_scale((sb >> (8 * (2 + t / 2))) & 0xFFu, scale_exp);
+  *lo = fp4_mma_scale_pair(fp4_mma_byte_pair(sb, t / 2), scale_exp);
+  *hi = fp4_mma_scale_pair(fp4_mma_byte_pair(sb, 2 + t / 2), scale_exp);
 #endif
 }
 

@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <bitset>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "fp4cl/error.hpp"
+#include "fp4cl/formats.hpp"
 #include "prepare/fp4_mma_layout.hpp"
 
 namespace fp4cl::test {
@@ -60,18 +64,24 @@ TEST(MmaLayout, TheCodesOfAWordFillItsBitsOnce) {
   EXPECT_EQ(all, 0xFFFFFFFFu);
 }
 
+// Every code and scale lands where the kernels read it: MXFP4 as the checkpoint has them, NVFP4
+// with the layout's scale codes and each block's scale sign or zero applied to its codes.
 TEST(MmaLayout, CarriesEveryCodeAndScale) {
   const std::int64_t R = 32, K = 128;
   for (std::int64_t block : {16, 32}) {
     std::vector<std::uint8_t> packed(static_cast<std::size_t>(R * K / 2)), scales(static_cast<std::size_t>(R * K / block));
     for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<std::uint8_t>(i * 37 + 11);
-    for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<std::uint8_t>(i * 13 + 5);
+    for (std::size_t i = 0; i < scales.size(); ++i) {
+      scales[i] = static_cast<std::uint8_t>(i * 13 + 5);
+      if (block == 16 && (scales[i] & 0x7F) == 0x7F) scales[i] = 0;  // no NaN: a zero scale instead
+    }
     const MmaLayout m = mma_layout(packed, scales, R, K, block);
     ASSERT_EQ(m.words.size(), static_cast<std::size_t>(R * K / 8));
     for (std::int64_t row = 0; row < R; ++row) {
       for (std::int64_t k = 0; k < K; ++k) {
-        const std::uint8_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
-        const unsigned code = k % 2 == 0 ? byte & 0xFu : byte >> 4;
+        std::uint8_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
+        if (block == 16) byte = mma_nvfp4_codes(byte, scales[static_cast<std::size_t>(row * (K / 16) + k / 16)]);
+        const unsigned code = k % 2 == 0 ? byte & 0xFu : byte >> 4u;
         const MmaPosition p = mma_position(row, k, K);
         ASSERT_EQ(mma_code(m.words[static_cast<std::size_t>(p.word)], p.nibble), code);
       }
@@ -81,9 +91,81 @@ TEST(MmaLayout, CarriesEveryCodeAndScale) {
         const std::int64_t c = b / per_chunk, j = b % per_chunk;
         const std::size_t at = static_cast<std::size_t>(((rt * (K / 64) + c) * 8 + g) * 2 * per_chunk +
                                                         upper * per_chunk + j);
-        ASSERT_EQ(m.scales[at], scales[static_cast<std::size_t>(row * (K / block) + b)]) << "block " << block;
+        const std::uint8_t sb = scales[static_cast<std::size_t>(row * (K / block) + b)];
+        ASSERT_EQ(m.scales[at], block == 16 ? mma_nvfp4_scale_code(sb) : sb) << "block " << block;
       }
     }
+  }
+}
+
+// The kernel's NVFP4 scale decode (common/fp4_mma.cl, fp4_mma_scale_pair: code × 16 + (scale_exp +
+// 118) << 7 in each BF16 half, scale_exp 119 for NVFP4) gives |s| × 2^119 for every E4M3 byte but
+// NaN, by the spec's decode (e4m3_to_float): subnormal, normal, 448 and negative scales alike.
+TEST(MmaLayout, Nvfp4ScaleCodesDecodeToEveryE4M3Magnitude) {
+  const int scale_exp = 119;
+  for (unsigned b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F || (b & 0x7F) == 0) continue;
+    const std::uint32_t code = mma_nvfp4_scale_code(static_cast<std::uint8_t>(b));
+    const std::uint32_t pair = (code | code << 16) * 16u + static_cast<std::uint32_t>(scale_exp + 118) * 0x00800080u;
+    ASSERT_EQ(pair >> 16, pair & 0xFFFFu) << "byte " << b;  // no carry into the upper half
+    float decoded = 0.0f;
+    const std::uint32_t bits = pair << 16;
+    std::memcpy(&decoded, &bits, 4);
+    ASSERT_EQ(decoded, std::ldexp(std::fabs(e4m3_to_float(static_cast<std::uint8_t>(b))), scale_exp)) << "byte " << b;
+  }
+  EXPECT_EQ(mma_nvfp4_scale_code(0x00), 0);
+  EXPECT_EQ(mma_nvfp4_scale_code(0x80), 0);
+  EXPECT_THROW(mma_nvfp4_scale_code(0x7F), Error);
+  EXPECT_THROW(mma_nvfp4_scale_code(0xFF), Error);
+}
+
+// Decoding the whole layout as the kernel does (codes through mma_code, scales through the
+// layout's bytes) gives back every element e2m1 × scale of the checkpoint, where NVFP4 scales are
+// negative, zero, subnormal or 448.
+TEST(MmaLayout, DecodesToTheCheckpointsValuesWithNegativeAndZeroScales) {
+  const std::int64_t R = 16, K = 256;
+  for (std::int64_t block : {16, 32}) {
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(R * K / 2)), scales(static_cast<std::size_t>(R * K / block));
+    for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<std::uint8_t>(i * 29 + 3);
+    const std::uint8_t nv[] = {0x00, 0x80, 0x01, 0x85, 0x7E, 0xFE, 0x38, 0xB8, 0x07, 0x40};
+    for (std::size_t i = 0; i < scales.size(); ++i)
+      scales[i] = block == 16 ? nv[i % 10] : static_cast<std::uint8_t>(120 + i % 9);
+    const MmaLayout m = mma_layout(packed, scales, R, K, block);
+    const std::int64_t per_chunk = 64 / block;
+    for (std::int64_t row = 0; row < R; ++row) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        const std::uint8_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
+        const std::uint8_t sb = scales[static_cast<std::size_t>(row * (K / block) + k / block)];
+        const float scale = block == 16 ? e4m3_to_float(sb) : e8m0_to_float(sb);
+        const float expect = e2m1_to_float(static_cast<std::uint8_t>(k % 2 == 0 ? byte & 0xF : byte >> 4)) * scale;
+        const MmaPosition p = mma_position(row, k, K);
+        const std::uint32_t code = mma_code(m.words[static_cast<std::size_t>(p.word)], p.nibble);
+        const std::int64_t b = k / block, c = b / per_chunk, j = b % per_chunk, g = row % 8, upper = row / 8;
+        const std::uint8_t layout_scale =
+            m.scales[static_cast<std::size_t>((c * 8 + g) * 2 * per_chunk + upper * per_chunk + j)];
+        float layout_value = 0.0f;
+        if (block == 16) {
+          const std::uint32_t bits = (layout_scale * 16u + (119u + 118u) * 0x80u) << 16;
+          std::memcpy(&layout_value, &bits, 4);
+          layout_value = std::ldexp(layout_value, -119);
+        } else {
+          layout_value = e8m0_to_float(layout_scale);
+        }
+        ASSERT_EQ(e2m1_to_float(static_cast<std::uint8_t>(code)) * layout_value, expect)
+            << "block " << block << " row " << row << " k " << k << " scale 0x" << std::hex << unsigned{sb};
+      }
+    }
+  }
+}
+
+TEST(MmaLayout, RefusesNaNScalesNamingRowAndBlock) {
+  std::vector<std::uint8_t> packed(16 * 64 / 2), scales(16 * 64 / 16, 0x38);
+  scales[5 * 4 + 2] = 0xFF;
+  try {
+    mma_layout(packed, scales, 16, 64, 16);
+    ADD_FAILURE() << "a NaN scale accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 5, block 2 is NaN (E4M3 byte 0xFF)"), std::string::npos) << e.what();
   }
 }
 
