@@ -12,8 +12,10 @@
 #   FP4CL_SASS_MATCH   keep programs whose key holds this text (default moe_mma.cl's FC1 and FC2:
 #                      "MMA_F"; "" keeps all)
 #   FP4CL_SASS_ARCH    ptxas -arch (default sm_90: H100, H200)
-# Outputs in OUT_DIR: sass.tgz (entries/eNNN.{key,ptx,ptxas.log,sass,ops}), programs.txt (one line
-# a program: options, registers, spills), bench.log. One archive, for hosts that return few files.
+# Outputs in OUT_DIR: sass.tgz (entries/eNNN.{key,ptx,ptxas.log,sass,ops,loops}: .loops each loop's
+# instructions by the pipe they issue to, bench/gpu/sass_loops.py), programs.txt (one line a
+# program: options, registers, spills, its loop with the most HMMA), bench.log. One archive, for
+# hosts that return few files.
 set -uo pipefail
 # shellcheck source=common.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/common.sh"
@@ -60,6 +62,10 @@ while read -r entry _file _size _bytes kernels options; do
         grep -oP '^\s+/\*[0-9a-f]+\*/\s+\K[^;]*' "$stem.sass" |
           awk '{op = $1; if (op ~ /^@/) op = $2; sub(/\..*/, "", op); n[op]++} END {for (o in n) print n[o], o}' |
           sort -rn >"$stem.ops"
+        # each loop's instructions by pipe; the line gets the loop with the most HMMA
+        python3 "$root/bench/gpu/sass_loops.py" "$stem.sass" >"$stem.loops" 2>&1
+        hot=$(python3 "$root/bench/gpu/sass_loops.py" "$stem.sass" --hottest 2>/dev/null)
+        [ -n "$hot" ] && line="$line | $hot"
       fi
       rm -f "$stem.cubin"
     else

@@ -397,6 +397,69 @@ class ProgramCacheEntries(unittest.TestCase):
             self.assertEqual(len(out.strip().split("\n")), len(entries) - 1, out)
 
 
+SASS_LOOPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu", "sass_loops.py")
+
+# A cuobjdump -sass listing in miniature: a forward branch, a loop of 8 instructions (0x40..0xb0, its
+# closing branch predicated) holding 2 HMMA, and a loop of 2 without HMMA after it.
+SASS = """
+        Function : moe_mma_fc1
+        /*0000*/                   MOV R1, c[0x0][0x28] ;               /* 0x00000a0000017a02 */
+                                                                          /* 0x000fe40000000f00 */
+        /*0010*/               @P0 BRA 0x100 ;                           /* 0x00000000000c0947 */
+        /*0020*/                   S2R R0, SR_TID.X ;                    /* 0x0000000000007919 */
+        /*0030*/                   NOP ;                                 /* 0x0000000000007918 */
+        /*0040*/                   LDG.E.128 R4, desc[UR4][R2.64] ;     /* 0x0000000402047981 */
+        /*0050*/                   LOP3.LUT R8, R4, 0x81c081c0, RZ, 0xc0, !PT ;
+        /*0060*/                   IMAD.SHL.U32 R9, R4, 0x8, RZ ;        /* 0x0000000804097824 */
+        /*0070*/                   SHF.R.U32.HI R10, RZ, 0x3, R4 ;       /* 0x00000003ff0a7819 */
+        /*0080*/                   HMUL2.BF16_V2 R8, R8, R12 ;           /* 0x0000000c08087232 */
+        /*0090*/                   HMMA.16816.F32.BF16 R16, R8, R14, R16 ;
+        /*00a0*/                   HMMA.16816.F32.BF16 R20, R8, R14, R20 ;
+        /*00b0*/              @!P1 BRA 0x40 ;                            /* 0xfffffff000009947 */
+        /*00c0*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*00d0*/                   BRA.U 0xc0 ;
+        /*0100*/                   EXIT ;
+"""
+
+
+class SassLoops(unittest.TestCase):
+    """bench/gpu/sass_loops.py on a miniature listing: each backward branch's loop with its
+    instruction and HMMA counts and its opcodes by pipe; --min, --hottest; a file without SASS is
+    named, exit status 1."""
+
+    def loops(self, text, *args):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "e000.sass")
+            with open(path, "w") as f:
+                f.write(text)
+            p = subprocess.run([sys.executable, SASS_LOOPS, path, *args], capture_output=True, text=True, timeout=60)
+            return p.returncode, p.stdout, p.stderr.replace(path, "FILE")
+
+    def test_loops_and_their_pipes(self):
+        code, out, err = self.loops(SASS)
+        self.assertEqual(code, 0, err)
+        lines = out.strip().split("\n")
+        self.assertEqual(len(lines), 2, out)
+        self.assertTrue(lines[0].startswith("loop 0x40-0xb0: 8 instructions, 2 HMMA, 4.0 a HMMA; "), lines[0])
+        self.assertIn("alu 2 (25 %: LOP3 1 SHF 1)", lines[0])
+        self.assertIn("fma (IMAD, FP32) 1 (12 %: IMAD 1)", lines[0])
+        self.assertIn("fp16x2 (both FMA pipes) 1 (12 %: HMUL2 1)", lines[0])
+        self.assertIn("tensor 2 (25 %: HMMA 2)", lines[0])
+        self.assertIn("memory 1 (12 %: LDG 1)", lines[0])
+        self.assertIn("other 1 (12 %: BRA 1)", lines[0])
+        self.assertTrue(lines[1].startswith("loop 0xc0-0xd0: 2 instructions, 0 HMMA; alu 1"), lines[1])
+        code, out, _ = self.loops(SASS, "--min", "1")
+        self.assertEqual(out.count("loop "), 1, out)
+        code, out, _ = self.loops(SASS, "--hottest")
+        self.assertEqual(out.strip(), "loop 0x40-0xb0: 8 instructions, 2 HMMA, 4.0 a HMMA, alu 25 %")
+
+    def test_a_file_without_sass_is_named(self):
+        code, out, err = self.loops("Fatbin ptx code:\n")
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "")
+        self.assertIn("FILE: no SASS instructions", err)
+
+
 if __name__ == "__main__":
     BENCH = sys.argv.pop(1)
     unittest.main(verbosity=2)
