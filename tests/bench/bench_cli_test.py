@@ -460,6 +460,72 @@ class SassLoops(unittest.TestCase):
         self.assertIn("FILE: no SASS instructions", err)
 
 
+AB_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu", "ab_table.py")
+
+
+class AbTable(unittest.TestCase):
+    """bench/gpu/ab_table.py on the CSV of tiny runs: rows gathered per tree and round (one header),
+    the table of each row's medians side by side with their ratio; a failed check and a file that
+    is not bench CSV are named, exit status 1."""
+
+    def tool(self, *args):
+        p = subprocess.run([sys.executable, AB_TABLE, *args], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_rows_side_by_side(self):
+        with tempfile.TemporaryDirectory() as d:
+            part, ab = os.path.join(d, "part.csv"), os.path.join(d, "ab.csv")
+            for r, tree in [(1, "new"), (1, "base"), (2, "base"), (2, "new")]:
+                _, out, _ = run(*TINY_MOE, "--tokens", "1,2", "--csv", check=0)
+                with open(part, "w") as f:
+                    f.write(out)
+                code, _, err = self.tool("append", part, ab, tree, str(r))
+                self.assertEqual(code, 0, err)
+            with open(ab) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(len(rows), 8)
+            self.assertEqual([(x["tree"], x["round"], x["tokens"]) for x in rows[:2]], [("new", "1", "1"), ("new", "1", "2")])
+            code, out, err = self.tool("table", ab)
+            self.assertEqual(code, 0, err)
+            lines = out.strip().split("\n")
+            self.assertEqual(lines[0], "| op | shape | scheme | T | kernel | new µs | base µs | new / base |")
+            self.assertEqual(len(lines), 4, out)  # header, rule, T = 1, T = 2
+            for line, t in zip(lines[2:], ("1", "2")):
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                self.assertEqual(cells[0], "moe")
+                self.assertEqual(cells[3], t)
+                new = [float(v) for v in cells[5].split(", ")]
+                base = [float(v) for v in cells[6].split(", ")]
+                self.assertEqual((len(new), len(base)), (2, 2), line)
+                ratio = (sum(new) / 2) / (sum(base) / 2)
+                self.assertAlmostEqual(float(cells[7]), ratio, delta=0.03 * ratio, msg=line)  # the cells are rounded to 0.1 µs
+            # a row whose check failed: the table still printed, the row named, exit status 1
+            with open(ab) as f:
+                text = f.read()
+            with open(ab, "w") as f:
+                f.write(text.replace(",ok: ", ",FAILED: ", 1))
+            code, out, err = self.tool("table", ab)
+            self.assertEqual(code, 1)
+            self.assertIn("| moe |", out)
+            self.assertIn("ab.csv:2: new round 1 moe", err)
+            self.assertIn("check 'FAILED: ", err)
+
+    def test_other_files_are_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "notes.csv")
+            with open(path, "w") as f:
+                f.write("a,b\n1,2\n")
+            code, _, err = self.tool("append", path, os.path.join(d, "ab.csv"), "new", "1")
+            self.assertEqual(code, 1)
+            self.assertIn("notes.csv: not fp4cl-bench --csv output", err)
+            code, _, err = self.tool("table", path)
+            self.assertEqual(code, 1)
+            self.assertIn("notes.csv: no rows of ab_table.py append", err)
+            code, _, err = self.tool("table")
+            self.assertEqual(code, 1)
+            self.assertIn("usage", err)
+
+
 if __name__ == "__main__":
     BENCH = sys.argv.pop(1)
     unittest.main(verbosity=2)
