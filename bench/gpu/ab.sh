@@ -48,11 +48,7 @@ for ((r = 1; r <= rounds; ++r)); do
       log "round $r $tree: $c"
       # shellcheck disable=SC2086  # the command is words
       $b $c --csv >"$out/part.csv" 2>"$out/part.log" || { log "failed: $(tail -3 "$out/part.log")"; continue; }
-      python3 "$root/bench/gpu/ab_table.py" append "$out/part.csv" "$out/ab.csv" "$tree" "$r" || exit 1
-      python3 -c 'import csv, sys
-for row in csv.DictReader(open(sys.argv[1])):
-    print(sys.argv[2], row["op"], row["shape"], row["scheme"], "T", row["tokens"], row["kernel"], row["us_median"], row["check"])' \
-        "$out/part.csv" "$tree $r" >&2
+      python3 "$root/bench/gpu/ab_table.py" append "$out/part.csv" "$out/ab.csv" "$tree" "$r" >&2 || exit 1
     done
   done
 done

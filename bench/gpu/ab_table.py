@@ -3,7 +3,8 @@
 and the table of each row's medians side by side.
 
     ab_table.py append PART.csv AB.csv TREE ROUND   appends PART's rows to AB with the columns
-                                                    tree and round first (AB's header once)
+                                                    tree and round first (AB's header once),
+                                                    and prints each row in one line
     ab_table.py table AB.csv                        a Markdown table: each (op, shape, scheme,
                                                     T) row's us_median per round for each tree,
                                                     and the ratio of the trees' middle medians
@@ -42,6 +43,10 @@ def append(part, ab, tree, round_):
             w.writerow(["tree", "round", *rows[0]])
         for row in rows[1:]:
             w.writerow([tree, round_, *row])
+    for row in rows[1:]:  # one line a row, as the run goes
+        r = dict(zip(rows[0], row))
+        print(tree, round_, *(r.get(k, "") for k in ("op", "shape", "scheme")), "T", r.get("tokens", ""),
+              *(r.get(k, "") for k in ("kernel", "us_median", "check")))
 
 
 def table(ab):

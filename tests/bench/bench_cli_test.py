@@ -479,8 +479,12 @@ class AbTable(unittest.TestCase):
                 _, out, _ = run(*TINY_MOE, "--tokens", "1,2", "--csv", check=0)
                 with open(part, "w") as f:
                     f.write(out)
-                code, _, err = self.tool("append", part, ab, tree, str(r))
+                code, printed, err = self.tool("append", part, ab, tree, str(r))
                 self.assertEqual(code, 0, err)
+                printed = printed.strip().split("\n")  # one line a row as it is appended
+                self.assertEqual(len(printed), 2, printed)
+                self.assertTrue(printed[0].startswith(f"{tree} {r} moe H=64 I=64 E=4 k=2 nvfp4-w4a16 T 1 "), printed[0])
+                self.assertIn(" ok: ", printed[0])
             with open(ab) as f:
                 rows = list(csv.DictReader(f))
             self.assertEqual(len(rows), 8)
