@@ -16,10 +16,15 @@
 // NVFP4 needs IEEE division: build with the options of linear_build_options.
 //
 //   linear_quantize_fp4_bf16
-//                         W4A4 for gemv_words' BF16 dot products: the same values as
-//                         linear_quantize_fp4 (e2m1 × block scale: 6 significant bits at most,
+//                         W4A4 for gemv_words' BF16 dot products and the MMA kernel: the same values
+//                         as linear_quantize_fp4 (e2m1 × block scale: 6 significant bits at most,
 //                         exact in BF16), written as BF16 rows [M, K] in element order, the
-//                         layout of a W4A16 layer's input.
+//                         layout of a W4A16 layer's input; with moe_quant.cl's block function, the
+//                         one linear_mma.cl's in-kernel quantization (MMA_X_QUANT) calls. Its own
+//                         geometry: one FP4 block a work-item, global (K / block, M). (A step of 64
+//                         elements a work-item left a 4096-element token to one work-group of 64
+//                         work-items: 21 µs of GPU time for 8 tokens on an H200, 3 times the
+//                         matmul's.)
 //   linear_block_scale_bf16, linear_block_scale_fp4
 //                         For gemv_denorm (linear_gemv_denorm.cl), W4A16 (the BF16 values) and W4A4
 //                         (linear_quantize_fp4's values, e2m1 × scale): per token KPAD floats in
@@ -57,9 +62,14 @@
 //
 // Build options: FP4CL_FORMAT_MXFP4 (1 MXFP4, 0 NVFP4), and FP4CL_DIV_VIA_FP64 or
 // -cl-fp32-correctly-rounded-divide-sqrt for NVFP4 W4A4.
-// Launch: global (KPAD / 64, M), any local size. One work-item writes one 64-element step.
+// Launch: global (KPAD / 64, M), any local size. One work-item writes one 64-element step
+// (linear_quantize_fp4_bf16: one block).
 #include "common/fp4_dot.cl"
 #include "common/int_grid.cl"
+#if !FP4CL_FORMAT_MXFP4
+#define MOE_NVFP4  // moe_quant.cl's NVFP4 recipe
+#endif
+#include "moe_quant.cl"
 
 #if FP4CL_FORMAT_MXFP4
 #define FP4CL_ACT_BLOCK 32
@@ -183,20 +193,11 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
 
 __kernel void linear_quantize_fp4_bf16(const __global ushort* restrict x, __global ushort* restrict out,
                                        uint m_tokens, uint k, uint kpad, float gs) {
-  const uint s = get_global_id(0), m = get_global_id(1);
-  if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
-  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
-  __global ushort* dst = out + (size_t)m * k + s * FP4CL_STEP;
-  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
-    const uint first = b * FP4CL_ACT_BLOCK;
-    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) break;  // blocks past K (K is a multiple of the block)
-    float v[FP4CL_ACT_BLOCK];
-    const float2 block_scale = act_block_scale(act_load_block(src + first, v), gs);
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) {
-      const float q = e2m1_decode(fp4_encode_scaled(v[i], block_scale.x)) * block_scale.y;
-      dst[first + i] = isnan(q) ? (ushort)0x7FC0 : (ushort)(as_uint(q) >> 16);  // exact: q is a BF16 number
-    }
-  }
+  (void)kpad;
+  const uint b = get_global_id(0), m = get_global_id(1);
+  if (b >= k / MOE_QUANT_BLOCK || m >= m_tokens) return;
+  const size_t at = (size_t)m * k + b * MOE_QUANT_BLOCK;  // even: the BF16 pairs are 4-byte aligned
+  moe_quantize_bf16_pairs(x + at, gs, (__global uint*)(out + at));
 }
 
 // 2·e2m1 of an E2M1 code: an integer in -12..12 (code 8 is -0).

@@ -35,22 +35,20 @@
     MOE_QUANT_SCALE(amax, gs, mult, s);                                                            \
     for (int i = 0; i < MOE_QUANT_BLOCK; ++i) out[i] = e2m1_decode(fp4_encode_scaled(v[i], mult)) * s; \
   }
-#ifdef MOE_NVFP4
-// One NVFP4 block (16 values) as a float16: the values of moe_quantize_block, lane by lane (its
-// scalar loops stay scalar on PoCL: at qwen3-30b-a3b W4A4 the gather took 22-40 µs of a one-token
-// call, 160-250 µs at T = 8). The block amax skips NaN (a NaN lane counts as 0, as a NaN never
-// compares greater in fp4cl_amax_step); e2m1_encode's thresholds as masks, each written
-// ~(a <= t) or ~(a < t) so that a NaN product takes the largest magnitude, 6, as there; the sign is
-// the element's (fp4_encode_scaled); decoded value times the block scale, as e2m1_decode × s.
-// moe_quantize16_e2m1: the block's E2M1 values (signed) and its decoded scale *scale, whose
-// product moe_quantize16 returns.
-inline float16 moe_quantize16_e2m1(float16 v, float gs, float* scale) {
+// Sixteen lanes of a block (float16), the values of moe_quantize_block lane by lane (its scalar
+// loops stay scalar on PoCL: at qwen3-30b-a3b W4A4 the gather took 22-40 µs of a one-token call,
+// 160-250 µs at T = 8). moe_amax16: the lanes' largest magnitude, NaN lanes counting as 0 (a NaN
+// never compares greater in fp4cl_amax_step). moe_e2m1_signed16: e2m1_encode's value of v × mult
+// with v's sign (fp4_encode_scaled, decoded), its thresholds as masks, each written ~(a <= t) or
+// ~(a < t) so that a NaN product takes the largest magnitude, 6, as there.
+inline float moe_amax16(float16 v) {
   const float16 an = select(fabs(v), (float16)(0.0f), isnan(v));
   const float8 m8 = select(an.lo, an.hi, an.hi > an.lo);
   const float4 m4 = select(m8.lo, m8.hi, m8.hi > m8.lo);
   const float2 m2 = select(m4.lo, m4.hi, m4.hi > m4.lo);
-  const float amax = m2.y > m2.x ? m2.y : m2.x;
-  MOE_QUANT_SCALE(amax, gs, mult, s);
+  return m2.y > m2.x ? m2.y : m2.x;
+}
+inline float16 moe_e2m1_signed16(float16 v, float mult) {
   const float16 a = fabs(v * mult);
   float16 mag = (float16)(0.0f);
   mag = select(mag, (float16)(0.5f), ~(a <= 0.25f));
@@ -60,8 +58,17 @@ inline float16 moe_quantize16_e2m1(float16 v, float gs, float* scale) {
   mag = select(mag, (float16)(3.0f), ~(a <= 2.5f));
   mag = select(mag, (float16)(4.0f), ~(a < 3.5f));
   mag = select(mag, (float16)(6.0f), ~(a <= 5.0f));
-  *scale = s;
   return as_float16(as_uint16(mag) | (as_uint16(v) & 0x80000000u));
+}
+// BF16 values (16 in element order) as a float16.
+inline float16 moe_bf16x16(__global const ushort* src, int i) { return as_float16(convert_uint16(vload16(i, src)) << 16); }
+#ifdef MOE_NVFP4
+// One NVFP4 block (16 values) as a float16: moe_quantize16_e2m1 gives the block's E2M1 values
+// (signed) and its decoded scale *scale, whose product moe_quantize16 returns.
+inline float16 moe_quantize16_e2m1(float16 v, float gs, float* scale) {
+  MOE_QUANT_SCALE(moe_amax16(v), gs, mult, s);
+  *scale = s;
+  return moe_e2m1_signed16(v, mult);
 }
 inline float16 moe_quantize16(float16 v, float gs) {
   float s;
@@ -101,21 +108,22 @@ MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs, __global)
 MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs_local, __local)
 
 // One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) into BF16
-// pairs dst [MOE_QUANT_BLOCK / 2] (NVFP4: as one float16, moe_quantize16).
+// pairs dst [MOE_QUANT_BLOCK / 2], as float16 lanes: NVFP4 one (moe_quantize16), MXFP4 two under
+// the block's one scale.
+inline uint8 moe_bf16_pairs16(float16 q) { return (as_uint16(q).even >> 16) | (as_uint16(q).odd & 0xFFFF0000u); }
 #ifdef MOE_NVFP4
-#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                                       \
-  inline void name(__global const ushort* src, float gs, space uint* dst) {                       \
-    const uint16 q = as_uint16(moe_quantize16(as_float16(convert_uint16(vload16(0, src)) << 16), gs)); \
-    vstore8((q.even >> 16) | (q.odd & 0xFFFF0000u), 0, dst);                                     \
+#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                       \
+  inline void name(__global const ushort* src, float gs, space uint* dst) {       \
+    vstore8(moe_bf16_pairs16(moe_quantize16(moe_bf16x16(src, 0), gs)), 0, dst);    \
   }
 #else
-#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                        \
-  inline void name(__global const ushort* src, float gs, space uint* dst) {        \
-    float v[MOE_QUANT_BLOCK];                                                      \
-    for (int i = 0; i < MOE_QUANT_BLOCK; ++i) v[i] = bf16_to_float(src[i]);        \
-    float q[MOE_QUANT_BLOCK];                                                      \
-    moe_quantize_block_private(v, gs, q);                                          \
-    for (int i = 0; i < MOE_QUANT_BLOCK / 2; ++i) dst[i] = moe_bf16_pair(q[2 * i], q[2 * i + 1]); \
+#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                       \
+  inline void name(__global const ushort* src, float gs, space uint* dst) {       \
+    const float16 v0 = moe_bf16x16(src, 0), v1 = moe_bf16x16(src, 1);              \
+    const float a0 = moe_amax16(v0), a1 = moe_amax16(v1);                          \
+    MOE_QUANT_SCALE(a1 > a0 ? a1 : a0, gs, mult, s);                               \
+    vstore8(moe_bf16_pairs16(moe_e2m1_signed16(v0, mult) * s), 0, dst);            \
+    vstore8(moe_bf16_pairs16(moe_e2m1_signed16(v1, mult) * s), 1, dst);            \
   }
 #endif
 MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs, __global)

@@ -15,6 +15,7 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
   kpad_ = kpad;
   max_tokens_ = max_tokens;
   form_ = form;
+  block_ = scheme.block_size();
   BuildOptions options = linear_format_options(scheme.weight);
   if (form == ActivationForm::int_codes) {
     if (scheme.w4a16()) fail("integer activation codes need FP4 activations (W4A4), not {}", scheme.name());
@@ -48,8 +49,9 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
   }
-  // GPUs want full groups along the steps of a row; PoCL runs small groups best.
-  local_ = ctx.info().kind == DeviceKind::gpu ? 64 : 1;
+  // GPUs want full groups along the steps of a row; PoCL runs small groups best (bf16_rows: a
+  // work-item a block, so a group of the blocks of a step, as the other forms' one work-item).
+  local_ = ctx.info().kind == DeviceKind::gpu ? 64 : form == ActivationForm::bf16_rows ? kFp4RowStep / block_ : 1;
 }
 
 std::size_t LinearActivationPass::workspace_bytes() const {
@@ -83,8 +85,10 @@ cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x,
   check_cl(kernel_.setArg(2, static_cast<cl_uint>(m)), "setting the token count");
   check_cl(kernel_.setArg(3, static_cast<cl_uint>(k_)), "setting k");
   check_cl(kernel_.setArg(4, static_cast<cl_uint>(kpad_)), "setting the padded k");
-  const std::size_t steps = static_cast<std::size_t>(kpad_ / kFp4RowStep);
-  const std::size_t global0 = (steps + local_ - 1) / local_ * local_;
+  // Work-items along a row: 64-element steps, or (bf16_rows) FP4 blocks.
+  const std::size_t items = static_cast<std::size_t>(form_ == ActivationForm::bf16_rows ? k_ / block_
+                                                                                         : kpad_ / kFp4RowStep);
+  const std::size_t global0 = (items + local_ - 1) / local_ * local_;
   cl::Event event;
   check_cl(opencl::enqueue_kernel(ctx.queue(), kernel_, cl::NDRange(global0, static_cast<std::size_t>(m)),
                                   cl::NDRange(local_, 1), wait, &event),
