@@ -107,25 +107,27 @@ inline uint moe_bf16_pair(float lo, float hi) { return (as_uint(lo) >> 16) | (as
 MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs, __global)
 MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs_local, __local)
 
-// One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) into BF16
-// pairs dst [MOE_QUANT_BLOCK / 2], as float16 lanes: NVFP4 one (moe_quantize16), MXFP4 two under
-// the block's one scale.
-inline uint8 moe_bf16_pairs16(float16 q) { return (as_uint16(q).even >> 16) | (as_uint16(q).odd & 0xFFFF0000u); }
+// One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) as
+// float16 lanes q[0 .. MOE_QUANT_BLOCK / 16 - 1]: NVFP4 one (moe_quantize16), MXFP4 two under the
+// block's one scale. moe_quantize_bf16_pairs writes them as BF16 pairs dst [MOE_QUANT_BLOCK / 2].
+inline void moe_quantize_bf16_block(__global const ushort* src, float gs, float16* q) {
 #ifdef MOE_NVFP4
-#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                       \
-  inline void name(__global const ushort* src, float gs, space uint* dst) {       \
-    vstore8(moe_bf16_pairs16(moe_quantize16(moe_bf16x16(src, 0), gs)), 0, dst);    \
-  }
+  q[0] = moe_quantize16(moe_bf16x16(src, 0), gs);
 #else
-#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                       \
-  inline void name(__global const ushort* src, float gs, space uint* dst) {       \
-    const float16 v0 = moe_bf16x16(src, 0), v1 = moe_bf16x16(src, 1);              \
-    const float a0 = moe_amax16(v0), a1 = moe_amax16(v1);                          \
-    MOE_QUANT_SCALE(a1 > a0 ? a1 : a0, gs, mult, s);                               \
-    vstore8(moe_bf16_pairs16(moe_e2m1_signed16(v0, mult) * s), 0, dst);            \
-    vstore8(moe_bf16_pairs16(moe_e2m1_signed16(v1, mult) * s), 1, dst);            \
-  }
+  const float16 v0 = moe_bf16x16(src, 0), v1 = moe_bf16x16(src, 1);
+  const float a0 = moe_amax16(v0), a1 = moe_amax16(v1);
+  MOE_QUANT_SCALE(a1 > a0 ? a1 : a0, gs, mult, s);
+  q[0] = moe_e2m1_signed16(v0, mult) * s;
+  q[1] = moe_e2m1_signed16(v1, mult) * s;
 #endif
+}
+inline uint8 moe_bf16_pairs16(float16 q) { return (as_uint16(q).even >> 16) | (as_uint16(q).odd & 0xFFFF0000u); }
+#define MOE_QUANTIZE_BF16_PAIRS(name, space)                                          \
+  inline void name(__global const ushort* src, float gs, space uint* dst) {          \
+    float16 q[MOE_QUANT_BLOCK / 16];                                                  \
+    moe_quantize_bf16_block(src, gs, q);                                              \
+    for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) vstore8(moe_bf16_pairs16(q[i]), i, dst); \
+  }
 MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs, __global)
 MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs_local, __local)
 

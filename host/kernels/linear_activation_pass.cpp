@@ -15,7 +15,6 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
   kpad_ = kpad;
   max_tokens_ = max_tokens;
   form_ = form;
-  block_ = scheme.block_size();
   BuildOptions options = linear_format_options(scheme.weight);
   if (form == ActivationForm::int_codes) {
     if (scheme.w4a16()) fail("integer activation codes need FP4 activations (W4A4), not {}", scheme.name());
@@ -49,9 +48,14 @@ void LinearActivationPass::prepare(const Context& ctx, const QuantScheme& scheme
     kernel_ = ctx.programs().kernel("linear_activations.cl", "linear_quantize_fp4", options);
     check_cl(kernel_.setArg(5, input_gs_q), "setting the activation global scale");
   }
-  // GPUs want full groups along the steps of a row; PoCL runs small groups best (bf16_rows: a
-  // work-item a block, so a group of the blocks of a step, as the other forms' one work-item).
-  local_ = ctx.info().kind == DeviceKind::gpu ? 64 : form == ActivationForm::bf16_rows ? kFp4RowStep / block_ : 1;
+  // A work-item a 64-element step, or (W4A4's BF16 rows and split rows) a block: a GPU then
+  // spreads a token over several work-groups (one step a work-item left a 4096-element token to
+  // one group of 64: on an H200 21-26 µs for 8 tokens). GPUs want full groups; PoCL runs small
+  // groups best (a step's work-items a group).
+  item_elements_ = !scheme.w4a16() && (form == ActivationForm::bf16_rows || form == ActivationForm::split_float)
+                       ? scheme.block_size()
+                       : kFp4RowStep;
+  local_ = ctx.info().kind == DeviceKind::gpu ? 64 : static_cast<std::size_t>(kFp4RowStep / item_elements_);
 }
 
 std::size_t LinearActivationPass::workspace_bytes() const {
@@ -85,9 +89,8 @@ cl::Event LinearActivationPass::enqueue(const Context& ctx, const cl::Buffer& x,
   check_cl(kernel_.setArg(2, static_cast<cl_uint>(m)), "setting the token count");
   check_cl(kernel_.setArg(3, static_cast<cl_uint>(k_)), "setting k");
   check_cl(kernel_.setArg(4, static_cast<cl_uint>(kpad_)), "setting the padded k");
-  // Work-items along a row: 64-element steps, or (bf16_rows) FP4 blocks.
-  const std::size_t items = static_cast<std::size_t>(form_ == ActivationForm::bf16_rows ? k_ / block_
-                                                                                         : kpad_ / kFp4RowStep);
+  // Work-items along a row (BF16 rows: k elements; the other forms: kpad).
+  const std::size_t items = static_cast<std::size_t>((form_ == ActivationForm::bf16_rows ? k_ : kpad_) / item_elements_);
   const std::size_t global0 = (items + local_ - 1) / local_ * local_;
   cl::Event event;
   check_cl(opencl::enqueue_kernel(ctx.queue(), kernel_, cl::NDRange(global0, static_cast<std::size_t>(m)),

@@ -49,7 +49,7 @@ class LinearActivationPass {
   ActivationForm form_ = ActivationForm::split_float;
   std::int64_t k_ = 0, kpad_ = 0, max_tokens_ = 0;
   std::size_t local_ = 1;
-  std::int64_t block_ = 16;  // the FP4 block (bf16_rows: a work-item's elements)
+  std::int64_t item_elements_ = 64;  // elements a work-item: a step, or an FP4 block
 };
 
 }  // namespace fp4cl
