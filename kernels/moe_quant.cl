@@ -1,10 +1,14 @@
 // The MoE layer's activation quantization (W4A4): one FP4 block with the shared recipe
 // (common/quant_recipe.cl, FP4.md §3 NVFP4 and §4 MXFP4), written as e2m1 × block scale — exact
 // in fp32; the global scale's inverse is part of the next GEMM's row factor. Used for the FC1
-// input (moe_gather) and the FC2 input (moe_fc1).
+// input (moe_gather, moe_gather_pairs, the MMA FC1's in-kernel quantization) and the FC2 input
+// (moe_fc1, moe_mma.cl's FC1), and by the linear layers' W4A4 activations (linear_activations.cl's
+// split and BF16 rows, linear_mma.cl's in-kernel quantization): one block function, so each
+// route gives the same bits.
 //
-// Build-time parameters: MOE_NVFP4 (else MXFP4). Kernels that include this file need exact
-// fp32 division (host/kernels/moe_build_options.hpp).
+// Build-time parameters: MOE_NVFP4 (else MXFP4; the linear kernels define it from
+// FP4CL_FORMAT_MXFP4). Kernels that include this file need exact fp32 division
+// (host/kernels/moe_build_options.hpp, host/cl/exact_division.hpp).
 #ifndef FP4CL_MOE_QUANT_CL
 #define FP4CL_MOE_QUANT_CL
 
