@@ -119,7 +119,7 @@ inline void moe_gather_block(__global const ushort* src, __global const float* f
                              __global float* dst) {
 #if MOE_W4A4 && defined(MOE_NVFP4)
   // The block as one float16 (moe_quantize16: the values of moe_quantize_block).
-  vstore16(moe_quantize16(as_float16(convert_uint16(vload16(0, src)) << 16), fc1_input_scale[e]), 0, dst);
+  vstore16(moe_quantize16(moe_bf16x16(src, 0), fc1_input_scale[e]), 0, dst);
 #elif MOE_W4A4
   (void)fc1_input_scale, (void)e;
   float v[MOE_QUANT_BLOCK];
@@ -169,8 +169,7 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   // The integer dot products' form beside x1 (moe_quant.cl, moe_int_store_codes16).
   if (pack) {
     float s;
-    const float16 q = moe_quantize16_e2m1(as_float16(convert_uint16(vload16(0, src)) << 16),
-                                          fc1_input_scale[pair_expert[pair]], &s);
+    const float16 q = moe_quantize16_e2m1(moe_bf16x16(src, 0), fc1_input_scale[pair_expert[pair]], &s);
     vstore16(q * s, 0, dst);
     moe_int_store_codes16(q, s, x1q + (long)slot * (hidden / 2), hidden, b);
     return;
