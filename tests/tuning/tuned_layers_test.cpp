@@ -3,6 +3,7 @@
 // build options (the program cache's debug line shows them); explicit options win; a missing
 // shape, a corrupt file, an invalid value or an entry a kernel refuses fall back to the built-in
 // defaults, with a log line saying so.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fp4cl/context.hpp"
@@ -500,17 +502,9 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
   EXPECT_EQ(with_decode.for_tokens(5, 2).id, MoeStrategy::mma);
 }
 
-// The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
-// layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
-// buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
-// whose own file holds no MoE entries) takes them too.
-TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
-  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
-  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
-  test::TempDir config;  // no user database
-  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
-  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
-  tuning::reload_tuning_store();
+// An H200 as NVIDIA's OpenCL describes it (the device the shipped tuning/nvidia-h200.json was
+// tuned on), for selections without the GPU.
+DeviceInfo described_h200() {
   DeviceInfo gpu;
   gpu.platform_name = "NVIDIA CUDA";
   gpu.vendor = "NVIDIA Corporation";
@@ -522,6 +516,21 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   gpu.local_mem_bytes = 48 * 1024;
   gpu.max_work_group_size = 1024;
   gpu.global_mem_bytes = gpu.max_alloc_bytes = std::uint64_t{1} << 36;
+  return gpu;
+}
+
+// The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
+// layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
+// buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
+// whose own file holds no MoE entries) takes them too.
+TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  test::TempDir config;  // no user database
+  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
+  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
+  tuning::reload_tuning_store();
+  DeviceInfo gpu = described_h200();
   const QuantScheme w4a4{WeightFormat::nvfp4, Activations::fp4_dynamic};
   const MoeProblem mixtral_w4a4{w4a4, 4096, 14336, 8, 2};
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
@@ -566,7 +575,8 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
       const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
       for (const tuning::DeviceTuning& d : shipped.devices)
         for (const tuning::Entry& entry : d.entries)
-          if (entry.tokens == tokens && entry.scheme == "nvfp4-w4a4" && entry.shape.at("experts") == 8)
+          if (entry.op == "moe" && entry.tokens == tokens && entry.scheme == "nvfp4-w4a4" &&
+              entry.shape.at("experts") == 8)
             user.put(d.device, entry);
     }
     EXPECT_EQ(user.devices.size(), 1u);
@@ -603,6 +613,62 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
   ASSERT_EQ(other.usable.size(), 1u);
   EXPECT_EQ(other.usable[0].tiles.tile_m, 32);
+}
+
+// The shipped H200 database's linear entries (NVFP4 W4A4 at 4096 × 4096, 2048 × 768 and 1536 ×
+// 2048, buckets 1, 2, 4, 8, 64, 512; W4A16 at 1536 × 2048, buckets 64 and 512, its decode the
+// built-in plan's) serve the H200, while the keys it holds
+// none of (W4A16 4096 × 4096, the 28672 × 4096 ones) still come from the H100's file as a similar
+// device's, and an H100 keeps its own entries for every key.
+TEST_F(TunedLayers, ShippedH200LinearEntriesServeTheH200) {
+  test::TempDir config;  // no user database
+  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
+  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
+  tuning::reload_tuning_store();
+  DeviceInfo gpu = described_h200();
+  const auto key = [](const char* scheme, std::int64_t n, std::int64_t k) {
+    return tuning::LookupKey{"linear", scheme, {{"n", n}, {"k", k}}};
+  };
+  const auto buckets = [](const tuning::Match& m) {
+    std::vector<std::int64_t> out;
+    for (const tuning::Entry* e : m.entries) out.push_back(e->tokens);
+    return out;
+  };
+  const std::vector<std::int64_t> all{1, 2, 4, 8, 64, 512};
+  for (const auto& [scheme, n, k] : std::vector<std::tuple<const char*, std::int64_t, std::int64_t>>{
+           {"nvfp4-w4a4", 4096, 4096}, {"nvfp4-w4a4", 2048, 768}, {"nvfp4-w4a4", 1536, 2048},
+           {"nvfp4-w4a16", 1536, 2048}}) {
+    SCOPED_TRACE(fmt::format("{} {}x{}", scheme, n, k));
+    const tuning::Match m = tuning::tuning_store()->lookup(gpu, key(scheme, n, k));
+    ASSERT_NE(m.device, nullptr);
+    EXPECT_FALSE(m.similar);
+    EXPECT_EQ(m.device->device.name, "NVIDIA H200");
+    const std::vector<std::int64_t> prefill{64, 512};
+    EXPECT_EQ(buckets(m), std::string(scheme) == "nvfp4-w4a4" ? all : prefill);
+    for (const tuning::Entry* e : m.entries) {
+      EXPECT_EQ(e->kernel, "mma");
+      EXPECT_EQ(e->origin, "tuning/nvidia-h200.json (shipped)");
+    }
+  }
+  // 4096 × 4096 W4A4 prefill: bucket 512 takes 4 row tiles and token tiles of 64 (84 µs on the
+  // H200 against the built-in plan's 173).
+  const tuning::Match prefill = tuning::tuning_store()->lookup(gpu, key("nvfp4-w4a4", 4096, 4096));
+  ASSERT_EQ(prefill.entries.size(), all.size());
+  EXPECT_EQ(prefill.entries.back()->params.at("MMA_MT"), 4);
+  EXPECT_EQ(prefill.entries.back()->params.at("MMA_NT"), 8);
+  for (const auto& [scheme, n, k] : std::vector<std::tuple<const char*, std::int64_t, std::int64_t>>{
+           {"nvfp4-w4a16", 4096, 4096}, {"nvfp4-w4a16", 28672, 4096}, {"nvfp4-w4a4", 28672, 4096}}) {
+    SCOPED_TRACE(fmt::format("{} {}x{}", scheme, n, k));
+    const tuning::Match m = tuning::tuning_store()->lookup(gpu, key(scheme, n, k));
+    ASSERT_FALSE(m.entries.empty());
+    EXPECT_TRUE(m.similar);
+    EXPECT_EQ(m.entries.front()->origin, "tuning/nvidia-h100.json (shipped)");
+  }
+  gpu.name = "NVIDIA H100 80GB HBM3";
+  const tuning::Match h100 = tuning::tuning_store()->lookup(gpu, key("nvfp4-w4a4", 4096, 4096));
+  EXPECT_FALSE(h100.similar);
+  EXPECT_EQ(buckets(h100), (std::vector<std::int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(h100.entries.front()->origin, "tuning/nvidia-h100.json (shipped)");
 }
 
 // The program-cache debug lines of moe_mma.cl naming `part`.
