@@ -65,6 +65,7 @@
 // Launch: global (KPAD / 64, M), any local size. One work-item writes one 64-element step;
 // linear_quantize_fp4 one FP4 block (global (KPAD / block, M)), linear_quantize_fp4_bf16 one block
 // (global (K / block, M)).
+#include "common/bf16.cl"
 #include "common/fp4_dot.cl"
 #include "common/int_grid.cl"
 #if !FP4CL_FORMAT_MXFP4
@@ -120,7 +121,7 @@ __kernel void linear_split_bf16(const __global ushort* restrict x, __global floa
   // K is a multiple of 16: a step holds 0..4 valid groups of 16 elements.
   for (uint c = 0; c < FP4CL_STEP / 16; ++c) {
     float16 g = (float16)(0.0f);
-    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) g = moe_bf16x16(src, c);
+    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) g = bf16x16(src, c);
     vstore16(g, c, v);
   }
   act_store_step(v, out, m, s, kpad);
@@ -164,7 +165,7 @@ __kernel void linear_block_scale_bf16(const __global ushort* restrict x, __globa
   // K is a multiple of 16: a step holds 0..4 valid chunks of 16 elements (zeros, factor 1, past K).
   for (uint c = 0; c < FP4CL_STEP / 16; ++c) {
     float16 v = (float16)(0.0f);
-    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) v = moe_bf16x16(src, c);
+    if (s * FP4CL_STEP + (c + 1u) * 16u <= k) v = bf16x16(src, c);
     act_store_chunk_scaled(v, dst + 16u * c, factor + c);
   }
 }

@@ -47,6 +47,7 @@
 #ifdef MOE_E2M1_NO_DENORM
 #define FP4_SPLIT_E2M1_NO_DENORM
 #endif
+#include "common/bf16.cl"
 #include "common/fp4_dot.cl"
 #include "common/fp4_split.cl"
 #if LINEAR_W4A4
@@ -104,7 +105,7 @@ inline void split_stage(__local float* xl, const __global split_x_t* x, int x_st
     for (int i = lid; i < len / 4; i += SPLIT_LOCAL) {
       const int e = c0 + 4 * i;
       float4 v = (float4)(0.0f);
-      if (live && e < k) v = as_float4(convert_uint4(vload4(0, src + e)) << 16);  // BF16 → fp32, exact
+      if (live && e < k) v = bf16x4(src + e);
       vstore4(v, i, dst);
     }
 #endif

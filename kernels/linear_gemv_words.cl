@@ -60,6 +60,7 @@
 //                       compiler cannot build them (FP4CL_LINEAR_BF16_DOT=1)
 // Launch: global (roundup(ceil(N / 16), local0), ceil(M / tokens)), any local size; `xl` holds
 // tokens × K floats (WORDS_BF16_X) or one.
+#include "common/bf16.cl"
 #include "common/bf16_dot.cl"
 #include "common/fp4_dot.cl"
 
@@ -212,7 +213,7 @@ inline void gemv_words(const __global uint* restrict codes, const __global uchar
   for (uint i = get_local_id(0); i < tokens * (k / 16u); i += get_local_size(0)) {
     const uint t = i / (k / 16u), c = i % (k / 16u);
     const __global ushort* row = xb + (size_t)min(m0 + t, m_tokens - 1u) * k;
-    vstore16(as_float16(convert_uint16(vload16(c, row)) << 16), 0, xl + t * k + 16u * c);
+    vstore16(bf16x16(row, c), 0, xl + t * k + 16u * c);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 #else

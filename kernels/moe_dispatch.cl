@@ -11,6 +11,7 @@
 //   tiles [3·max_tiles] (expert, first slot, pair count <= tile_m) per tile, experts ascending
 //   chunk_info [2]     number of tiles, number of slots (pairs with a local expert)
 //   status [4]         [2] += tiles, [3] += slots (statistics of the whole call)
+#include "common/bf16.cl"
 #include "common/bf16_dot.cl"
 #include "common/formats.cl"
 #include "moe_expert_map.cl"
@@ -119,7 +120,7 @@ inline void moe_gather_block(__global const ushort* src, __global const float* f
                              __global float* dst) {
 #if MOE_W4A4 && defined(MOE_NVFP4)
   // The block as one float16 (moe_quantize16: the values of moe_quantize_block).
-  vstore16(moe_quantize16(moe_bf16x16(src, 0), fc1_input_scale[e]), 0, dst);
+  vstore16(moe_quantize16(bf16x16(src, 0), fc1_input_scale[e]), 0, dst);
 #elif MOE_W4A4
   (void)fc1_input_scale, (void)e;
   float v[MOE_QUANT_BLOCK];
@@ -169,7 +170,7 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
   // The integer dot products' form beside x1 (moe_quant.cl, moe_int_store_codes16).
   if (pack) {
     float s;
-    const float16 q = moe_quantize16_e2m1(moe_bf16x16(src, 0), fc1_input_scale[pair_expert[pair]], &s);
+    const float16 q = moe_quantize16_e2m1(bf16x16(src, 0), fc1_input_scale[pair_expert[pair]], &s);
     vstore16(q * s, 0, dst);
     moe_int_store_codes16(q, s, x1q + (long)slot * (hidden / 2), hidden, b);
     return;

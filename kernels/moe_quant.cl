@@ -12,6 +12,7 @@
 #ifndef FP4CL_MOE_QUANT_CL
 #define FP4CL_MOE_QUANT_CL
 
+#include "common/bf16.cl"
 #include "common/quant_recipe.cl"
 
 #ifdef MOE_NVFP4
@@ -64,8 +65,6 @@ inline float16 moe_e2m1_signed16(float16 v, float mult) {
   mag = select(mag, (float16)(6.0f), ~(a <= 5.0f));
   return as_float16(as_uint16(mag) | (as_uint16(v) & 0x80000000u));
 }
-// BF16 values (16 in element order) as a float16.
-inline float16 moe_bf16x16(__global const ushort* src, int i) { return as_float16(convert_uint16(vload16(i, src)) << 16); }
 #ifdef MOE_NVFP4
 // One NVFP4 block (16 values) as a float16: moe_quantize16_e2m1 gives the block's E2M1 values
 // (signed) and its decoded scale *scale, whose product moe_quantize16 returns.
@@ -116,9 +115,9 @@ MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs_local, __local)
 // block's one scale. moe_quantize_bf16_pairs writes them as BF16 pairs dst [MOE_QUANT_BLOCK / 2].
 inline void moe_quantize_bf16_block(__global const ushort* src, float gs, float16* q) {
 #ifdef MOE_NVFP4
-  q[0] = moe_quantize16(moe_bf16x16(src, 0), gs);
+  q[0] = moe_quantize16(bf16x16(src, 0), gs);
 #else
-  const float16 v0 = moe_bf16x16(src, 0), v1 = moe_bf16x16(src, 1);
+  const float16 v0 = bf16x16(src, 0), v1 = bf16x16(src, 1);
   const float a0 = moe_amax16(v0), a1 = moe_amax16(v1);
   MOE_QUANT_SCALE(a1 > a0 ? a1 : a0, gs, mult, s);
   q[0] = moe_e2m1_signed16(v0, mult) * s;
