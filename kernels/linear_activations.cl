@@ -127,19 +127,18 @@ __kernel void linear_split_bf16(const __global ushort* restrict x, __global floa
   act_store_step(v, out, m, s, kpad);
 }
 
-// Step s of a token's row (src: its first element) quantized block by block with the recipe
-// (act_block_scale), as e2m1 × block scale into v[0 .. FP4CL_STEP - 1], zeros past K
-// (linear_quantize_fp4 and linear_block_scale_fp4).
+// Step s of a token's row (src: its first element) quantized block by block with moe_quant.cl's
+// block function (the recipe every W4A4 route uses), as e2m1 × block scale into
+// v[0 .. FP4CL_STEP - 1], zeros past K (linear_block_scale_fp4).
 inline void act_quantize_step(const __global ushort* src, uint s, uint k, float gs, float* v) {
-  for (uint b = 0; b < FP4CL_STEP / FP4CL_ACT_BLOCK; ++b) {
-    const uint first = b * FP4CL_ACT_BLOCK;
-    if (s * FP4CL_STEP + first + FP4CL_ACT_BLOCK > k) {  // a block past K (K is a multiple of the block)
-      for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i) v[first + i] = 0.0f;
-      continue;
+  for (uint b = 0; b < FP4CL_STEP / MOE_QUANT_BLOCK; ++b) {
+    float16 q[MOE_QUANT_BLOCK / 16];
+    if (s * FP4CL_STEP + (b + 1u) * MOE_QUANT_BLOCK <= k) {
+      moe_quantize_bf16_block(src + b * MOE_QUANT_BLOCK, gs, q);
+    } else {  // a block past K (K is a multiple of the block)
+      for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) q[i] = (float16)(0.0f);
     }
-    const float2 block_scale = act_block_scale(act_load_block(src + first, v + first), gs);
-    for (uint i = 0; i < FP4CL_ACT_BLOCK; ++i)
-      v[first + i] = e2m1_decode(fp4_encode_scaled(v[first + i], block_scale.x)) * block_scale.y;
+    for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) vstore16(q[i], b * (MOE_QUANT_BLOCK / 16) + i, v);
   }
 }
 
