@@ -1,6 +1,7 @@
 #include "cl/binary_cache.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "support/hash.hpp"
 
@@ -162,6 +164,33 @@ std::string write_cache_entry(const fs::path& path, std::string_view key, std::s
     return fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), why);
   }
   return {};
+}
+
+CacheEntryBuildLock::CacheEntryBuildLock(const fs::path& entry, std::chrono::milliseconds max_wait)
+    : path_(entry.string() + ".lock") {
+  std::error_code ec;
+  fs::create_directories(path_.parent_path(), ec);
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return;
+  // Polled rather than blocking, so that a holder stuck in its compiler costs at most max_wait.
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      fd_ = fd;
+      return;
+    }
+    if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() >= deadline) break;
+    waited_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::close(fd);
+}
+
+CacheEntryBuildLock::~CacheEntryBuildLock() {
+  if (fd_ < 0) return;
+  std::error_code ec;
+  fs::remove(path_, ec);  // before the unlock: a waiter then holds the removed file's lock
+  ::close(fd_);           // releases the lock
 }
 
 }  // namespace fp4cl::detail

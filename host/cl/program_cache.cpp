@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "cl/opencl_calls.hpp"
@@ -99,8 +100,9 @@ std::string ProgramCache::disk_dir_from_env() {
 
 // A program from a cached binary, or a null program when there is none or it is unusable.
 cl::Program ProgramCache::load_cached(const std::string& entry, const std::string& key, const std::string& options,
-                                      const std::string& what) {
+                                      const std::string& what, bool* missing) {
   detail::CacheEntryRead read = detail::read_cache_entry(entry, key);
+  if (missing) *missing = read.status == detail::CacheEntryRead::missing;
   if (read.status == detail::CacheEntryRead::missing) return {};
   if (read.status != detail::CacheEntryRead::found) {
     {
@@ -159,8 +161,21 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
   const std::string key = detail::program_cache_key(source, options, info_);
   const std::string entry = disk_dir_.empty() ? std::string() : detail::cache_entry_path(disk_dir_, key).string();
 
+  // A missing entry takes the entry's build lock: another process (or another cache of this one)
+  // building the same program holds it, and its entry is there once the lock is granted. (A
+  // corrupt, stale or refused entry is rebuilt under the lock without a second look.)
+  std::optional<detail::CacheEntryBuildLock> building;
   if (!entry.empty()) {
-    if (cl::Program cached = load_cached(entry, key, options, kernel_file); cached()) return cached;
+    bool missing = false;
+    if (cl::Program cached = load_cached(entry, key, options, kernel_file, &missing); cached()) return cached;
+    building.emplace(entry);
+    if (building->waited()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.disk_waits;
+    }
+    if (missing) {
+      if (cl::Program cached = load_cached(entry, key, options, kernel_file); cached()) return cached;
+    }
   }
 
   const auto started = std::chrono::steady_clock::now();

@@ -4,7 +4,8 @@
 // platform version. FP4CL_CACHE_DIR chooses the directory (default: $XDG_CACHE_HOME/fp4cl or
 // ~/.cache/fp4cl); FP4CL_CACHE_DIR=off disables the disk cache. A corrupt or stale entry is
 // rebuilt (with a warning), never fatal; entries are written to a temporary file and renamed
-// into place, so concurrent processes may share a directory.
+// into place, so concurrent processes may share a directory, and a process that misses an entry
+// another is building waits for that build (a lock file beside the entry) instead of repeating it.
 #pragma once
 
 #include <cstdint>
@@ -67,10 +68,12 @@ struct ProgramCacheStats {
   std::uint64_t source_builds = 0; // compiled from source
   std::uint64_t disk_rejected = 0; // cache entries found corrupt or stale, or refused by the driver (then rebuilt)
   std::uint64_t disk_write_failures = 0;
+  std::uint64_t disk_waits = 0;    // misses that waited for another process's (or cache's) build of the entry
 };
 
 // Thread-safe. Concurrent requests for the same program build it once; different programs
-// build in parallel.
+// build in parallel. With a disk cache, so do processes (and caches) sharing its directory: a miss
+// takes the entry's build lock (a flock on a file beside it) and the others wait for the binary.
 class ProgramCache {
  public:
   // `disk_dir` empty = no disk cache. `sources` = where kernel files come from.
@@ -106,8 +109,9 @@ class ProgramCache {
 
  private:
   cl::Program build(const std::string& kernel_file, const std::string& options);
+  // *missing: there was no entry (not a corrupt, stale or refused one).
   cl::Program load_cached(const std::string& entry, const std::string& key, const std::string& options,
-                          const std::string& what);
+                          const std::string& what, bool* missing = nullptr);
   void store_cached(const std::string& entry, const std::string& key, const cl::Program& program);
 
   cl::Context context_;

@@ -1,8 +1,13 @@
 // On-disk program binary entries: round trip, every kind of damage detected, stale entries told
-// apart, atomic replacement under concurrent readers, and the key covering every input.
+// apart, atomic replacement under concurrent readers, the key covering every input, and the
+// build lock beside an entry.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -49,6 +54,47 @@ TEST(BinaryCache, WriteThenReadRoundTripsAndLeavesNoTemporaryFile) {
   EXPECT_EQ(read.status, CacheEntryRead::found) << read.problem;
   EXPECT_EQ(read.binary, kBinary);
   EXPECT_EQ(files_in(entry.parent_path()), std::vector<std::string>{entry.filename().string()});
+}
+
+// The build lock: granted at once when free, then its file removed; held elsewhere (another
+// process's descriptor), a second lock waits and gives up after its max_wait (the caller then
+// builds anyway); an unwritable place gives no lock, not an error.
+TEST(BinaryCache, TheBuildLockWaitsForItsHolderAndGivesUp) {
+  test::TempDir dir;
+  const fs::path entry = dir.path() / "sub" / "e.clbin";
+  {
+    const detail::CacheEntryBuildLock lock(entry);
+    EXPECT_TRUE(lock.held());
+    EXPECT_FALSE(lock.waited());
+    EXPECT_TRUE(fs::exists(entry.string() + ".lock"));
+    // A second lock on the same entry (its own descriptor, as another process's) is not granted
+    // while the first is held.
+    const auto started = std::chrono::steady_clock::now();
+    const detail::CacheEntryBuildLock second(entry, std::chrono::milliseconds(100));
+    EXPECT_FALSE(second.held());
+    EXPECT_TRUE(second.waited());
+    EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(files_in(dir.path() / "sub").empty());  // the holder removed its lock file
+  // A holder that releases while another waits: the waiter gets the lock.
+  const int fd = ::open((entry.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  std::thread release([fd] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::close(fd);
+  });
+  {
+    const detail::CacheEntryBuildLock waiter(entry);
+    EXPECT_TRUE(waiter.held());
+    EXPECT_TRUE(waiter.waited());
+  }
+  release.join();
+  // No directory to create it in: no lock, no error.
+  const fs::path blocked = dir.path() / "file";
+  std::ofstream(blocked) << "x";
+  const detail::CacheEntryBuildLock none(blocked / "e.clbin", std::chrono::milliseconds(10));
+  EXPECT_FALSE(none.held());
 }
 
 TEST(BinaryCache, EntryFileNameIsAHashOfTheKey) {

@@ -1,6 +1,6 @@
-// The program cache: in memory per cache, on disk across caches (and processes); corrupt, stale
-// and driver-refused entries are rebuilt with a warning; an unwritable directory or "off" only
-// loses the disk cache.
+// The program cache: in memory per cache, on disk across caches (and processes), built once when
+// several miss the same entry at once; corrupt, stale and driver-refused entries are rebuilt with
+// a warning; an unwritable directory or "off" only loses the disk cache.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -323,6 +323,36 @@ TEST(ProgramCache, BuildFlagsFromTheEnvironmentReachEveryBuild) {
   refused("-cl-fast-relaxed-math", "-cl-fast-relaxed-math relaxes the floating-point arithmetic");
   refused("-cl-mad-enable", "-cl-mad-enable relaxes");
   refused("verbose", "'verbose' is not a compiler flag");
+}
+
+// Caches sharing a directory (as processes do) that miss the same entry at once build it once:
+// the other takes the entry's build lock after the builder and loads its binary. No lock file is
+// left behind.
+TEST(ProgramCache, CachesSharingADirectoryBuildAnEntryOnce) {
+  test::TempDir dir;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    fs::remove_all(dir.path() / "c");
+    const std::string where = (dir.path() / "c").string();
+    constexpr int kCaches = 4;
+    std::vector<std::unique_ptr<ProgramCache>> caches;
+    for (int c = 0; c < kCaches; ++c) caches.push_back(make_cache(where));
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kCaches; ++c)
+      threads.emplace_back([&, c] { caches[static_cast<std::size_t>(c)]->program("scale.cl", offset(1 + round % 2)); });
+    for (auto& t : threads) t.join();
+    std::uint64_t builds = 0, hits = 0;
+    for (const auto& cache : caches) {
+      const ProgramCacheStats s = cache->stats();
+      builds += s.source_builds;
+      hits += s.disk_hits;
+      EXPECT_EQ(s.disk_rejected, 0u);
+    }
+    EXPECT_EQ(builds, 1u);
+    EXPECT_EQ(hits, static_cast<std::uint64_t>(kCaches - 1));
+    EXPECT_EQ(only_entry(where).extension(), ".clbin");
+    for (const auto& cache : caches) EXPECT_EQ(run_scale(*cache, 1 + round % 2), expected_scale(1 + round % 2));
+  }
 }
 
 TEST(ProgramCache, ConcurrentRequestsBuildOnce) {
