@@ -68,12 +68,10 @@ TEST(BinaryCache, TheBuildLockWaitsForItsHolderAndGivesUp) {
     EXPECT_FALSE(lock.waited());
     EXPECT_TRUE(fs::exists(entry.string() + ".lock"));
     // A second lock on the same entry (its own descriptor, as another process's) is not granted
-    // while the first is held.
-    const auto started = std::chrono::steady_clock::now();
+    // while the first is held: it waits, then gives up.
     const detail::CacheEntryBuildLock second(entry, std::chrono::milliseconds(100));
     EXPECT_FALSE(second.held());
     EXPECT_TRUE(second.waited());
-    EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(files_in(dir.path() / "sub").empty());  // the holder removed its lock file
   // A holder that releases while another waits: the waiter gets the lock.
