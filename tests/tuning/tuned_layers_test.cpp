@@ -617,9 +617,9 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
 
 // The shipped H200 database's linear entries (NVFP4 W4A4 at 4096 × 4096, 2048 × 768 and 1536 ×
 // 2048, buckets 1, 2, 4, 8, 64, 512; W4A16 at 1536 × 2048, buckets 64 and 512, its decode the
-// built-in plan's) serve the H200, while the keys it holds
-// none of (W4A16 4096 × 4096, the 28672 × 4096 ones) still come from the H100's file as a similar
-// device's, and an H100 keeps its own entries for every key.
+// built-in plan's) serve the H200, while the keys it holds none of (W4A16 4096 × 4096, the
+// 28672 × 4096 ones) still come from the H100's file as a similar device's, and an H100 keeps its
+// own entries for every key.
 TEST_F(TunedLayers, ShippedH200LinearEntriesServeTheH200) {
   test::TempDir config;  // no user database
   const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
