@@ -127,17 +127,23 @@ __kernel void linear_split_bf16(const __global ushort* restrict x, __global floa
   act_store_step(v, out, m, s, kpad);
 }
 
-// Step s of a token's row (src: its first element) quantized block by block with moe_quant.cl's
-// block function (the recipe every W4A4 route uses), as e2m1 × block scale into
-// v[0 .. FP4CL_STEP - 1], zeros past K (linear_block_scale_fp4).
-inline void act_quantize_step(const __global ushort* src, uint s, uint k, float gs, float* v) {
+// Block b of a token's row (row: its first element) quantized with moe_quant.cl's block function
+// (the recipe every W4A4 route uses), as e2m1 × block scale into q; zeros for a block past K (K is
+// a multiple of the block). linear_quantize_fp4 and act_quantize_step.
+inline void act_quantize_block(const __global ushort* row, uint b, uint k, float gs, float16* q) {
+  if ((b + 1u) * MOE_QUANT_BLOCK <= k) {
+    moe_quantize_bf16_block(row + b * MOE_QUANT_BLOCK, gs, q);
+  } else {
+    for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) q[i] = (float16)(0.0f);
+  }
+}
+
+// Step s of a token's row (row: its first element) quantized block by block (act_quantize_block)
+// into v[0 .. FP4CL_STEP - 1], zeros past K (linear_block_scale_fp4).
+inline void act_quantize_step(const __global ushort* row, uint s, uint k, float gs, float* v) {
   for (uint b = 0; b < FP4CL_STEP / MOE_QUANT_BLOCK; ++b) {
     float16 q[MOE_QUANT_BLOCK / 16];
-    if (s * FP4CL_STEP + (b + 1u) * MOE_QUANT_BLOCK <= k) {
-      moe_quantize_bf16_block(src + b * MOE_QUANT_BLOCK, gs, q);
-    } else {  // a block past K (K is a multiple of the block)
-      for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) q[i] = (float16)(0.0f);
-    }
+    act_quantize_block(row, s * (FP4CL_STEP / MOE_QUANT_BLOCK) + b, k, gs, q);
     for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) vstore16(q[i], b * (MOE_QUANT_BLOCK / 16) + i, v);
   }
 }
@@ -174,11 +180,10 @@ __kernel void linear_block_scale_fp4(const __global ushort* restrict x, __global
                                      uint m_tokens, uint k, uint kpad, float gs, uint max_tokens) {
   const uint s = get_global_id(0), m = get_global_id(1);
   if (s >= kpad / FP4CL_STEP || m >= m_tokens) return;
-  const __global ushort* src = x + (size_t)m * k + s * FP4CL_STEP;
   __global float* dst = out + (size_t)m * kpad + s * FP4CL_STEP;
   __global float* factor = out + (size_t)max_tokens * kpad + (size_t)m * (kpad / 16u) + s * (FP4CL_STEP / 16);
   float v[FP4CL_STEP];
-  act_quantize_step(src, s, k, gs, v);
+  act_quantize_step(x + (size_t)m * k, s, k, gs, v);
   for (uint c = 0; c < FP4CL_STEP / 16; ++c) act_store_chunk_scaled(vload16(c, v), dst + 16u * c, factor + c);
 }
 
@@ -192,11 +197,7 @@ __kernel void linear_quantize_fp4(const __global ushort* restrict x, __global fl
   __global float* even = out + (size_t)m * kpad + b * (MOE_QUANT_BLOCK / 2);
   __global float* odd = even + kpad / 2u;
   float16 q[MOE_QUANT_BLOCK / 16];
-  if ((b + 1u) * MOE_QUANT_BLOCK <= k) {
-    moe_quantize_bf16_block(x + (size_t)m * k + b * MOE_QUANT_BLOCK, gs, q);
-  } else {  // past K (K is a multiple of the block)
-    for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) q[i] = (float16)(0.0f);
-  }
+  act_quantize_block(x + (size_t)m * k, b, k, gs, q);
   for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) {
     vstore8(q[i].even, i, even);
     vstore8(q[i].odd, i, odd);
