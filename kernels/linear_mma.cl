@@ -32,8 +32,7 @@
 // Build options:
 //   FP4CL_FORMAT_MXFP4   1 MXFP4, 0 NVFP4
 //   FP4_MMA_PTX          1: inline PTX mma.sync (NVIDIA, compute capability >= 8.0); 0: the
-//                        portable emulation (every work-item of a work-group makes the same MMA
-//                        calls: it does, as every warp runs the same number of chunks)
+//                        portable emulation (common/fp4_mma.cl)
 //   MMA_NT               MMAs of 8 tokens per k16 step (a token tile of 8·MMA_NT tokens)
 //   MMA_RT               warps along the rows per work-group
 //   MMA_MT               row tiles of 16 rows per warp (default 1)
@@ -63,8 +62,8 @@
 #ifndef MMA_MT
 #define MMA_MT 1
 #endif
-// Loops containing MMAs unrolled on tensor cores, kept as loops where the MMA is emulated (each
-// emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
+// Loops containing MMAs unrolled on tensor cores, kept as loops where the MMA is emulated (less
+// code for PoCL to compile).
 // On tensor cores the chunk's MMAs are also forced inline (a call would put the accumulators and
 // the loaded words in memory: clang's PTX keeps them in registers only so).
 #if FP4_MMA_PTX
@@ -95,8 +94,42 @@ inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
 // The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes
 // wv[q], scales sv[q] of row tile q (the lane's are one block's); xr[nt]: the row of the lane's
 // token of MMA nt; its pairs from p0 = 32 · (the K slice's first chunk) + 8t.
+#if FP4_MMA_PTX
+typedef char linear_mma_emulation_t;  // nothing: the lanes' fragments meet in the tensor core
+#else
+// What the emulated MMAs read besides the lane's own fragments: the codes (the lane's word of its
+// first row tile; its quad's are beside it, row tile q is q · chunks chunks further) and the rows
+// of the tokens of the lane's two C columns (2t + h of each MMA of 8 tokens).
+typedef struct {
+  __global const uint4* wp;
+  long chunks;
+  x_row_t xc[2][MMA_NT];
+} linear_mma_emulation_t;
+#endif
+
 MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const x_row_t* xr,
-                                        int p0, int c, float acc[MMA_MT][MMA_NT][4], __local uint* sc, int lane) {
+                                        int p0, int c, float acc[MMA_MT][MMA_NT][4], int lane,
+                                        const linear_mma_emulation_t* em) {
+#if !FP4_MMA_PTX
+  // Emulated (common/fp4_mma.cl, fp4_mma_chunk_emulated): the fragments of the lane's quad and of
+  // its columns' lanes, each made as that lane makes its own.
+  (void)wv, (void)xr;
+  const int t = lane % 4;
+  uint aq[4 * 4 * MMA_MT * 4], bq[2 * 4 * MMA_NT * 8];
+  for (int tq = 0; tq < 4; ++tq) {
+    for (int q = 0; q < MMA_MT; ++q) {
+      uint lo, hi;
+      mma_lane_scales(sv[q], tq, scale_exp, &lo, &hi);
+      const uint4 wq = em->wp[((long)q * em->chunks + c) * 32 + tq - t];
+      for (int j = 0; j < 4; ++j) mma_fragment(mma_word(wq, j), lo, hi, aq + ((tq * 4 + j) * MMA_MT + q) * 4);
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int nt = 0; nt < MMA_NT; ++nt)
+        x_pairs8(em->xc[h][nt], p0 - 8 * t + 8 * tq + 32 * c, bq + ((h * 4 + tq) * MMA_NT + nt) * 8);
+  }
+  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_MT, MMA_NT, lane);
+#else
+  (void)em;
   uint b[MMA_NT][8];
 #pragma unroll
   for (int nt = 0; nt < MMA_NT; ++nt) x_pairs8(xr[nt], p0 + 32 * c, b[nt]);
@@ -111,8 +144,9 @@ MMA_UNROLLED
 MMA_UNROLLED
     for (int nt = 0; nt < MMA_NT; ++nt)
 MMA_UNROLLED
-      for (int q = 0; q < MMA_MT; ++q) FP4_MMA(acc[q][nt], a[q], b[nt][2 * j], b[nt][2 * j + 1], sc, lane);
+      for (int q = 0; q < MMA_MT; ++q) FP4_MMA(acc[q][nt], a[q], b[nt][2 * j], b[nt][2 * j + 1]);
   }
+#endif
 }
 
 //   w [N/16, K/64, 32] uint4, ws its block scales (MMA layout); x [M, K] BF16 (the caller's input
@@ -123,7 +157,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
     __global uchar* restrict y, __global const float* restrict bias, int n, int k, int m, int scale_exp,
     float epilogue, int has_bias, int out_bf16, float gs) {
   __local float part[MMA_KSPLIT * MMA_TILES * MMA_NT * 128];
-  __local uint scratch[MMA_WARPS * FP4_MMA_SCRATCH_WORDS];
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
   const int rt_local = warp % MMA_RT, ks = warp / MMA_RT, g = lane / 4, t = lane % 4;
   const int row0 = get_group_id(0) * MMA_ROWS, tok0 = get_group_id(1) * MMA_TOKENS;
@@ -160,7 +193,18 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[q][nt][r] = 0.0f;
   }
-  __local uint* sc = scratch + warp * FP4_MMA_SCRATCH_WORDS;
+  linear_mma_emulation_t em;
+#if !FP4_MMA_PTX
+  em.wp = wp;
+  em.chunks = chunks;
+  for (int h = 0; h < 2; ++h)
+    for (int nt = 0; nt < MMA_NT; ++nt)
+#if MMA_X_QUANT
+      em.xc[h][nt] = xq + min(tok0 + 8 * nt + 2 * t + h, m - 1) * (MMA_K / 2);
+#else
+      em.xc[h][nt] = x + (long)min(tok0 + 8 * nt + 2 * t + h, m - 1) * (k / 2);
+#endif
+#endif
   uint4 wv[MMA_UNROLL][MMA_MT];
   mma_scales_t sv[MMA_UNROLL][MMA_MT];
   int c = 0;
@@ -173,7 +217,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void linear_mma(
         sv[u][q] = sp[((long)q * chunks + c + u) * 8];
       }
 MMA_UNROLLED
-    for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, p0, c + u, acc, sc, lane);
+    for (int u = 0; u < MMA_UNROLL; ++u) linear_mma_chunk(wv[u], sv[u], scale_exp, xr, p0, c + u, acc, lane, &em);
   }
   for (; c < per_warp; ++c) {
 #pragma unroll
@@ -181,7 +225,7 @@ MMA_UNROLLED
       wv[0][q] = wp[((long)q * chunks + c) * 32];
       sv[0][q] = sp[((long)q * chunks + c) * 8];
     }
-    linear_mma_chunk(wv[0], sv[0], scale_exp, xr, p0, c, acc, sc, lane);
+    linear_mma_chunk(wv[0], sv[0], scale_exp, xr, p0, c, acc, lane, &em);
   }
 
   // The K slices' partial sums, added in slice order by one work-item per (row, token). A C

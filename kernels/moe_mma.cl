@@ -44,8 +44,7 @@
 // MMA_TOKEN_SUM (FC2 of routed chunks: slots are pairs, x2 rows by pair): work-group (t, b) is
 // token t's top-k pairs over block b of rows, MMA_WARPS warps a pair (an MMA's 8 columns all the
 // one token); their sums meet in local memory and the top-k sum is moe_reduce's, in pair order,
-// straight to the output: no y, no count, no fence. Where an emulated MMA's barriers need every
-// warp, a pair of another rank multiplies expert 0's rows and is left out of the sum.
+// straight to the output: no y, no count, no fence.
 //
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
@@ -113,7 +112,7 @@
 #define MMA_ROW_LOOP 1
 #endif
 // Loops over fragments, matrices and chunks unrolled on tensor cores; kept as loops where the MMA
-// is emulated (each emulated MMA has two barriers: unrolled, PoCL's compile time explodes).
+// is emulated (less code for PoCL to compile).
 #if FP4_MMA_PTX
 #define MMA_UNROLLED _Pragma("unroll")
 #else
@@ -316,9 +315,50 @@ inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t
 // The MMAs of one chunk (four MMAs of 16 k) of every A operand (MMA_AMATS: matrix and row tile)
 // with every MMA of 8 tokens: chunk c of the warp's K slice (cc: its index in the current stage).
 // The lane's scales are one block's.
+#if FP4_MMA_PTX
+typedef char mma_emulation_t;  // nothing: the lanes' fragments meet in the tensor core
+#else
+// What the emulated MMAs read besides the lane's own fragments: every A operand's codes (the
+// lane's word; its quad's are beside it) and the rows of the tokens of the lane's two C columns
+// (2t + h of each MMA of 8 tokens) in global memory or in the staged activations.
+typedef struct {
+  __global const uint4* wp[MMA_AMATS];
+  mma_row_t xc[2][MMA_NT];
+  const __local uint* xs;  // the staged activations of the warp's K slice, token 0
+} mma_emulation_t;
+#endif
+
 inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const mma_place_t* pl,
                       const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_AMATS][MMA_NT][4],
-                      __local uint* sc) {
+                      const mma_emulation_t* em) {
+#if !FP4_MMA_PTX
+  // Emulated (common/fp4_mma.cl, fp4_mma_chunk_emulated): the fragments of the lane's quad and of
+  // its columns' lanes, each made as that lane makes its own.
+  (void)wv, (void)xr, (void)xw;
+  uint aq[4 * 4 * MMA_AMATS * 4], bq[2 * 4 * MMA_NT * 8];
+  for (int tq = 0; tq < 4; ++tq) {
+    for (int m = 0; m < MMA_AMATS; ++m) {
+      uint lo, hi;
+      mma_lane_scales(sv[m], tq, scale_exp, &lo, &hi);
+      const uint4 wq = em->wp[m][c * 32 + tq - pl->t];
+      for (int j = 0; j < 4; ++j) mma_fragment(mma_word(wq, j), lo, hi, aq + ((tq * 4 + j) * MMA_AMATS + m) * 4);
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int n = 0; n < MMA_NT; ++n) {
+        uint* b = bq + ((h * 4 + tq) * MMA_NT + n) * 8;
+#if MMA_STAGE
+        const __local uint4* v =
+            (const __local uint4*)(em->xs + (n * 8 + 2 * pl->t + h) * MMA_XSTRIDE + cc * 32 + 8 * tq);
+        const uint4 u0 = v[0], u1 = v[1];
+        b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
+#else
+        mma_x_pairs8(em->xc[h][n], 32 * (pl->ks * pl->per_warp + c) + 8 * tq, b);
+#endif
+      }
+  }
+  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_AMATS, MMA_NT, pl->lane);
+#else
+  (void)em;
   uint b[MMA_NT][8];
 #if MMA_STAGE
   mma_b_local(xw, cc, b);
@@ -336,16 +376,17 @@ MMA_UNROLLED
 MMA_UNROLLED
     for (int nt = 0; nt < MMA_NT; ++nt)
 MMA_UNROLLED
-      for (int m = 0; m < MMA_AMATS; ++m) FP4_MMA(acc[m][nt], a[m], b[nt][2 * j], b[nt][2 * j + 1], sc, pl->lane);
+      for (int m = 0; m < MMA_AMATS; ++m) FP4_MMA(acc[m][nt], a[m], b[nt][2 * j], b[nt][2 * j + 1]);
   }
+#endif
 }
 
 // The warp's K slice of its row tile for every matrix (w[m], s[m]: the MMA layout's codes and
-// scales) and MMA of 8 tokens: acc[m][nt]. Called by the whole work-group (barriers when staged
-// or emulated).
+// scales) and MMA of 8 tokens: acc[m][nt]. Called by the whole work-group (barriers when
+// staged).
 inline void mma_k_loop(__global const uint4* const* w, __global const mma_scales_t* const* s, int scale_exp,
                        const mma_place_t* pl, mma_x_t* x, int k_len, mma_slots_t* slot_pair, int top_k,
-                       int token_offset, __local uint* xs, __local uint* sc, float acc[MMA_AMATS][MMA_NT][4]) {
+                       int token_offset, __local uint* xs, float acc[MMA_AMATS][MMA_NT][4]) {
   mma_row_t xr[MMA_NT];
 MMA_UNROLLED
   for (int nt = 0; nt < MMA_NT; ++nt) {
@@ -365,6 +406,15 @@ MMA_UNROLLED
     sp[m] = s[m % MMA_MATS] + first * 8 + pl->g;
   }
   const __local uint* xw = xs + (pl->ks * MMA_TOKENS + pl->g) * MMA_XSTRIDE + 8 * pl->t;
+  mma_emulation_t em;
+#if !FP4_MMA_PTX
+  for (int m = 0; m < MMA_AMATS; ++m) em.wp[m] = wp[m];
+  for (int h = 0; h < 2; ++h)
+    for (int nt = 0; nt < MMA_NT; ++nt)
+      em.xc[h][nt] = mma_row(x, k_len, pl->start + min(nt * 8 + 2 * pl->t + h, pl->count - 1), slot_pair, top_k,
+                             token_offset);
+  em.xs = xs + pl->ks * MMA_TOKENS * MMA_XSTRIDE;
+#endif
   uint4 wv[MMA_UNROLL][MMA_AMATS];
   mma_scales_t sv[MMA_UNROLL][MMA_AMATS];
 #if MMA_STAGE
@@ -379,7 +429,7 @@ MMA_UNROLLED
         wv[0][m] = wp[m][(s0 + cc) * 32];
         sv[0][m] = sp[m][(s0 + cc) * 8];
       }
-      mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, s0 + cc, cc, acc, sc);
+      mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, s0 + cc, cc, acc, &em);
     }
   }
 #else
@@ -394,7 +444,7 @@ MMA_UNROLLED
       }
     }
 MMA_UNROLLED
-    for (int u = 0; u < MMA_UNROLL; ++u) mma_chunk(wv[u], sv[u], scale_exp, pl, xr, xw, c + u, 0, acc, sc);
+    for (int u = 0; u < MMA_UNROLL; ++u) mma_chunk(wv[u], sv[u], scale_exp, pl, xr, xw, c + u, 0, acc, &em);
   }
   for (; c < pl->per_warp; ++c) {
 MMA_UNROLLED
@@ -402,7 +452,7 @@ MMA_UNROLLED
       wv[0][m] = wp[m][c * 32];
       sv[0][m] = sp[m][c * 8];
     }
-    mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, c, 0, acc, sc);
+    mma_chunk(wv[0], sv[0], scale_exp, pl, xr, xw, c, 0, acc, &em);
   }
 #endif
 }
@@ -455,7 +505,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs,
     __global const float* fc1_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
-  __local uint scratch[MMA_GROUP_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
   __local float a_local[MMA_TOKENS * MMA_ROWS];
@@ -563,8 +612,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
       barrier(CLK_LOCAL_MEM_FENCE);  // the previous block's partial sums and a_local are read
       mma_place_rows(&pl, get_group_id(0) * MMA_ROW_LOOP + block, inter);
     }
-    mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slots, top_k, token_offset, lds,
-               scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
+    mma_k_loop(w, s, scale_exp, &pl, xsrc, hidden, slots, top_k, token_offset, lds, acc);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
     mma_store_partials(part, &pl, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -629,7 +677,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     __global const float* pair_weight, int top_k, int num_tokens, int token_offset, __global void* out,
     __global int* done, __global const float* fc2_bias) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
-  __local uint scratch[MMA_GROUP_WARPS * FP4_MMA_SCRATCH_WORDS];
   __local float* part = (__local float*)lds;
   __local int last;
   const int lid = get_local_id(0);
@@ -645,9 +692,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     __global const uint4* w[1] = {w2};
     __global const mma_scales_t* s[1] = {w2_s};
     float acc[MMA_AMATS][MMA_NT][4];
-    if (e >= 0 || !FP4_MMA_PTX) {  // emulated: every warp meets the MMAs' barriers (another expert's rows)
-      mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS,
-                 acc);
+    if (e >= 0) {
+      mma_k_loop(w, s, scale_exp, &pl, x2, inter, slot_pair, 1, 0, lds, acc);
       mma_store_partials(part + k * MMA_PART_FLOATS, &pl, acc);  // unstaged: lds holds only these
     }
   }
@@ -691,7 +737,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc2
     __global const uint4* w[1] = {w2};
     __global const mma_scales_t* s[1] = {w2_s};
     float acc[MMA_AMATS][MMA_NT][4];
-    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slots, 1, 0, lds, scratch + pl.warp * FP4_MMA_SCRATCH_WORDS, acc);
+    mma_k_loop(w, s, scale_exp, &pl, x2, inter, slots, 1, 0, lds, acc);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the staged activations
     mma_store_partials(part, &pl, acc);
     barrier(CLK_LOCAL_MEM_FENCE);

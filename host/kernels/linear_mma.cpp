@@ -29,7 +29,7 @@
 #include "kernels/linear_activation_pass.hpp"
 #include "kernels/linear_build_options.hpp"
 #include "kernels/linear_rows_kernel.hpp"
-#include "kernels/moe_registry.hpp"  // mma_native, mma_scratch_words, mma_auto_split_k, largest_divisor_within
+#include "kernels/moe_registry.hpp"  // mma_native, mma_auto_split_k, largest_divisor_within
 #include "prepare/fp4_mma_layout.hpp"
 #include "support/check.hpp"
 
@@ -77,7 +77,7 @@ class LinearMmaKernel final : public LinearKernel {
   Verdict designed_for(LinearRegime regime, DeviceKind device) const override {
     (void)regime;  // tensor cores serve one token (8 columns, memory-bound) and many alike
     if (device != DeviceKind::gpu)
-      return Verdict::no("a tensor-core kernel: on a CPU its MMA is emulated with barriers (for the tests only)");
+      return Verdict::no("a tensor-core kernel: on a CPU its MMA is emulated (for the tests only)");
     return Verdict::yes();
   }
 
@@ -105,10 +105,8 @@ class LinearMmaKernel final : public LinearKernel {
     rt_ = largest_divisor_within(config.n / 16 / mt_, value(config, "MMA_RT"));
     unroll_ = value(config, "MMA_UNROLL");
     const bool native = mma_native(ctx.info());
-    // The partial sums and the emulation's scratch, for tiles of nt MMAs of 8 tokens.
-    const auto local_for = [&](long long nt) {
-      return static_cast<std::uint64_t>(ks_ * rt_ * mt_ * nt * 128 + rt_ * ks_ * mma_scratch_words(ctx.info())) * 4;
-    };
+    // The partial sums, for tiles of nt MMAs of 8 tokens.
+    const auto local_for = [&](long long nt) { return static_cast<std::uint64_t>(ks_ * rt_ * mt_ * nt * 128) * 4; };
     ks_ = value(config, "MMA_KSPLIT");
     if (ks_ == 0) {  // from the shape, then fewer warps while the work-group does not fit the device
       ks_ = mma_auto_split_k(config.k, config.n, 1);

@@ -85,9 +85,8 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
     // 248.8-249.3 -> 243.7-245.5; W4A4 slower with 8 (qwen3 T = 64 223-232 -> 225-241, mixtral T = 8
     // 268-273 -> 275-281) and MXFP4 W4A16 too (gpt-oss-20b T = 1 39.4 / 39.7 -> 42.5 / 43.3, T = 8
     // level at 135-136), so they keep 4. CPUs run the emulated MMA (forced only: tests): no loads
-    // ahead, which buy nothing there, and a second inlined K loop (the remainder) with the
-    // emulation's barriers nearly doubles PoCL's compile time of each unstaged program (as linear
-    // mma's MMA_UNROLL 1 on CPUs).
+    // ahead, which buy nothing there, and a second inlined K loop (the remainder) is more code for
+    // PoCL to compile in each unstaged program (as linear mma's MMA_UNROLL 1 on CPUs).
     t.unroll = device.kind == DeviceKind::cpu ? 1 : p.scheme.w4a16() && p.scheme.weight == WeightFormat::nvfp4 ? 8 : 4;
     return t;
   }
@@ -195,11 +194,10 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   const auto widest = static_cast<std::size_t>(std::max(g.fc1.local(), g.fc2.local()));
   if (widest > device.max_work_group_size)
     return fmt::format("a work-group of {} exceeds the device's maximum of {}", widest, device.max_work_group_size);
-  // Local arrays: staged activations or the slices' partial sums, the emulation's scratch, W4A4's a values.
-  const int scratch = mma_scratch_words(device);
+  // Local arrays: staged activations or the slices' partial sums, W4A4's a values.
   for (const auto& [gemm, mats, name] : {std::tuple<MmaGemm, int, const char*>{g.fc1, 2, "FC1"}, {g.fc2, 1, "FC2"}}) {
     const std::uint64_t a_values = mats == 2 && !p.scheme.w4a16() ? 8u * g.nt * gemm.rows() : 0u;
-    const std::uint64_t local_bytes = 4u * (gemm.shared_words(g.nt, mats) + gemm.ks * gemm.rt * scratch + a_values);
+    const std::uint64_t local_bytes = 4u * (gemm.shared_words(g.nt, mats) + a_values);
     if (local_bytes > device.local_mem_bytes)
       return fmt::format("{} needs {} bytes of local memory, the device has {}", name, local_bytes,
                          device.local_mem_bytes);
@@ -429,8 +427,6 @@ int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int ro
 }
 
 bool mma_native(const DeviceInfo& device) { return device.nv_compute_capability >= 80; }
-
-int mma_scratch_words(const DeviceInfo& device) { return mma_native(device) ? 1 : 32 * 6; }
 
 int split_shared_pairs(const SplitGeometry& g, const MoeProblem& p, std::uint64_t local_mem_bytes) {
   // moe_split_fc1's local arrays besides the tokens (part, a_local, the pair set and list).

@@ -250,9 +250,6 @@ bool mma_routed_token_fc2(std::int64_t pairs, std::int64_t local_experts, std::i
 // Whether the mma strategy runs on tensor cores on this device (inline PTX: NVIDIA, compute
 // capability 8.0 or more); elsewhere it is emulated.
 bool mma_native(const DeviceInfo& device);
-// The local words of one warp's MMA scratch there (FP4_MMA_SCRATCH_WORDS, kernels/common/fp4_mma.cl):
-// 1 on tensor cores, 32 · 6 where the MMA is emulated.
-int mma_scratch_words(const DeviceInfo& device);
 
 struct MoeSelection {
   struct Entry {

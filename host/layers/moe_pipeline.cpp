@@ -258,8 +258,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     const MmaGemm& t2 = routed_token_.fc2;
     const std::uint64_t token_threads = static_cast<std::uint64_t>(t2.local()) * problem.top_k;
     const std::uint64_t token_bytes =
-        4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k +
-             token_threads / 32 * mma_scratch_words(ctx.info()) + 16);  // partial sums, scratch, a flag
+        4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k + 16);  // partial sums, a flag
     const bool token_fits = routed_token_.nt == 1 && !t2.stage &&
                             token_threads <= ctx.info().max_work_group_size && token_bytes <= local;
     if (tiles_.routed_fc2 == 2 && !token_fits)  // batch invariance: the tiles' K split widens it

@@ -20,8 +20,8 @@
 //
 // Build-time parameters:
 //   FP4_MMA_PTX   1: inline PTX (NVIDIA, compute capability >= 8.0); 0: a portable emulation in
-//                 OpenCL C (any device; each MMA two barriers through local memory, so every
-//                 work-item of the work-group must make the same calls: tests on PoCL)
+//                 OpenCL C (any device: tests on PoCL), a chunk's four MMAs at a time, each lane
+//                 reading the fragments of the lanes it needs itself (fp4_mma_chunk_emulated)
 //   FP4_MMA_NVFP4 E4M3 block scales of 16 (else MXFP4: E8M0 of 32)
 #ifndef FP4CL_COMMON_FP4_MMA_CL
 #define FP4CL_COMMON_FP4_MMA_CL
@@ -73,13 +73,12 @@ inline uint fp4_mma_scaled(uint a, uint s) {
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(s), "r"(0x80008000u));
   return d;
 }
-// c += A · B for one warp (every lane calls it; `scratch` unused).
-#define FP4_MMA(c, a, b0, b1, scratch, lane)                                                                          \
+// c += A · B for one warp (every lane calls it).
+#define FP4_MMA(c, a, b0, b1)                                                                                         \
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "         \
                "{%0,%1,%2,%3};"                                                                                      \
                : "+f"((c)[0]), "+f"((c)[1]), "+f"((c)[2]), "+f"((c)[3])                                              \
                : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "r"(b0), "r"(b1))
-#define FP4_MMA_SCRATCH_WORDS 1
 #else
 inline float fp4_mma_bf16(uint bits) { return as_float(bits << 16); }
 inline uint fp4_mma_scaled(uint a, uint s) {
@@ -87,29 +86,34 @@ inline uint fp4_mma_scaled(uint a, uint s) {
   const uint hi = as_uint(fp4_mma_bf16(a >> 16) * fp4_mma_bf16(s >> 16)) >> 16;
   return lo | (hi << 16);
 }
-// The MMA emulated for the warp of `lane` (every work-item of the work-group calls it): the
-// lanes' fragments meet in the warp's 32 × 6 words of local scratch; each lane then computes its
-// four C elements as fp32 FMA chains over k = 0..15.
-inline void fp4_mma_emulated(float* c, const uint* a, uint b0, uint b1, __local uint* scratch, int lane) {
-  barrier(CLK_LOCAL_MEM_FENCE);  // the previous MMA's reads are done
-  for (int i = 0; i < 4; ++i) scratch[lane * 6 + i] = a[i];
-  scratch[lane * 6 + 4] = b0;
-  scratch[lane * 6 + 5] = b1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int g = lane / 4, t = lane % 4;
-  for (int r = 0; r < 4; ++r) {
-    const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
-    float acc = c[r];
-    for (int k = 0; k < 16; ++k) {
-      const uint aw = scratch[(4 * (row % 8) + (k % 8) / 2) * 6 + row / 8 + 2 * (k / 8)];
-      const uint bw = scratch[(4 * col + (k % 8) / 2) * 6 + 4 + k / 8];
-      acc = fma(fp4_mma_bf16((aw >> (16 * (k % 2))) & 0xFFFFu), fp4_mma_bf16((bw >> (16 * (k % 2))) & 0xFFFFu), acc);
-    }
-    c[r] = acc;
-  }
+// The four MMAs of a chunk (MMA j = 0..3: k 16j .. 16j + 15) emulated for lane 4g + t of a warp
+// (the fragments above). The lane is given the A fragments of its quad (lanes 4g .. 4g + 3: rows g
+// and g + 8) and the B fragments of the lanes of its two columns (2t + h: lanes 4(2t + h) ..
+// 4(2t + h) + 3), each made as that lane makes its own, and computes its four C elements of every
+// A operand m < amats and B operand n < nt as fp32 FMA chains over j = 0..3, then k = 0..15: the
+// MMAs' order, one after the other. No lane waits for another: no barrier (until 2026-12-02 the
+// lanes exchanged their fragments through local memory, two barriers an MMA, and PoCL, which
+// splits a kernel at every barrier inside a loop, spent over half of its compile time of the mma
+// kernels on them: a test's programs 19.0 s against 9.2 now).
+//   aq[((tq · 4 + j) · amats + m) · 4 + i]: A register i of MMA j, operand m, of lane 4g + tq
+//   bq[((h · 4 + tq) · nt + n) · 8 + 2j + i]: B register i of MMA j, operand n, of lane 4(2t + h) + tq
+//   c[(m · nt + n) · 4 + r] (register r: row g + 8 · (r / 2), column 2t + r % 2)
+inline void fp4_mma_chunk_emulated(float* c, const uint* aq, const uint* bq, int amats, int nt, int lane) {
+  for (int m = 0; m < amats; ++m)
+    for (int n = 0; n < nt; ++n)
+      for (int r = 0; r < 4; ++r) {
+        float acc = c[(m * nt + n) * 4 + r];
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < 16; ++k) {
+            const int tq = (k % 8) / 2;
+            const uint aw = aq[((tq * 4 + j) * amats + m) * 4 + r / 2 + 2 * (k / 8)];
+            const uint bw = bq[(((r % 2) * 4 + tq) * nt + n) * 8 + 2 * j + k / 8];
+            acc = fma(fp4_mma_bf16((aw >> (16 * (k % 2))) & 0xFFFFu), fp4_mma_bf16((bw >> (16 * (k % 2))) & 0xFFFFu),
+                      acc);
+          }
+        c[(m * nt + n) * 4 + r] = acc;
+      }
 }
-#define FP4_MMA(c, a, b0, b1, scratch, lane) fp4_mma_emulated(c, a, b0, b1, scratch, lane)
-#define FP4_MMA_SCRATCH_WORDS (32 * 6)
 #endif
 
 // Fragments of the MMA layout (host/prepare/fp4_mma_layout.hpp), shared by the MMA kernels

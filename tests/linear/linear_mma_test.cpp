@@ -5,7 +5,7 @@
 // unrolled K loop with a remainder); W4A4 quantized in the kernel or by the pre-pass; MXFP4 scales
 // that move the decode's exponent; bit-identical repeats and batch invariance; refusals of shapes
 // off the MMA layout's tiles and of bad parameters; its selection (only where the MMA is native).
-// Shapes stay small: the emulation runs each MMA as two barriers over the work-group.
+// Shapes stay small: the emulation is slow (each lane remakes its quad's and its columns' fragments).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
