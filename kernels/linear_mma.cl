@@ -91,9 +91,6 @@ typedef __global const uint* x_row_t;
 inline void x_pairs8(x_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
 #endif
 
-// The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes
-// wv[q], scales sv[q] of row tile q (the lane's are one block's); xr[nt]: the row of the lane's
-// token of MMA nt; its pairs from p0 = 32 · (the K slice's first chunk) + 8t.
 #if FP4_MMA_PTX
 typedef char linear_mma_emulation_t;  // nothing: the lanes' fragments meet in the tensor core
 #else
@@ -107,6 +104,9 @@ typedef struct {
 } linear_mma_emulation_t;
 #endif
 
+// The MMAs of chunk c (of the whole K) of the warp's row tiles with every MMA of 8 tokens: codes
+// wv[q], scales sv[q] of row tile q (the lane's are one block's); xr[nt]: the row of the lane's
+// token of MMA nt; its pairs from p0 = 32 · (the K slice's first chunk) + 8t.
 MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const x_row_t* xr,
                                         int p0, int c, float acc[MMA_MT][MMA_NT][4], int lane,
                                         const linear_mma_emulation_t* em) {

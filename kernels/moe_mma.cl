@@ -312,9 +312,6 @@ inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t
   }
 }
 
-// The MMAs of one chunk (four MMAs of 16 k) of every A operand (MMA_AMATS: matrix and row tile)
-// with every MMA of 8 tokens: chunk c of the warp's K slice (cc: its index in the current stage).
-// The lane's scales are one block's.
 #if FP4_MMA_PTX
 typedef char mma_emulation_t;  // nothing: the lanes' fragments meet in the tensor core
 #else
@@ -328,6 +325,9 @@ typedef struct {
 } mma_emulation_t;
 #endif
 
+// The MMAs of one chunk (four MMAs of 16 k) of every A operand (MMA_AMATS: matrix and row tile)
+// with every MMA of 8 tokens: chunk c of the warp's K slice (cc: its index in the current stage).
+// The lane's scales are one block's.
 inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, const mma_place_t* pl,
                       const mma_row_t* xr, const __local uint* xw, int c, int cc, float acc[MMA_AMATS][MMA_NT][4],
                       const mma_emulation_t* em) {
