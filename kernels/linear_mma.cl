@@ -116,17 +116,12 @@ MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, 
   (void)wv, (void)xr;
   const int t = lane % 4;
   uint aq[4 * 4 * MMA_MT * 4], bq[2 * 4 * MMA_NT * 8];
-  for (int tq = 0; tq < 4; ++tq) {
-    for (int q = 0; q < MMA_MT; ++q) {
-      uint lo, hi;
-      mma_lane_scales(sv[q], tq, scale_exp, &lo, &hi);
-      const uint4 wq = em->wp[((long)q * em->chunks + c) * 32 + tq - t];
-      for (int j = 0; j < 4; ++j) mma_fragment(mma_word(wq, j), lo, hi, aq + ((tq * 4 + j) * MMA_MT + q) * 4);
-    }
+  for (int q = 0; q < MMA_MT; ++q)
+    mma_quad_fragments(em->wp + ((long)q * em->chunks + c) * 32, sv[q], t, scale_exp, q, MMA_MT, aq);
+  for (int tq = 0; tq < 4; ++tq)
     for (int h = 0; h < 2; ++h)
       for (int nt = 0; nt < MMA_NT; ++nt)
         x_pairs8(em->xc[h][nt], p0 - 8 * t + 8 * tq + 32 * c, bq + ((h * 4 + tq) * MMA_NT + nt) * 8);
-  }
   fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_MT, MMA_NT, lane);
 #else
   (void)em;

@@ -336,13 +336,9 @@ inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, co
   // its columns' lanes, each made as that lane makes its own.
   (void)wv, (void)xr, (void)xw;
   uint aq[4 * 4 * MMA_AMATS * 4], bq[2 * 4 * MMA_NT * 8];
+  for (int m = 0; m < MMA_AMATS; ++m)
+    mma_quad_fragments(em->wp[m] + c * 32, sv[m], pl->t, scale_exp, m, MMA_AMATS, aq);
   for (int tq = 0; tq < 4; ++tq) {
-    for (int m = 0; m < MMA_AMATS; ++m) {
-      uint lo, hi;
-      mma_lane_scales(sv[m], tq, scale_exp, &lo, &hi);
-      const uint4 wq = em->wp[m][c * 32 + tq - pl->t];
-      for (int j = 0; j < 4; ++j) mma_fragment(mma_word(wq, j), lo, hi, aq + ((tq * 4 + j) * MMA_AMATS + m) * 4);
-    }
     for (int h = 0; h < 2; ++h)
       for (int n = 0; n < MMA_NT; ++n) {
         uint* b = bq + ((h * 4 + tq) * MMA_NT + n) * 8;

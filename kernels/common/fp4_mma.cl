@@ -162,6 +162,22 @@ MMA_B8_BF16(mma_b8_bf16_local, __local)
 // Word j (MMA j of the chunk) of a lane's uint4 of codes.
 inline uint mma_word(uint4 w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
 
+#if !FP4_MMA_PTX
+// For the emulation (fp4_mma_chunk_emulated): the A fragments of MMA j = 0..3 of every lane
+// 4g + tq of a quad (tq = 0..3) for A operand m of amats, aq[((tq · 4 + j) · amats + m) · 4 + i],
+// each made as that lane makes its own: from `word`, the calling lane's (4g + t) word of codes of
+// the chunk (its quad's lie beside it), and the group's block scales sb.
+inline void mma_quad_fragments(__global const uint4* word, mma_scales_t sb, int t, int scale_exp, int m, int amats,
+                               uint* aq) {
+  for (int tq = 0; tq < 4; ++tq) {
+    uint lo, hi;
+    mma_lane_scales(sb, tq, scale_exp, &lo, &hi);
+    const uint4 w = word[tq - t];
+    for (int j = 0; j < 4; ++j) mma_fragment(mma_word(w, j), lo, hi, aq + ((tq * 4 + j) * amats + m) * 4);
+  }
+}
+#endif
+
 // Element (row rr of 16, column col of 8) of a C fragment: its lane · 4 + register.
 inline int mma_c_index(int rr, int col) { return (4 * (rr % 8) + col / 2) * 4 + 2 * (rr / 8) + col % 2; }
 
