@@ -343,10 +343,7 @@ inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, co
       for (int n = 0; n < MMA_NT; ++n) {
         uint* b = bq + ((h * 4 + tq) * MMA_NT + n) * 8;
 #if MMA_STAGE
-        const __local uint4* v =
-            (const __local uint4*)(em->xs + (n * 8 + 2 * pl->t + h) * MMA_XSTRIDE + cc * 32 + 8 * tq);
-        const uint4 u0 = v[0], u1 = v[1];
-        b[0] = u0.x, b[1] = u0.y, b[2] = u0.z, b[3] = u0.w, b[4] = u1.x, b[5] = u1.y, b[6] = u1.z, b[7] = u1.w;
+        mma_b8_bf16_local(em->xs + (n * 8 + 2 * pl->t + h) * MMA_XSTRIDE + cc * 32, 8 * tq, b);
 #else
         mma_x_pairs8(em->xc[h][n], 32 * (pl->ks * pl->per_warp + c) + 8 * tq, b);
 #endif
