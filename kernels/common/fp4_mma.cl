@@ -94,25 +94,35 @@ inline uint fp4_mma_scaled(uint a, uint s) {
 // MMAs' order, one after the other. No lane waits for another: no barrier (until 2026-12-02 the
 // lanes exchanged their fragments through local memory, two barriers an MMA, and PoCL, which
 // splits a kernel at every barrier inside a loop, spent over half of its compile time of the mma
-// kernels on them: a test's programs 19.0 s against 9.2 now).
+// kernels on them: a test's programs 19.0 s against 9.2 now). Each of the lane's two rows and two
+// columns of a chunk is unpacked to fp32 once (a, b), then the four chains run over them.
 //   aq[((tq · 4 + j) · amats + m) · 4 + i]: A register i of MMA j, operand m, of lane 4g + tq
 //   bq[((h · 4 + tq) · nt + n) · 8 + 2j + i]: B register i of MMA j, operand n, of lane 4(2t + h) + tq
 //   c[(m · nt + n) · 4 + r] (register r: row g + 8 · (r / 2), column 2t + r % 2)
 inline void fp4_mma_chunk_emulated(float* c, const uint* aq, const uint* bq, int amats, int nt, int lane) {
-  for (int m = 0; m < amats; ++m)
-    for (int n = 0; n < nt; ++n)
+  (void)lane;
+  // Element 16j + k (MMA j, its k) of the lane's two rows (a) and of its two columns (b) as fp32,
+  // each unpacked once: register 2 · (k / 8) + h of lane tq = (k % 8) / 2, half k % 2.
+  float a[2][64], b[2][64];
+  for (int m = 0; m < amats; ++m) {
+    for (int i = 0; i < 64; ++i) {
+      const int j = i / 16, k = i % 16, tq = (k % 8) / 2;
+      for (int h = 0; h < 2; ++h)
+        a[h][i] = fp4_mma_bf16((aq[((tq * 4 + j) * amats + m) * 4 + h + 2 * (k / 8)] >> (16 * (k % 2))) & 0xFFFFu);
+    }
+    for (int n = 0; n < nt; ++n) {
+      for (int i = 0; i < 64; ++i) {
+        const int j = i / 16, k = i % 16, tq = (k % 8) / 2;
+        for (int h = 0; h < 2; ++h)
+          b[h][i] = fp4_mma_bf16((bq[((h * 4 + tq) * nt + n) * 8 + 2 * j + k / 8] >> (16 * (k % 2))) & 0xFFFFu);
+      }
       for (int r = 0; r < 4; ++r) {
         float acc = c[(m * nt + n) * 4 + r];
-        for (int j = 0; j < 4; ++j)
-          for (int k = 0; k < 16; ++k) {
-            const int tq = (k % 8) / 2;
-            const uint aw = aq[((tq * 4 + j) * amats + m) * 4 + r / 2 + 2 * (k / 8)];
-            const uint bw = bq[(((r % 2) * 4 + tq) * nt + n) * 8 + 2 * j + k / 8];
-            acc = fma(fp4_mma_bf16((aw >> (16 * (k % 2))) & 0xFFFFu), fp4_mma_bf16((bw >> (16 * (k % 2))) & 0xFFFFu),
-                      acc);
-          }
+        for (int i = 0; i < 64; ++i) acc = fma(a[r / 2][i], b[r % 2][i], acc);
         c[(m * nt + n) * 4 + r] = acc;
       }
+    }
+  }
 }
 #endif
 
