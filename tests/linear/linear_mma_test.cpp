@@ -4,12 +4,14 @@
 // both output types; its tuning variants (K split over warps, several row tiles a work-group, the
 // unrolled K loop with a remainder); W4A4 quantized in the kernel or by the pre-pass; MXFP4 scales
 // that move the decode's exponent; bit-identical repeats and batch invariance; refusals of shapes
-// off the MMA layout's tiles and of bad parameters; its selection (only where the MMA is native).
+// off the MMA layout's tiles and of bad parameters; its selection (only where the MMA is native);
+// the emulation's summation order, computed without OpenCL.
 // Shapes stay small: the emulation is slow (each lane remakes its quad's and its columns' fragments).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -22,10 +24,12 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
 #include "kernels/linear_kernel.hpp"
+#include "kernels/moe_registry.hpp"  // mma_native
 #include "linear/linear_check.hpp"
 #include "linear/forced_kernel_run.hpp"
 #include "linear/linear_test_support.hpp"
 #include "prepare/fp4_mma_layout.hpp"
+#include "reference/linear_reference.hpp"
 
 namespace fp4cl {
 namespace {
@@ -114,6 +118,48 @@ TEST(LinearMma, Mxfp4ScaleExponentFollowsTheScales) {
   Fp4Weight small = test::random_weight(WeightFormat::mxfp4, 16, 64, 64);
   for (auto& s : small.scales) s = static_cast<std::uint8_t>(std::min<int>(s, 128));
   EXPECT_EQ(make_fp4_mma_weight(small).scale_exp, 126);
+}
+
+// Where the MMA is emulated (PoCL) its bits follow one order, which this test computes without
+// OpenCL: each output's fp32 sum is one FMA chain (products exact in fp32) over the chunks of 64
+// of K in order, in a chunk over MMA j = 0..3 and its k = 0..15, which the layout's k map puts at
+// K position 64c + 16·((k % 8) / 2) + 4j + 2·(k / 8) + k % 2; then × the weight's global scale.
+// A rewrite of the emulation that sums in another order fails here (summing each chunk backwards
+// changes W4A16's bits; W4A4's exact products do not show the order). Tensor cores add in their
+// own way: skipped there.
+TEST(LinearMma, EmulationSumsInTheMmaOrder) {
+  if (mma_native(test::context().info())) GTEST_SKIP() << "the MMA runs on tensor cores here";
+  const std::int64_t n = 32, k = 256;
+  for (const WeightFormat format : {WeightFormat::nvfp4, WeightFormat::mxfp4}) {
+    const QuantScheme scheme{format, Activations::bf16};
+    const Fp4Weight w = test::random_weight(format, n, k, 71);
+    const double gs = format == WeightFormat::nvfp4 ? static_cast<double>(w.global_scale) : 1.0;
+    for (const std::int64_t m : {1, 3}) {
+      const std::vector<std::uint16_t> x = test::random_activations(m, k, static_cast<std::uint32_t>(72 + m));
+      const std::vector<std::uint32_t> bits =
+          run_checked(scheme, w, x, m, {}, OutputType::fp32, {{"MMA_KSPLIT", 1}}, label(scheme) + " in the MMA order");
+      int differ = 0;
+      for (std::int64_t t = 0; t < m; ++t)
+        for (std::int64_t row = 0; row < n; ++row) {
+          float acc = 0.0f;
+          for (std::int64_t c = 0; c < k / 64; ++c)
+            for (int j = 0; j < 4; ++j)
+              for (int kk = 0; kk < 16; ++kk) {
+                const std::int64_t pos = 64 * c + 16 * ((kk % 8) / 2) + 4 * j + 2 * (kk / 8) + kk % 2;
+                // e2m1 × block scale (exact in float: at most 6 significant bits in range).
+                const auto wv = static_cast<float>(reference::weight_value(w, row, pos) / gs);
+                acc = std::fma(wv, test::bf16_value(x[static_cast<std::size_t>(t * k + pos)]), acc);
+              }
+          const float expected = static_cast<float>(static_cast<double>(acc) * gs);
+          std::uint32_t e = 0;
+          std::memcpy(&e, &expected, sizeof e);
+          if (bits[static_cast<std::size_t>(t * n + row)] != e && ++differ <= 3)
+            ADD_FAILURE() << label(scheme) << " m=" << m << " token " << t << " row " << row << ": 0x" << std::hex
+                          << bits[static_cast<std::size_t>(t * n + row)] << " against 0x" << e;
+        }
+      EXPECT_EQ(differ, 0) << label(scheme) << " m=" << m;
+    }
+  }
 }
 
 // The same call twice gives the same bits; a token's outputs do not depend on the other tokens of
