@@ -122,7 +122,7 @@ MMA_CHUNK_INLINE void linear_mma_chunk(const uint4* wv, const mma_scales_t* sv, 
     for (int h = 0; h < 2; ++h)
       for (int nt = 0; nt < MMA_NT; ++nt)
         x_pairs8(em->xc[h][nt], p0 - 8 * t + 8 * tq + 32 * c, bq + ((h * 4 + tq) * MMA_NT + nt) * 8);
-  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_MT, MMA_NT, lane);
+  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_MT, MMA_NT);
 #else
   (void)em;
   uint b[MMA_NT][8];

@@ -349,7 +349,7 @@ inline void mma_chunk(const uint4* wv, const mma_scales_t* sv, int scale_exp, co
 #endif
       }
   }
-  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_AMATS, MMA_NT, pl->lane);
+  fp4_mma_chunk_emulated(&acc[0][0][0], aq, bq, MMA_AMATS, MMA_NT);
 #else
   (void)em;
   uint b[MMA_NT][8];

@@ -99,8 +99,7 @@ inline uint fp4_mma_scaled(uint a, uint s) {
 //   aq[((tq · 4 + j) · amats + m) · 4 + i]: A register i of MMA j, operand m, of lane 4g + tq
 //   bq[((h · 4 + tq) · nt + n) · 8 + 2j + i]: B register i of MMA j, operand n, of lane 4(2t + h) + tq
 //   c[(m · nt + n) · 4 + r] (register r: row g + 8 · (r / 2), column 2t + r % 2)
-inline void fp4_mma_chunk_emulated(float* c, const uint* aq, const uint* bq, int amats, int nt, int lane) {
-  (void)lane;
+inline void fp4_mma_chunk_emulated(float* c, const uint* aq, const uint* bq, int amats, int nt) {
   // Element 16j + k (MMA j, its k) of the lane's two rows (a) and of its two columns (b) as fp32,
   // each unpacked once: register 2 · (k / 8) + h of lane tq = (k % 8) / 2, half k % 2.
   float a[2][64], b[2][64];
