@@ -51,6 +51,18 @@ BuildOptions& BuildOptions::flag(const std::string& f) {
   return *this;
 }
 
+BuildOptions& BuildOptions::flag(const std::string& f, const std::string& value) {
+  if (!is_option_token(value) || value[0] == '-')
+    fail("BuildOptions::flag({}): the argument '{}' must be one printable token without white space, quotes or "
+         "backslashes that does not start with '-'",
+         f, value);
+  BuildOptions checked;
+  checked.flag(f);  // the flag's own rules
+  const std::string entry = f + " " + value;  // one entry: sorting keeps the two words together
+  if (std::find(flags_.begin(), flags_.end(), entry) == flags_.end()) flags_.push_back(entry);
+  return *this;
+}
+
 std::string BuildOptions::str() const {
   std::string s;
   for (const auto& [name, value] : defines_) {

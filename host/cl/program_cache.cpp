@@ -64,7 +64,18 @@ std::vector<std::string> ProgramCache::build_flags_from_env() {
                                           "-cl-no-signed-zeros",         "-cl-denorms-are-zero",
                                           "-cl-single-precision-constant"};
   std::istringstream in(v);
+  bool takes_argument = false;  // the last word was a flag without an argument yet
   for (std::string f; in >> f;) {
+    if (takes_argument && f[0] != '-') {  // the previous flag's argument, e.g. -cl-nv-maxrregcount 64
+      try {
+        BuildOptions().flag(flags.back(), f);
+      } catch (const Error&) {
+        fail("FP4CL_BUILD_FLAGS: '{}' is not an argument of {} (expected one word, e.g. 64)", f, flags.back());
+      }
+      flags.back() += " " + f;
+      takes_argument = false;
+      continue;
+    }
     for (const char* r : kRelaxing)
       if (f == r)
         fail("FP4CL_BUILD_FLAGS: {} relaxes the floating-point arithmetic that fp4cl's results rely on; it is not "
@@ -81,6 +92,7 @@ std::vector<std::string> ProgramCache::build_flags_from_env() {
            f);
     }
     flags.push_back(f);
+    takes_argument = true;
   }
   return flags;
 }
@@ -207,7 +219,13 @@ cl::Program ProgramCache::build(const std::string& kernel_file, const std::strin
 
 cl::Program ProgramCache::program(const std::string& kernel_file, const BuildOptions& given) {
   BuildOptions options = given;
-  for (const auto& f : extra_flags_) options.flag(f);
+  for (const auto& f : extra_flags_) {
+    const auto space = f.find(' ');  // "flag value" (build_flags_from_env)
+    if (space == std::string::npos)
+      options.flag(f);
+    else
+      options.flag(f.substr(0, space), f.substr(space + 1));
+  }
   const auto key = std::make_pair(kernel_file, options.str());
   // Which options a layer's kernels got (the tests of tuned parameters read this line).
   log::debug("program {} with \"{}\"", kernel_file, key.second);

@@ -37,6 +37,10 @@ class BuildOptions {
   // quotes, and is neither -D (use define) nor -I (includes come from the kernel table).
   // Adding a flag twice keeps one. Throws fp4cl::Error.
   BuildOptions& flag(const std::string& flag);
+  // A compiler flag and its argument as two words, e.g. ("-cl-nv-maxrregcount", "64"), kept
+  // together (str() writes "-cl-nv-maxrregcount 64"): `flag` as above, `value` one token that
+  // does not start with '-'. Throws fp4cl::Error.
+  BuildOptions& flag(const std::string& flag, const std::string& value);
   // The option string handed to clBuildProgram, in the canonical order.
   std::string str() const;
   bool operator==(const BuildOptions& o) const { return str() == o.str(); }
@@ -100,11 +104,13 @@ class ProgramCache {
   // The compiler flags FP4CL_BUILD_FLAGS lists (separated by white space), which every program of
   // this cache is built with besides its own options (and which are part of its cache key): for
   // diagnostics, e.g. NVIDIA's -cl-nv-verbose (the register report in each build log, printed at
-  // FP4CL_LOG=debug) or -cl-nv-maxrregcount=N. Read when a cache is created. Throws fp4cl::Error
-  // naming the variable for a define (-D), an include path (-I), or a flag that relaxes the
-  // floating-point arithmetic the kernels' exactness rests on (-cl-fast-relaxed-math,
-  // -cl-mad-enable, -cl-unsafe-math-optimizations, -cl-finite-math-only, -cl-no-signed-zeros,
-  // -cl-denorms-are-zero, -cl-single-precision-constant).
+  // FP4CL_LOG=debug) or -cl-nv-maxrregcount 64: a word that does not start with '-' is the
+  // argument of the flag before it (one entry, "flag value"). Read when a cache is created.
+  // Throws fp4cl::Error naming the variable for a define (-D), an include path (-I), a word that
+  // is not a flag's argument, or a flag that relaxes the floating-point arithmetic the kernels'
+  // exactness rests on (-cl-fast-relaxed-math, -cl-mad-enable, -cl-unsafe-math-optimizations,
+  // -cl-finite-math-only, -cl-no-signed-zeros, -cl-denorms-are-zero,
+  // -cl-single-precision-constant).
   static std::vector<std::string> build_flags_from_env();
 
  private:

@@ -69,6 +69,24 @@ TEST(BuildOptions, RejectsFlagsThatAreNotOneCompilerFlag) {
   EXPECT_NO_THROW(BuildOptions().flag("-cl-fp32-correctly-rounded-divide-sqrt"));
 }
 
+// A flag with its argument (NVIDIA's -cl-nv-maxrregcount <N>) stays one entry: sorted as one,
+// written as two words, repeated once; the argument is one word that is not itself a flag, and
+// the flag obeys the rules of a flag alone.
+TEST(BuildOptions, FlagsWithAnArgumentStayTogether) {
+  BuildOptions o;
+  o.flag("-w").flag("-cl-nv-maxrregcount", "64").define("TILE", 4).flag("-cl-nv-maxrregcount", "64").flag("-a");
+  EXPECT_EQ(o.str(), "-DTILE=4 -a -cl-nv-maxrregcount 64 -w");
+  EXPECT_TRUE(o != BuildOptions().flag("-w").flag("-cl-nv-maxrregcount", "32").define("TILE", 4).flag("-a"));
+  for (const char* value : {"", "-w", "6 4", "'64'", "a\\b"}) {
+    const std::string message = error_of([&] { BuildOptions().flag("-cl-nv-maxrregcount", value); });
+    EXPECT_NE(message.find("BuildOptions::flag(-cl-nv-maxrregcount): the argument"), std::string::npos)
+        << "value '" << value << "': " << message;
+  }
+  EXPECT_NE(error_of([] { BuildOptions().flag("-DTILE", "4"); }).find("use BuildOptions::define"), std::string::npos);
+  EXPECT_NE(error_of([] { BuildOptions().flag("maxrregcount", "4"); }).find("is not one compiler flag"),
+            std::string::npos);
+}
+
 TEST(BuildOptions, ARejectedCallLeavesTheOptionsUnchanged) {
   BuildOptions o;
   o.define("TILE", 4);

@@ -291,6 +291,12 @@ TEST(ProgramCache, BuildFlagsFromTheEnvironmentReachEveryBuild) {
     test::ScopedEnv blank("FP4CL_BUILD_FLAGS", " \t ");
     EXPECT_TRUE(ProgramCache::build_flags_from_env().empty());
   }
+  {
+    // A word that is not a flag is the argument of the flag before it (NVIDIA's
+    // -cl-nv-maxrregcount <N>): one entry, written as two words.
+    test::ScopedEnv with_argument("FP4CL_BUILD_FLAGS", "-cl-nv-maxrregcount 64 -w");
+    EXPECT_EQ(ProgramCache::build_flags_from_env(), (std::vector<std::string>{"-cl-nv-maxrregcount 64", "-w"}));
+  }
   test::ScopedEnv env("FP4CL_BUILD_FLAGS", " -w  -cl-opt-disable ");
   EXPECT_EQ(ProgramCache::build_flags_from_env(), (std::vector<std::string>{"-w", "-cl-opt-disable"}));
   {
@@ -323,6 +329,8 @@ TEST(ProgramCache, BuildFlagsFromTheEnvironmentReachEveryBuild) {
   refused("-cl-fast-relaxed-math", "-cl-fast-relaxed-math relaxes the floating-point arithmetic");
   refused("-cl-mad-enable", "-cl-mad-enable relaxes");
   refused("verbose", "'verbose' is not a compiler flag");
+  refused("-cl-nv-maxrregcount 6'4", "'6'4' is not an argument of -cl-nv-maxrregcount");
+  refused("-cl-nv-maxrregcount 64 32", "'32' is not a compiler flag");
 }
 
 // Caches sharing a directory (as processes do) that miss the same entry at once build it once:
