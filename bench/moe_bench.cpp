@@ -9,13 +9,18 @@
 // read at least); flops are 2·T·k·3·I·H. Every timed call has its own random routing (rotated over
 // a set of routings), so that consecutive calls do not find their experts in the cache; layers
 // whose experts all fit in the cache are also rotated over copies. --routings sets how many
-// routings a row cycles through.
+// routings a row cycles through. --tiles times several FP4CL_MOE_TILES settings in one process
+// (the experts made once, a layer per setting):
+//
+//   fp4cl-bench moe --preset mixtral-8x7b --tokens 1 --tiles "mma.row_loop=1;mma.row_loop=2"
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,44 @@ struct MoeArgs {
   bool batch_invariant = false;
   std::string activation;  // "" (the preset's), "swiglu" or "gpt-oss"
   int routings = 0;        // routings rotated per row; 0: as many as the rotation span needs
+  std::string tiles;       // FP4CL_MOE_TILES settings separated by ';' ("": the environment's)
+};
+
+// --tiles' settings: each item FP4CL_MOE_TILES's "key=value,..." text; none (the variable as the
+// process found it) without --tiles.
+std::vector<std::optional<std::string>> tile_settings(const std::string& list) {
+  if (list.empty()) return {std::nullopt};
+  std::vector<std::optional<std::string>> out;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t end = std::min(list.find(';', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    if (item.empty()) throw Error("--tiles: an empty setting in '" + list + "' (settings are separated by ';')");
+    out.emplace_back(item);
+    pos = end + 1;
+  }
+  return out;
+}
+
+// FP4CL_MOE_TILES set to a --tiles setting while layers are created (the layer reads it there),
+// then as it was.
+class ScopedTiles {
+ public:
+  explicit ScopedTiles(const std::optional<std::string>& setting) : setting_(setting) {
+    if (!setting_) return;
+    if (const char* v = std::getenv("FP4CL_MOE_TILES")) before_ = v;
+    ::setenv("FP4CL_MOE_TILES", setting_->c_str(), 1);
+  }
+  ~ScopedTiles() {
+    if (!setting_) return;
+    if (before_) ::setenv("FP4CL_MOE_TILES", before_->c_str(), 1);
+    else ::unsetenv("FP4CL_MOE_TILES");
+  }
+  ScopedTiles(const ScopedTiles&) = delete;
+  ScopedTiles& operator=(const ScopedTiles&) = delete;
+
+ private:
+  std::optional<std::string> setting_, before_;
 };
 
 struct MoeShape {
@@ -99,8 +142,8 @@ cl::Buffer output_buffer(const Context& ctx, std::size_t bytes) {
 }
 
 std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& scheme, const std::string& kernel,
-                      std::int64_t tokens) {
-  std::string cmd = command_prefix("moe");
+                      std::int64_t tokens, const std::optional<std::string>& tiles) {
+  std::string cmd = (tiles ? "FP4CL_MOE_TILES='" + *tiles + "' " : std::string()) + command_prefix("moe");
   if (!a.preset.empty()) cmd += " --preset " + a.preset;
   else cmd += fmt::format(" --hidden {} --inter {} --experts {} --topk {}", s.hidden, s.inter, s.experts, s.topk);
   cmd += fmt::format(" --scheme {} --tokens {}", tuning::scheme_key(scheme), tokens);
@@ -117,11 +160,13 @@ void run_moe(const MoeArgs& a) {
   const MoeShape shape = shape_of(a);
   const std::vector<QuantScheme> schemes = parse_schemes(a.run.schemes);
   const std::vector<std::string> kernels = resolve_kernels(a.run.kernels, moe_kernel_strategies(), "MoE");
+  const std::vector<std::optional<std::string>> tile_sets = tile_settings(a.tiles);
   const std::int64_t max_tokens = *std::max_element(a.run.tokens.begin(), a.run.tokens.end());
   const bool bf16_out = a.output == "bf16";
 
   Context ctx = bench_context();
-  BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * kernels.size() * a.run.tokens.size(), a.run);
+  BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * kernels.size() * tile_sets.size() * a.run.tokens.size(),
+               a.run);
   const double rotation = rotation_bytes(ctx, a.run);
   for (const QuantScheme& scheme : schemes) {
     // gpt-oss's layers: biases on every expert (the layer copies' too).
@@ -131,7 +176,8 @@ void run_moe(const MoeArgs& a) {
       return ex;
     };
     std::vector<Fp4Experts> experts{experts_of(1)};
-    for (const std::string& kernel : kernels) {
+    for (const std::string& kernel : kernels)
+    for (const std::optional<std::string>& tiles : tile_sets) {
       MoeConfig config;
       config.scheme = scheme;
       config.top_k = shape.topk;
@@ -140,13 +186,22 @@ void run_moe(const MoeArgs& a) {
       config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
       config.batch_invariant = a.batch_invariant;
       if (shape.gpt_oss) config.activation = MoeActivation::gpt_oss();
-      std::vector<MoeLayer> layers{MoeLayer::create(ctx, experts[0], config)};
+      std::vector<MoeLayer> layers;
+      std::size_t copies = 1;
+      try {
+        const ScopedTiles scoped(tiles);
+        layers.push_back(MoeLayer::create(ctx, experts[0], config));
+        // Copies of the whole layer only when all its experts fit in the rotation span.
+        copies = copies_for_rotation(rotation, static_cast<double>(layers[0].expert_weight_bytes()) *
+                                                   static_cast<double>(shape.experts),
+                                     8);
+        for (std::size_t c = 1; c < copies; ++c)
+          layers.push_back(MoeLayer::create(ctx, experts_of(c + 1), config));
+      } catch (const Error& e) {
+        if (!tiles) throw;
+        throw Error(fmt::format("--tiles setting '{}': {}", *tiles, e.what()));
+      }
       const double expert_bytes = static_cast<double>(layers[0].expert_weight_bytes());
-      // Copies of the whole layer only when all its experts fit in the rotation span.
-      const std::size_t copies =
-          copies_for_rotation(rotation, expert_bytes * static_cast<double>(shape.experts), 8);
-      for (std::size_t c = 1; c < copies; ++c)
-        layers.push_back(MoeLayer::create(ctx, experts_of(c + 1), config));
       // Events on every launch only for the per-command breakdown: each costs host time, which
       // on a GPU shows as a gap between the commands (MoeLaunchEvents).
       if (a.run.launches)
@@ -182,13 +237,14 @@ void run_moe(const MoeArgs& a) {
                                  layers[0].kernel_description(tokens), layers[0].tile_pairs_for(tokens), routings,
                                  copies,
                                  shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "");
-        row.series = fmt::format("{} {} {}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel);
+        row.series = fmt::format("{} {} {}{}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel,
+                                 tiles ? " " + *tiles : std::string());
         row.tokens = tokens;
         row.weight_bytes = static_cast<double>(layers[0].expert_weight_bytes_for(tokens)) * distinct /
                            static_cast<double>(routings);
         row.flops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.inter) *
                     static_cast<double>(shape.hidden);
-        row.command = reproduce(a, shape, scheme, kernel, tokens);
+        row.command = reproduce(a, shape, scheme, kernel, tokens, tiles);
         if (a.run.no_check) {
           row.check = "skipped";
         } else {
@@ -246,6 +302,10 @@ void register_moe(CLI::App& app) {
                   "random routings each row's timed calls cycle through (default: as many as keep the weights a call "
                   "reads out of the cache, 1 to 64; at least --iters for each to be timed)")
       ->check(CLI::Range(1, 4096));
+  moe->add_option("--tiles", a->tiles,
+                  "FP4CL_MOE_TILES settings separated by ';' (\"mma.row_loop=1;mma.row_loop=2,mma.unroll=4\"), each "
+                  "timed with its own layer over the same experts (one process: the experts are made once); "
+                  "default: the environment's");
   moe->callback([a] { run_moe(*a); });
 }
 

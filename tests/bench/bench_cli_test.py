@@ -168,6 +168,38 @@ class Outputs(unittest.TestCase):
         self.assertTrue(20 <= int(routings.group(1)) <= 64, row["detail"])
         self.assertNotIn("--routings", row["command"])
 
+    def test_moe_tiles_times_each_setting_with_its_own_layer(self):
+        # --tiles: one layer per FP4CL_MOE_TILES setting over the same experts, each row checked,
+        # described with the setting's parameters and reproduced with the variable set.
+        _, out, _ = run(*TINY_MOE, "--tokens", "3", "--kernel", "mma", "--tiles", "mma.unroll=2;mma.unroll=4",
+                        "--json", check=0)
+        rows = json.loads(out)["rows"]
+        self.assertEqual(len(rows), 2, rows)
+        for row, unroll in zip(rows, (2, 4)):
+            self.assertTrue(row["check"].startswith("ok"), row)
+            self.assertIn(f"unroll {unroll}, ", row["detail"])
+            self.assertIn("[FP4CL_MOE_TILES]", row["detail"])
+            self.assertTrue(row["command"].startswith(f"FP4CL_MOE_TILES='mma.unroll={unroll}' fp4cl-bench moe "),
+                            row["command"])
+        # --tiles overrides the variable for every scheme's layers; without --tiles the variable as
+        # the process found it serves, and the reproduction does not set it.
+        _, out, _ = run(*TINY_MOE, "--tokens", "3", "--kernel", "mma", "--scheme", "nvfp4-w4a16,nvfp4-w4a4",
+                        "--tiles", "mma.unroll=2", "--json", env={"FP4CL_MOE_TILES": "mma.unroll=8"}, check=0)
+        rows = json.loads(out)["rows"]
+        self.assertEqual([("unroll 2, " in r["detail"]) for r in rows], [True, True], rows)
+        _, out, _ = run(*TINY_MOE, "--tokens", "3", "--kernel", "mma", "--json", env={"FP4CL_MOE_TILES": "mma.unroll=8"},
+                        check=0)
+        row = json.loads(out)["rows"][0]
+        self.assertIn("unroll 8, ", row["detail"])
+        self.assertFalse(row["command"].startswith("FP4CL_MOE_TILES"), row["command"])
+        code, out, err = run(*TINY_MOE, "--kernel", "mma", "--tiles", "mma.unroll=2;mma.unroll=3")
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("--tiles setting 'mma.unroll=3'", err)
+        self.assertIn("unroll = 3 must be 1, 2, 4 or 8", err)
+        code, out, err = run(*TINY_MOE, "--tiles", "mma.unroll=2;;mma.unroll=4")
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("--tiles: an empty setting", err)
+
     def test_quant_is_checked_bit_exactly(self):
         _, out, _ = run("quant", "--cols", "256", "--tokens", "1,5", *FAST, "--csv", check=0)
         rows = list(csv.DictReader(io.StringIO(out)))
