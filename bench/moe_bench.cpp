@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_commands.hpp"
@@ -160,13 +161,15 @@ void run_moe(const MoeArgs& a) {
   const MoeShape shape = shape_of(a);
   const std::vector<QuantScheme> schemes = parse_schemes(a.run.schemes);
   const std::vector<std::string> kernels = resolve_kernels(a.run.kernels, moe_kernel_strategies(), "MoE");
-  const std::vector<std::optional<std::string>> tile_sets = tile_settings(a.tiles);
+  // Every (strategy, --tiles setting): rows with layers of their own over the same experts.
+  std::vector<std::pair<std::string, std::optional<std::string>>> variants;
+  for (const std::string& kernel : kernels)
+    for (const std::optional<std::string>& tiles : tile_settings(a.tiles)) variants.emplace_back(kernel, tiles);
   const std::int64_t max_tokens = *std::max_element(a.run.tokens.begin(), a.run.tokens.end());
   const bool bf16_out = a.output == "bf16";
 
   Context ctx = bench_context();
-  BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * kernels.size() * tile_sets.size() * a.run.tokens.size(),
-               a.run);
+  BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * variants.size() * a.run.tokens.size(), a.run);
   const double rotation = rotation_bytes(ctx, a.run);
   for (const QuantScheme& scheme : schemes) {
     // gpt-oss's layers: biases on every expert (the layer copies' too).
@@ -176,8 +179,7 @@ void run_moe(const MoeArgs& a) {
       return ex;
     };
     std::vector<Fp4Experts> experts{experts_of(1)};
-    for (const std::string& kernel : kernels)
-    for (const std::optional<std::string>& tiles : tile_sets) {
+    for (const auto& [kernel, tiles] : variants) {
       MoeConfig config;
       config.scheme = scheme;
       config.top_k = shape.topk;
