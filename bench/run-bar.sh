@@ -64,6 +64,8 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         frac = r["bandwidth_fraction"] if decode else r["fma_fraction"]
         rows.setdefault(key, []).append((frac, r, report["peaks"]))
 
+fma_consistent = min(fma_peaks) >= 0.8 * best_fma  # every run's FMA probe agrees (see the verdicts)
+
 print(f"Device: {device}. Load average (1, 5, 15 min) before: {load_before}, after: {load_after}.")
 print(f"Highest peaks measured over the runs: stream read {best_stream:.1f} GB/s, fp32 FMA {best_fma:.0f} GFLOP/s.")
 print()
@@ -93,7 +95,6 @@ for key in sorted(rows, key=lambda k: (k[0] != "moe", k[1], k[3], k[2])):
     # yardstick holds; a prefill row can pass the fp32 FMA peak legitimately (BF16 dot products:
     # two multiply-adds a lane and instruction), which counts where every run's FMA peak agrees
     # within 20 % (the probe was not under-measured).
-    fma_consistent = min(fma_peaks) >= 0.8 * best_fma
     if conservative > 1.0 and not decode and fma_consistent:
         met = "yes (above the fp32 FMA peak: dot-product instructions)"
     elif conservative > 1.0:
