@@ -224,9 +224,9 @@ int mma_routed_local_row_tiles(std::int64_t intermediate, int block_rows, int ro
 // 44.3-45.1 / 68.9-69.4 against 43.5-45.6 / 72.2-73.2, qwen3-235b-a22b T = 2 / 4 / 8 70.7, 70.7 /
 // 118.0, 118.5 / 199.9, 200.2 against 69.4, 70.1 / 122.6, 122.9 / 202.2, 203.3. Its qwen3 T = 8
 // program needs 100 registers a work-item (ptxas) against 96 before, which would fit 4 work-groups
-// of 128 in an SM's registers instead of 5; unconfirmed: -cl-nv-maxrregcount=96 did not change
-// its time, but that form of the flag is not applied (ptxas reported 96 registers with =32 on
-// 2026-12-02, bench/gpu/history.md).
+// of 128 in an SM's registers instead of 5; unconfirmed: NVIDIA's driver 580 applies no register
+// cap through build options (=N is ignored, "-cl-nv-maxrregcount N" fails the build), and caps
+// written into the PTX made the routed FC1 slower (2026-12-02, bench/gpu/history.md).
 // Whether a routed chunk of `pairs` pairs runs FC2 as one work-group per (token, block of rows)
 // whose top_k warps multiply the token's pairs over the whole K (no K split) and sum them in order
 // (MMA_TOKEN_SUM: no y rows, no count of finished tiles, no fence, no routing in FC2), instead of

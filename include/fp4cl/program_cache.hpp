@@ -39,7 +39,8 @@ class BuildOptions {
   BuildOptions& flag(const std::string& flag);
   // A compiler flag and its argument as two words, e.g. ("-cl-nv-maxrregcount", "64"), kept
   // together (str() writes "-cl-nv-maxrregcount 64"): `flag` as above, `value` one token that
-  // does not start with '-'. Throws fp4cl::Error.
+  // does not start with '-'. Throws fp4cl::Error. (That example is the cl_nv_compiler_options
+  // text; NVIDIA's driver 580 fails a build given it, bench/gpu/history.md.)
   BuildOptions& flag(const std::string& flag, const std::string& value);
   // The option string handed to clBuildProgram, in the canonical order.
   std::string str() const;
@@ -104,8 +105,8 @@ class ProgramCache {
   // The compiler flags FP4CL_BUILD_FLAGS lists (separated by white space), which every program of
   // this cache is built with besides its own options (and which are part of its cache key): for
   // diagnostics, e.g. NVIDIA's -cl-nv-verbose (the register report in each build log, printed at
-  // FP4CL_LOG=debug) or -cl-nv-maxrregcount 64: a word that does not start with '-' is the
-  // argument of the flag before it (one entry, "flag value"). Read when a cache is created.
+  // FP4CL_LOG=debug); a word that does not start with '-' is the argument of the flag before it
+  // (one entry, "flag value"). Read when a cache is created.
   // Throws fp4cl::Error naming the variable for a define (-D), an include path (-I), a word that
   // is not a flag's argument, or a flag that relaxes the floating-point arithmetic the kernels'
   // exactness rests on (-cl-fast-relaxed-math, -cl-mad-enable, -cl-unsafe-math-optimizations,
