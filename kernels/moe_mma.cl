@@ -53,8 +53,9 @@
 //   MMA_TOPK (above; work-groups of MMA_TOPK · 32 · MMA_RT · MMA_KSPLIT work-items),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
 //   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
-//   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (one token
-//   under W4A4: FC1 blocks of rows a work-group multiplies with its one quantized copy). Work-group: 32 · MMA_RT · MMA_KSPLIT
+//   MMA_STAGE, MMA_KSTAGE (chunks of 64 staged per K slice at a time), MMA_ROW_LOOP (FC1 one
+//   token under W4A4 or routed: blocks of rows a work-group multiplies after one quantized copy
+//   or one routing). Work-group: 32 · MMA_RT · MMA_KSPLIT
 //   work-items; the work-group's rows (16 · MMA_RT · MMA_MT) divide I (FC1) and H (FC2); under W4A4 FC1's
 //   are a multiple of the FP4 block.
 #define MOE_VEC 1
@@ -106,8 +107,9 @@
 #ifndef MMA_SUM
 #define MMA_SUM 0
 #endif
-// FC1 one token under W4A4 (MMA_X_LOCAL): blocks of rows a work-group multiplies one after the
-// other with the one quantized copy of the token (the copy's latency paid once, not per block).
+// FC1 one token under W4A4 (MMA_X_LOCAL) or routed (MMA_ROUTED): blocks of rows a work-group
+// multiplies one after the other with the one quantized copy of the token, after its one routing
+// (that latency paid once, not per block).
 #ifndef MMA_ROW_LOOP
 #define MMA_ROW_LOOP 1
 #endif

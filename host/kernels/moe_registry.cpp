@@ -166,6 +166,15 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format(
         "routed_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the routed W4A4 FC1)",
         t.routed_warp_tiles);
+  if (t.routed_row_tiles != 0 && t.routed_row_tiles != 1 && t.routed_row_tiles != 2 && t.routed_row_tiles != 4)
+    return fmt::format(
+        "routed_row_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a work-group of the routed FC1)",
+        t.routed_row_tiles);
+  if (t.routed_row_loop != 0 && t.routed_row_loop != 1 && t.routed_row_loop != 2 && t.routed_row_loop != 4 &&
+      t.routed_row_loop != 8)
+    return fmt::format("routed_row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (blocks of rows a work-group of the "
+                       "routed FC1 takes)",
+                       t.routed_row_loop);
   if (t.routed_fc2 != 0 && t.routed_fc2 != 1 && t.routed_fc2 != 2)
     return fmt::format("routed_fc2 = {} must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a "
                        "token)",
@@ -184,9 +193,32 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
   if (!p.scheme.w4a16() && g.fc1.rows() % p.scheme.block_size() != 0)
     return fmt::format("an FC1 work-group covers {} rows, not a multiple of the {} block size {}", g.fc1.rows(),
                        to_string(p.scheme.weight), p.scheme.block_size());
+  if (t.routed_row_tiles > 0) {  // the routed FC1's work-groups (moe_pipeline.cpp)
+    const MmaGemm f = mma_geometry(mma_few_pairs_tiles(t, p), p).fc1;
+    const int rows = 16 * t.routed_row_tiles;
+    if (p.intermediate % rows != 0 || (!p.scheme.w4a16() && rows % p.scheme.block_size() != 0))
+      return fmt::format("routed_row_tiles = {}: the routed FC1's work-groups of {} rows must divide I = {}{}",
+                         t.routed_row_tiles, rows, p.intermediate,
+                         p.scheme.w4a16() ? "" : fmt::format(" and be whole {} blocks of {}", to_string(p.scheme.weight),
+                                                             p.scheme.block_size()));
+    if (static_cast<std::size_t>(32 * t.routed_row_tiles * f.ks) > device.max_work_group_size)
+      return fmt::format("routed_row_tiles = {}: the routed FC1's work-groups of 32 · {} · {} work-items exceed the "
+                         "device's maximum of {}",
+                         t.routed_row_tiles, t.routed_row_tiles, f.ks, device.max_work_group_size);
+  }
+  if (t.routed_row_loop > 1) {  // the routed FC1's blocks of rows (moe_pipeline.cpp)
+    const int rt = t.routed_row_tiles > 0 ? t.routed_row_tiles
+                   : p.scheme.w4a16()     ? mma_geometry(mma_few_pairs_tiles(t, p), p).fc1.rt
+                                          : mma_routed_local_row_tiles(p.intermediate, p.scheme.block_size(),
+                                                                       mma_geometry(mma_few_pairs_tiles(t, p), p).fc1.rt);
+    if (p.intermediate % (16 * rt * t.routed_row_loop) != 0)
+      return fmt::format("routed_row_loop = {}: {} blocks of the routed FC1's {} rows do not divide I = {}",
+                         t.routed_row_loop, t.routed_row_loop, 16 * rt, p.intermediate);
+  }
   if (t.routed_warp_tiles > 1 && !p.scheme.w4a16()) {  // the routed W4A4 FC1's rows (moe_pipeline.cpp)
-    const int rt = mma_routed_local_row_tiles(p.intermediate, p.scheme.block_size(),
-                                              mma_geometry(mma_few_pairs_tiles(t, p), p).fc1.rt);
+    const int rt = t.routed_row_tiles > 0 ? t.routed_row_tiles
+                                          : mma_routed_local_row_tiles(p.intermediate, p.scheme.block_size(),
+                                                                       mma_geometry(mma_few_pairs_tiles(t, p), p).fc1.rt);
     if (p.intermediate % (16 * rt * t.routed_warp_tiles) != 0)
       return fmt::format("routed_warp_tiles = {}: the routed FC1's work-groups of {} rows do not divide I = {}",
                          t.routed_warp_tiles, 16 * rt * t.routed_warp_tiles, p.intermediate);
@@ -239,7 +271,7 @@ constexpr TileKey kTileKeys[] = {
     {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
     {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.row_loop", true},
     {"mma.stage", true},       {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
-    {"mma.routed_fc2", true}};
+    {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true}};
 
 // FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key
 // takes it).
@@ -300,6 +332,8 @@ std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
     s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
                      t.unroll, t.stage, t.warp_tiles);
     if (t.routed_warp_tiles > 0) s += fmt::format(", routed_warp_tiles {}", t.routed_warp_tiles);
+    if (t.routed_row_tiles > 0) s += fmt::format(", routed_row_tiles {}", t.routed_row_tiles);
+    if (t.routed_row_loop > 0) s += fmt::format(", routed_row_loop {}", t.routed_row_loop);
     if (t.routed_fc2 > 0) s += fmt::format(", routed_fc2 {}", t.routed_fc2);
   }
   return s;
@@ -530,6 +564,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "stage", t.stage);
       apply(from, prefix + "warp_tiles", t.warp_tiles);
       apply(from, prefix + "routed_warp_tiles", t.routed_warp_tiles);
+      apply(from, prefix + "routed_row_tiles", t.routed_row_tiles);
+      apply(from, prefix + "routed_row_loop", t.routed_row_loop);
       apply(from, prefix + "routed_fc2", t.routed_fc2);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)

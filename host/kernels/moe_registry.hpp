@@ -68,6 +68,13 @@ struct MoeTiles {
   // mma, routed chunks whose W4A4 FC1 quantizes its tiles' tokens (mma_routed_local_tile): that
   // FC1's row tiles a warp (0: automatic, 1)
   int routed_warp_tiles = 0;
+  // mma, routed chunks: their FC1's row tiles of 16 a work-group (0: automatic: under W4A4 with
+  // the tiles' tokens in local memory mma_routed_local_row_tiles, else the few-pairs tiles' 1),
+  // each warp one of them over its K slice (the same sums in the same order: the same bits)
+  int routed_row_tiles = 0;
+  // mma, routed chunks: blocks of those rows each FC1 work-group multiplies after its one routing
+  // (0: automatic, 1; MMA_ROW_LOOP, as the one-token W4A4 FC1's row_loop)
+  int routed_row_loop = 0;
   // mma, routed chunks: their FC2's work-groups (0: mma_routed_token_fc2 per chunk; 1: one a tile
   // of pairs, the last to finish a block of rows summing the top-k; 2: one a token, summing its
   // top-k pairs itself)
@@ -76,7 +83,8 @@ struct MoeTiles {
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
            few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage &&
-           warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles && routed_fc2 == o.routed_fc2;
+           warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles &&
+           routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2;
   }
 };
 

@@ -216,10 +216,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       }
       if (token_sum) b.define("MMA_TOKEN_SUM", 1).define("MMA_TOPK", static_cast<int>(problem.top_k));
       if (per_pair) b.define("MMA_PER_PAIR", 1);
-      if ((per_pair || (routed && routed_local_tile_ > 0)) && &gemm == &g.fc1 && !o.scheme.w4a16()) {
+      if ((per_pair || (routed && routed_local_tile_ > 0)) && &gemm == &g.fc1 && !o.scheme.w4a16())
         b.define("MMA_HIDDEN", static_cast<int>(problem.hidden));
-        if (row_loop > 1) b.define("MMA_ROW_LOOP", row_loop);
-      }
+      if (&gemm == &g.fc1 && row_loop > 1) b.define("MMA_ROW_LOOP", row_loop);
       if (routed) b.define("MMA_ROUTED", 1);
       if (routed && &gemm == &g.fc1 && routed_local_tile_ > 0) b.define("MMA_ROUTE_TILE", routed_local_tile_);
       return programs.kernel("moe_mma.cl", name, b);
@@ -239,15 +238,21 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // moe_gather_pairs) where mma_routed_local_tile finds room for 2 tokens or more, in work-groups
     // of mma_routed_local_row_tiles row tiles, unstaged (all read the one local copy). Else the
     // few-pairs geometry.
+    // MoeTiles::routed_row_tiles, where set, gives that FC1's row tiles a work-group.
+    const int routed_rt = tiles_.routed_row_tiles;
     routed_ = few_;
     if (!o.scheme.w4a16()) {
-      routed_.fc1.rt = mma_routed_local_row_tiles(problem.intermediate, problem.scheme.block_size(), few_.fc1.rt);
+      routed_.fc1.rt = routed_rt > 0 ? routed_rt
+                                     : mma_routed_local_row_tiles(problem.intermediate, problem.scheme.block_size(),
+                                                                  few_.fc1.rt);
       routed_.fc1.stage = false;
       const std::uint64_t other = fc1_other_local(routed_);
       if (local > other) routed_local_tile_ = mma_routed_local_tile(problem.hidden, problem.local_experts, local - other);
       if (routed_local_tile_ == 0) routed_ = few_;
     }
-    fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true);
+    if (routed_rt > 0) routed_.fc1.rt = routed_rt;
+    routed_row_loop_ = std::max(1, tiles_.routed_row_loop);  // MoeTiles::routed_row_loop
+    fc1_routed_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true, routed_row_loop_);
     fc2_routed_ = build(routed_, "moe_mma_fc2", routed_.fc2, "MMA_FC2", true, false, true);
     // Routed chunks' FC2 as a work-group a token (MMA_TOKEN_SUM: routed_token_, routed_'s geometry
     // without a K split, or with few_'s under batch invariance, the same sums as every other
@@ -468,7 +473,8 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
     enqueue_sort(queue, s, w, ws, c, tile_m, few, launches, last);
     if (!mma_direct_) enqueue_gather(queue, s, w, ws, c, launches, last);
   }
-  const int row_loop = per_pair ? pair_row_loop_ : 1;
+  // Blocks of rows an FC1 work-group takes (its grid that many times narrower).
+  const int row_loop = per_pair ? pair_row_loop_ : routed && !wide ? routed_row_loop_ : 1;
   moe_launch(queue, fc1, "moe_mma_fc1",
              cl::NDRange(static_cast<std::size_t>(s.intermediate / g1.rows() / row_loop * g1.local()),
                          static_cast<std::size_t>(tiles)),

@@ -156,6 +156,7 @@ class MoeStrategyKernels {
   MmaGeometry routed_token_;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
+  int routed_row_loop_ = 1;  // MMA_ROW_LOOP of the routed FC1 (not routed_wide_'s)
   bool mma_few_pairs(std::int64_t pairs) const;
   // mma: whether a chunk of `tokens` runs fc1_pair_ / fc2_pair_ (one token), or the routed kernels.
   bool mma_per_pair(std::int64_t tokens) const;

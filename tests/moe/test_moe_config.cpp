@@ -2,6 +2,7 @@
 // the calibrated FC2 input scale, buffer checks and gate/up scale sensitivity.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -452,6 +453,93 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
   ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=4");  // 2 row tiles of 16, 4 a warp: 128 rows
   expect_create_error(make_experts({WeightFormat::nvfp4, E, H, 64, Data::exact, 75}), cfg,
                       "routed_warp_tiles = 4: the routed FC1's work-groups of 128 rows do not divide I = 64");
+}
+
+// Routed chunks (8 tokens of top-8 over 128 experts: 64 pairs, few per expert) with 1, 2 or 4 row
+// tiles of 16 a work-group in their FC1 (mma.routed_row_tiles; each warp still multiplies one row
+// tile over its K slice) and 1, 2 or 4 blocks of those rows a work-group (mma.routed_row_loop:
+// MMA_ROW_LOOP after one routing) give the same bits, which match the reference, under every
+// scheme; the routed FC1 is built with those (automatic: 1 row tile under W4A16, 2 under W4A4,
+// whose FC1 quantizes the tiles' tokens here; one block). MXFP4 W4A4's blocks of 32 rows refuse 1
+// row tile, and blocks of rows that do not divide I are refused, with the reason, as are values
+// outside the keys' sets.
+TEST(MoeConfig, RoutedFc1RowTilesAndBlocksAWorkGroupKeepTheBits) {
+  const std::int64_t T = 8, E = 128, H = 64, I = 128;
+  const int k = 8;
+  // Whether one program of `file` was built with every option of `options` (its options sorted).
+  const auto built_with_all = [](const LogCapture& log, const std::string& file,
+                                 const std::vector<std::string>& options) {
+    for (const std::string& line : log.at(log::Level::debug)) {
+      if (line.find("program " + file) == std::string::npos) continue;
+      if (std::all_of(options.begin(), options.end(),
+                      [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
+        return true;
+    }
+    return false;
+  };
+  struct Setting {
+    std::string tiles;
+    int row_tiles, blocks;  // 0 row tiles: the scheme's automatic ones
+  };
+  const std::vector<Setting> settings = {{"mma.routed_row_tiles=1", 1, 1},
+                                         {"mma.routed_row_tiles=2", 2, 1},
+                                         {"mma.routed_row_tiles=4", 4, 1},
+                                         {"mma.routed_row_loop=2", 0, 2},
+                                         {"mma.routed_row_tiles=2,mma.routed_row_loop=2", 2, 2},
+                                         {"mma.routed_row_tiles=2,mma.routed_row_loop=4", 2, 4}};
+  for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16, kNvW4A4, kMxW4A4}) {
+    SCOPED_TRACE(scheme.name());
+    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::generic, 91});
+    const auto x = make_activations(T, H, Data::generic, 92);
+    const auto ids = make_ids(T, k, E, 93);
+    const auto w = make_weights(T, k, 94);
+    MoeConfig cfg = config(scheme, k);
+    cfg.kernel = "mma";
+    cfg.output = MoeOutput::fp32;
+    cfg.max_tokens = T;
+    const auto ref =
+        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    std::vector<float> first;
+    for (const Setting& setting : settings) {
+      if (scheme == kMxW4A4 && setting.row_tiles == 1) continue;  // 16 rows: not whole blocks of 32
+      SCOPED_TRACE(setting.tiles);
+      ScopedEnv env("FP4CL_MOE_TILES", setting.tiles);
+      LogCapture log;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
+      EXPECT_TRUE(matches_reference(ref, out, cfg.output));
+      if (first.empty()) first = out.fp32;
+      ASSERT_EQ(out.fp32.size(), first.size());
+      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0);
+      const int row_tiles = setting.row_tiles > 0 ? setting.row_tiles : scheme.w4a16() ? 1 : 2;
+      std::vector<std::string> options = {"-DMMA_FC1=1", "-DMMA_ROUTED=1", "-DMMA_RT=" + std::to_string(row_tiles)};
+      if (setting.blocks > 1) options.push_back("-DMMA_ROW_LOOP=" + std::to_string(setting.blocks));
+      EXPECT_TRUE(built_with_all(log, "moe_mma.cl", options));
+    }
+  }
+  MoeConfig cfg = config(kMxW4A4, 8);
+  cfg.kernel = "mma";
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_row_tiles=1");
+    expect_create_error(make_experts({WeightFormat::mxfp4, E, H, I, Data::exact, 95}), cfg,
+                        "routed_row_tiles = 1: the routed FC1's work-groups of 16 rows must divide I = 128 and be "
+                        "whole MXFP4 blocks of 32");
+  }
+  cfg = config(kNvW4A16, 8);
+  cfg.kernel = "mma";
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_row_tiles=2,mma.routed_row_loop=8");  // 8 blocks of 32 rows
+    expect_create_error(make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 96}), cfg,
+                        "routed_row_loop = 8: 8 blocks of the routed FC1's 32 rows do not divide I = 128");
+  }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_row_loop=3");
+    expect_create_error(make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 97}), cfg,
+                        "routed_row_loop = 3 must be 0 (automatic), 1, 2, 4 or 8");
+  }
+  ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_row_tiles=3");
+  expect_create_error(make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 97}), cfg,
+                      "routed_row_tiles = 3 must be 0 (automatic), 1, 2 or 4");
 }
 
 // Routed chunks' FC2 with a work-group a token (mma.routed_fc2 2: MMA_TOKEN_SUM, no K split) and

@@ -837,13 +837,16 @@ TEST_F(TunedMma, DecodeServesUpToTheFirstBucketMmaWon) {
   // not build mma, but the crossover is decode's.
   use_entries({entry(1, "decode", {{"tile_m", 1}, {"local_i", 4}, {"local_h", 2}}),
                entry(8, "mma", {{"tile_m", 32}, {"local_i", 128}, {"local_h", 256}, {"split_k", 0},
-                                {"few_split_k", 4}, {"unroll", 1}})});
+                                {"few_split_k", 4}, {"unroll", 1}, {"routed_row_tiles", 2},
+                                {"routed_row_loop", 2}})});
   EXPECT_EQ(select("").decode_max_pairs, 2 * kK);
   const MoeSelection forced = select("mma");
   EXPECT_EQ(forced.usable.front().tiles.local_i, 128);
   EXPECT_EQ(forced.usable.front().tiles.split_k, 0);  // automatic
   EXPECT_EQ(forced.usable.front().tiles.few_split_k, 4);
   EXPECT_EQ(forced.usable.front().tiles.unroll, 1);
+  EXPECT_EQ(forced.usable.front().tiles.routed_row_tiles, 2);
+  EXPECT_EQ(forced.usable.front().tiles.routed_row_loop, 2);
 }
 
 TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
@@ -861,6 +864,8 @@ TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
       {"unroll", 3, "mma", "MoE parameter unroll = 3 of strategy mma"},
       {"stage", 2, "mma", "MoE parameter stage = 2 of strategy mma"},
       {"warp_tiles", 3, "mma", "MoE parameter warp_tiles = 3 of strategy mma"},
+      {"routed_row_tiles", 3, "mma", "MoE parameter routed_row_tiles = 3 of strategy mma"},
+      {"routed_row_loop", 3, "mma", "MoE parameter routed_row_loop = 3 of strategy mma"},
       {"split_k", -1, "mma", "MoE parameter split_k = -1 of strategy mma"},
       {"few_split_k", 65, "mma", "MoE parameter few_split_k = 65 of strategy mma"},
       {"local_h", 0, "mma", "MoE parameter local_h = 0 of strategy mma"},
