@@ -107,6 +107,8 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       }
       for (const auto& [k, v] : layout) start[k] = v;
       const bool few = mma && mma_few_pairs_bucket(tokens, shape.topk, shape.experts, start.at("tile_m"));
+      const bool routed = mma && mma_routed_bucket(tokens, shape.topk, few);
+      if (routed) start["routed_row_tiles"] = start["routed_row_loop"] = 0;  // automatic
       if (mma && !few)
         for (const auto& [k, v] : mma_few) start[k] = v;
       const Evaluate evaluate = [&, strategy](const tuning::Params& params) {
@@ -162,7 +164,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         return t;
       };
       evaluators.push_back(evaluate);
-      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind), evaluate,
+      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind, routed), evaluate,
                                                 settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (mma && few && mma_few.empty() && r.best.ok)

@@ -61,8 +61,18 @@ bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, 
   return mma_few_pairs_chunk(tokens * top_k, experts, static_cast<int>(tile_m));
 }
 
-std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind) {
+bool mma_routed_bucket(std::int64_t tokens, int top_k, bool few_pairs) {
+  return few_pairs && tokens > 1 && tokens * top_k <= kMmaRoutedPairs;
+}
+
+std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind,
+                                bool routed) {
   if (strategy == "mma") {
+    if (routed)  // 0: automatic (W4A16 1 row tile, W4A4 2; one block)
+      return {{"few_split_k", {0, 1, 2, 4, 8}},
+              {"unroll", {1, 2, 4, 8}},
+              {"routed_row_tiles", {0, 1, 2, 4}},
+              {"routed_row_loop", {0, 2, 4}}};
     if (few_pairs) return {{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}};
     return {{"tile_m", {8, 16, 32, 64}},
             {"local_i", {32, 64, 128, 256}},

@@ -57,8 +57,13 @@ bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, 
 
 // The parameters searched for `strategy` at one bucket. `with_layout`: search vec and group too
 // (not for mma, which has its own weight layout); `few_pairs`: mma's bucket takes the tiles for
-// few pairs.
-std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind);
+// few pairs; `routed`: its chunks are routed ones as well (mma_routed_bucket), whose FC1's row
+// tiles and blocks of rows a work-group are searched too.
+std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind,
+                                bool routed = false);
+// Whether mma's chunks of `tokens` tokens are routed ones (FC1 and FC2 find their tiles
+// themselves): more than one token, few pairs, at most kMmaRoutedPairs pairs.
+bool mma_routed_bucket(std::int64_t tokens, int top_k, bool few_pairs);
 
 // The layer's built-in choice for `strategy` (FP4CL_MOE_TILES unset, no tuning database): vec,
 // group, tile_m, local_i, local_h, and for mma split_k, few_split_k, unroll, stage and warp_tiles.

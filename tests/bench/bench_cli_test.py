@@ -347,6 +347,24 @@ class Tuning(unittest.TestCase):
             self.assertNotIn("not valid", err)
             self.assertIn("ok:", out)
 
+    def test_tune_mma_searches_the_routed_fc1_at_routed_buckets(self):
+        # 2 tokens of top-2 over 4 experts: a routed chunk (FC1 and FC2 find their tiles), whose
+        # FC1's row tiles and blocks of rows a work-group are searched and written (0: automatic).
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tuning.json")
+            run("tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2",
+                "--scheme", "nvfp4-w4a16", "--kernel", "mma", "--tokens", "2", "--iters", "1", "--warmup-ms", "0",
+                "--passes", "1", "--max-candidates", "1", "--output", path, check=0)
+            with open(path) as f:
+                moe = json.load(f)["devices"][0]["entries"][0]
+            self.assertEqual(moe["tokens"], 2)
+            self.assertEqual(moe["params"]["routed_row_tiles"], 0)
+            self.assertEqual(moe["params"]["routed_row_loop"], 0)
+            _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
+                              "mma", "--tokens", "2", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)
+            self.assertNotIn("not valid", err)
+            self.assertIn("ok:", out)
+
     def test_tune_moe_times_the_two_best_strategies_again(self):
         # Each strategy's winner comes from its own search; the two fastest are then timed again side
         # by side, and the better of each one's timings decides the entry.

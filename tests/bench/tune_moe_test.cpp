@@ -45,6 +45,11 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
     for (bool with_layout : {true, false}) {  // mma has its own weight layout: never vec or group
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind)),
                 (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}}));
+      EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind, true)),
+                (Axes{{"few_split_k", {0, 1, 2, 4, 8}},
+                      {"unroll", {1, 2, 4, 8}},
+                      {"routed_row_tiles", {0, 1, 2, 4}},
+                      {"routed_row_loop", {0, 2, 4}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),
                 (Axes{{"tile_m", {8, 16, 32, 64}},
                       {"local_i", {32, 64, 128, 256}},
@@ -61,6 +66,16 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
   const auto grouped = as_map(moe_axes("grouped", false, false, DeviceKind::gpu));
   EXPECT_EQ(grouped.at("tile_m"), (std::vector<long long>{2, 4, 8}));
   EXPECT_EQ(grouped.count("vec"), 0u);
+}
+
+// Routed buckets: 2 to 64 pairs of a few-pairs bucket (qwen3-30b-a3b's T = 2 .. 8; one token
+// runs per pair).
+TEST(TuneMoeAxes, RoutedBucketsAreFewPairsOfSeveralTokensUpTo64Pairs) {
+  for (std::int64_t t : {2, 4, 8}) EXPECT_TRUE(mma_routed_bucket(t, 8, true)) << t;
+  EXPECT_FALSE(mma_routed_bucket(1, 8, true));
+  EXPECT_FALSE(mma_routed_bucket(9, 8, true));
+  EXPECT_FALSE(mma_routed_bucket(8, 8, false));
+  EXPECT_TRUE(mma_routed_bucket(32, 2, true));  // mixtral-8x7b: 64 pairs
 }
 
 TEST(TuneMoeAxes, FewPairsBucketsAreThoseBelowFiveSixteenthsOfATilePerExpert) {
