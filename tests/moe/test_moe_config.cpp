@@ -415,25 +415,44 @@ TEST(MoeConfig, MmaGeometryRules) {
                       "row_loop = 3 must be 0 (automatic), 1, 2, 4 or 8");
 }
 
+// A routed chunk: 8 tokens of top-8 over 128 experts (64 pairs, few per expert), H = 64, I = 128,
+// under `scheme` with the mma strategy forced and fp32 outputs (seeds from `seed`), and its
+// reference.
+struct RoutedCase {
+  static constexpr std::int64_t T = 8, E = 128, H = 64, I = 128;
+  static constexpr int k = 8;
+  Fp4Experts ex;
+  std::vector<std::uint16_t> x;
+  std::vector<std::int32_t> ids;
+  std::vector<float> w;
+  MoeConfig cfg;
+  reference::MoeReferenceResult ref;
+};
+RoutedCase routed_case(const QuantScheme& scheme, std::uint64_t seed) {
+  RoutedCase c{make_experts({scheme.weight, RoutedCase::E, RoutedCase::H, RoutedCase::I, Data::generic, seed}),
+               make_activations(RoutedCase::T, RoutedCase::H, Data::generic, seed + 1),
+               make_ids(RoutedCase::T, RoutedCase::k, RoutedCase::E, seed + 2),
+               make_weights(RoutedCase::T, RoutedCase::k, seed + 3),
+               config(scheme, RoutedCase::k),
+               {}};
+  c.cfg.kernel = "mma";
+  c.cfg.output = MoeOutput::fp32;
+  c.cfg.max_tokens = RoutedCase::T;
+  c.ref = reference::moe_reference(c.ex, reference_options(c.cfg), c.x,
+                                   reference::routing_from_topk(c.ids, c.w, RoutedCase::T, RoutedCase::k));
+  return c;
+}
+
 // Routed W4A4 chunks (at least 128 local experts) whose FC1 quantizes its tiles' tokens: 1, 2 or
 // 4 row tiles a warp in that FC1 (mma.routed_warp_tiles; automatic: 1) give the same bits, which
 // match the reference, and each builds its program. Rows that do not divide I are refused with the
 // reason.
 TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
-  const std::int64_t T = 8, E = 128, H = 64, I = 128;
-  const int k = 8;
+  const std::int64_t T = RoutedCase::T, E = RoutedCase::E, H = RoutedCase::H;
   for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
     SCOPED_TRACE(scheme.name());
-    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::generic, 71});
-    const auto x = make_activations(T, H, Data::generic, 72);
-    const auto ids = make_ids(T, k, E, 73);
-    const auto w = make_weights(T, k, 74);
-    MoeConfig cfg = config(scheme, k);
-    cfg.kernel = "mma";
-    cfg.output = MoeOutput::fp32;
-    cfg.max_tokens = T;
-    const auto ref =
-        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    const RoutedCase c = routed_case(scheme, 71);
+    const auto& [ex, x, ids, w, cfg, ref] = c;
     std::vector<float> first;
     for (const int tiles : {1, 2, 4}) {
       ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=" + std::to_string(tiles));
@@ -464,8 +483,7 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
 // row tile, and blocks of rows that do not divide I are refused, with the reason, as are values
 // outside the keys' sets.
 TEST(MoeConfig, RoutedFc1RowTilesAndBlocksAWorkGroupKeepTheBits) {
-  const std::int64_t T = 8, E = 128, H = 64, I = 128;
-  const int k = 8;
+  const std::int64_t T = RoutedCase::T, E = RoutedCase::E, H = RoutedCase::H, I = RoutedCase::I;
   // Whether one program of `file` was built with every option of `options` (its options sorted).
   const auto built_with_all = [](const LogCapture& log, const std::string& file,
                                  const std::vector<std::string>& options) {
@@ -489,16 +507,8 @@ TEST(MoeConfig, RoutedFc1RowTilesAndBlocksAWorkGroupKeepTheBits) {
                                          {"mma.routed_row_tiles=2,mma.routed_row_loop=4", 2, 4}};
   for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16, kNvW4A4, kMxW4A4}) {
     SCOPED_TRACE(scheme.name());
-    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::generic, 91});
-    const auto x = make_activations(T, H, Data::generic, 92);
-    const auto ids = make_ids(T, k, E, 93);
-    const auto w = make_weights(T, k, 94);
-    MoeConfig cfg = config(scheme, k);
-    cfg.kernel = "mma";
-    cfg.output = MoeOutput::fp32;
-    cfg.max_tokens = T;
-    const auto ref =
-        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, k));
+    const RoutedCase c = routed_case(scheme, 91);
+    const auto& [ex, x, ids, w, cfg, ref] = c;
     std::vector<float> first;
     for (const Setting& setting : settings) {
       if (scheme == kMxW4A4 && setting.row_tiles == 1) continue;  // 16 rows: not whole blocks of 32
