@@ -566,6 +566,28 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 8);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.few_split_k, 0);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.unroll, 8);
+  // qwen3-30b-a3b: the routed FC1's work-groups by bucket (buckets 1, 4, 8: bucket 1 serves up to
+  // floor(sqrt(1 · 4)) = 2 tokens, bucket 4 up to floor(sqrt(4 · 8)) = 5, bucket 8 from 6): bucket
+  // 8 2 row tiles and 2 blocks of rows a work-group under both schemes, bucket 4 2 row tiles under
+  // W4A16 and the automatic geometry under W4A4, bucket 1 the automatic one.
+  for (const Activations activations : {Activations::bf16, Activations::fp4_dynamic}) {
+    const bool w4a16_scheme = activations == Activations::bf16;
+    const MoeSelection qwen3 =
+        select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, activations}, 2048, 768, 128, 8}, "");
+    for (const std::int64_t tokens : {1, 2}) {
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, 0) << tokens;
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 0) << tokens;
+    }
+    for (const std::int64_t tokens : {3, 5}) {
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, w4a16_scheme ? 2 : 0) << tokens;
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 0) << tokens;
+    }
+    for (const std::int64_t tokens : {6, 8}) {
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, 2) << tokens;
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 2) << tokens;
+      EXPECT_EQ(qwen3.for_tokens(tokens, 8).origin, "tuned bucket 8 (tuning/nvidia-h200.json (shipped))") << tokens;
+    }
+  }
   // A user database (the user's config file) holding the shipped mixtral W4A4 entry of one bucket:
   // its path.
   const auto user_database_with_bucket = [&](std::int64_t tokens) {
