@@ -574,18 +574,18 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     const bool w4a16_scheme = activations == Activations::bf16;
     const MoeSelection qwen3 =
         select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, activations}, 2048, 768, 128, 8}, "");
-    for (const std::int64_t tokens : {1, 2}) {
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, 0) << tokens;
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 0) << tokens;
-    }
-    for (const std::int64_t tokens : {3, 5}) {
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, w4a16_scheme ? 2 : 0) << tokens;
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 0) << tokens;
-    }
-    for (const std::int64_t tokens : {6, 8}) {
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_tiles, 2) << tokens;
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).tiles.routed_row_loop, 2) << tokens;
-      EXPECT_EQ(qwen3.for_tokens(tokens, 8).origin, "tuned bucket 8 (tuning/nvidia-h200.json (shipped))") << tokens;
+    struct Expected {
+      std::int64_t tokens, bucket;
+      int row_tiles, row_loop;
+    };
+    const int bucket4_row_tiles = w4a16_scheme ? 2 : 0;
+    for (const Expected& x : {Expected{1, 1, 0, 0}, Expected{2, 1, 0, 0}, Expected{3, 4, bucket4_row_tiles, 0},
+                              Expected{5, 4, bucket4_row_tiles, 0}, Expected{6, 8, 2, 2}, Expected{8, 8, 2, 2}}) {
+      const MoeSelection::Entry& chosen = qwen3.for_tokens(x.tokens, 8);
+      EXPECT_EQ(chosen.tiles.routed_row_tiles, x.row_tiles) << x.tokens;
+      EXPECT_EQ(chosen.tiles.routed_row_loop, x.row_loop) << x.tokens;
+      EXPECT_EQ(chosen.origin, fmt::format("tuned bucket {} (tuning/nvidia-h200.json (shipped))", x.bucket))
+          << x.tokens;
     }
   }
   // A user database (the user's config file) holding the shipped mixtral W4A4 entry of one bucket:
