@@ -576,12 +576,25 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif
   const int row_blocks_x = MMA_HIDDEN / MOE_QUANT_BLOCK;
 #if MMA_ROUTED
-  // Slot m (pair route_list[m]) of the tile: moe_gather_pairs' row of that pair, made here.
-  for (int b = lid; b < pl.count * row_blocks_x; b += MMA_LOCAL) {
-    const int m = b / row_blocks_x, kb = b % row_blocks_x;
-    const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
-    moe_quantize_bf16_pairs_local(xt + kb * MOE_QUANT_BLOCK, gs1,
-                                  xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2));
+  // Slot m (pair route_list[m]) of the tile: moe_gather_pairs' row of that pair, made here. Where
+  // the work-group has the work-items, each block by MOE_QUANT_BLOCK / 4 of them, 4 values each
+  // (a tile of one token has fewer blocks than work-items, and every warp waits at the barrier
+  // for the slowest). Not measured for one token (MMA_PER_PAIR), which keeps a block a work-item.
+  const int blocks_x = pl.count * row_blocks_x, quarters = MOE_QUANT_BLOCK / 4;
+  if (MMA_LOCAL >= quarters * blocks_x) {  // uniform
+    if (lid < quarters * blocks_x) {
+      const int b = lid / quarters, m = b / row_blocks_x, kb = b % row_blocks_x, j = lid % quarters;
+      const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
+      vstore2(moe_quantize_bf16_quarter(xt + kb * MOE_QUANT_BLOCK, gs1, j), 0,
+              xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2) + 2 * j);
+    }
+  } else {
+    for (int b = lid; b < blocks_x; b += MMA_LOCAL) {
+      const int m = b / row_blocks_x, kb = b % row_blocks_x;
+      const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
+      moe_quantize_bf16_pairs_local(xt + kb * MOE_QUANT_BLOCK, gs1,
+                                    xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2));
+    }
   }
 #else
   const __global ushort* xt = x1 + ((long)token_offset + p / top_k) * hidden;
@@ -634,6 +647,17 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     const float gs2 = 1.0f;
 #endif
     const int blocks = MMA_ROWS / MOE_QUANT_BLOCK;
+#if MMA_ROUTED
+    // Routed tiles: a work-item a BF16 pair of a block (count · MMA_ROWS / 2 of them: MMA_ROWS / 2
+    // work-items a token, rather than one a block of 16 or 32 values while the rest wait). Not
+    // for one token (MMA_PER_PAIR): mixtral-8x7b's FC1 took 65 µs so against 52.5 on the H200.
+    const int pairs = MOE_QUANT_BLOCK / 2;
+    for (int i = lid; i < count * blocks * pairs; i += MMA_LOCAL) {
+      const int m = i / (blocks * pairs), rb = (i / pairs) % blocks * MOE_QUANT_BLOCK, j = i % pairs;
+      ((__global uint*)(x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb))[j] =
+          moe_quantize_block_pair(a_local + m * MMA_ROWS + rb, gs2, j);
+    }
+#else
     for (int b = lid; b < MMA_TOKENS * blocks; b += MMA_LOCAL) {
       const int m = b / blocks, rb = (b % blocks) * MOE_QUANT_BLOCK;
       if (m < count) {
@@ -642,6 +666,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
         moe_quantize_block_pairs(v, gs2, (__global uint*)(x2 + (long)mma_x2_row(slots, start + m) * inter + row0 + rb));
       }
     }
+#endif
 #else
     (void)fc2_input_scale;
 #endif
