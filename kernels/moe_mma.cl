@@ -576,25 +576,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif
   const int row_blocks_x = MMA_HIDDEN / MOE_QUANT_BLOCK;
 #if MMA_ROUTED
-  // Slot m (pair route_list[m]) of the tile: moe_gather_pairs' row of that pair, made here. Where
-  // the work-group has the work-items, each block by MOE_QUANT_BLOCK / 4 of them, 4 values each
-  // (a tile of one token has fewer blocks than work-items, and every warp waits at the barrier
-  // for the slowest). Not measured for one token (MMA_PER_PAIR), which keeps a block a work-item.
-  const int blocks_x = pl.count * row_blocks_x, quarters = MOE_QUANT_BLOCK / 4;
-  if (MMA_LOCAL >= quarters * blocks_x) {  // uniform
-    if (lid < quarters * blocks_x) {
-      const int b = lid / quarters, m = b / row_blocks_x, kb = b % row_blocks_x, j = lid % quarters;
-      const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
-      vstore2(moe_quantize_bf16_quarter(xt + kb * MOE_QUANT_BLOCK, gs1, j), 0,
-              xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2) + 2 * j);
-    }
-  } else {
-    for (int b = lid; b < blocks_x; b += MMA_LOCAL) {
-      const int m = b / row_blocks_x, kb = b % row_blocks_x;
-      const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
-      moe_quantize_bf16_pairs_local(xt + kb * MOE_QUANT_BLOCK, gs1,
-                                    xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2));
-    }
+  // Slot m (pair route_list[m]) of the tile: moe_gather_pairs' row of that pair, made here.
+  for (int b = lid; b < pl.count * row_blocks_x; b += MMA_LOCAL) {
+    const int m = b / row_blocks_x, kb = b % row_blocks_x;
+    const __global ushort* xt = x1 + ((long)token_offset + route_list[m] / top_k) * hidden;
+    moe_quantize_bf16_pairs_local(xt + kb * MOE_QUANT_BLOCK, gs1,
+                                  xl + m * (MMA_HIDDEN / 2) + kb * (MOE_QUANT_BLOCK / 2));
   }
 #else
   const __global ushort* xt = x1 + ((long)token_offset + p / top_k) * hidden;

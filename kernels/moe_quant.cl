@@ -53,8 +53,8 @@ inline float moe_amax16(float16 v) {
   const float2 m2 = select(m4.lo, m4.hi, m4.hi > m4.lo);
   return m2.y > m2.x ? m2.y : m2.x;
 }
-// moe_e2m1_signed2 and moe_e2m1_signed4: the same for 2 and 4 values (no table: a table of
-// E2M1 values indexed by each lane's code is a serialized constant-memory read on NVIDIA).
+// One macro for 16 values and for 2 (moe_e2m1_signed2): selects, no table (e2m1_decode's table of
+// E2M1 values, indexed by each lane's code, is a serialized constant-memory read on NVIDIA).
 #define MOE_E2M1_SIGNED(n)                                                   \
   inline float##n moe_e2m1_signed##n(float##n v, float mult) {                \
     const float##n a = fabs(v * mult);                                       \
@@ -69,7 +69,6 @@ inline float moe_amax16(float16 v) {
     return as_float##n(as_uint##n(mag) | (as_uint##n(v) & 0x80000000u));    \
   }
 MOE_E2M1_SIGNED(16)
-MOE_E2M1_SIGNED(4)
 MOE_E2M1_SIGNED(2)
 #ifdef MOE_NVFP4
 // One NVFP4 block (16 values) as a float16: moe_quantize16_e2m1 gives the block's E2M1 values
@@ -140,23 +139,9 @@ inline uint8 moe_bf16_pairs16(float16 q) { return (as_uint16(q).even >> 16) | (a
 MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs, __global)
 MOE_QUANTIZE_BF16_PAIRS(moe_quantize_bf16_pairs_local, __local)
 
-// Several work-items a block, each a part of it: the whole-block functions' values, so the same
-// bits (each part takes the whole block's amax and scale and quantizes its own values), for
-// kernels whose work-groups have more work-items than blocks to quantize.
-// moe_quantize_bf16_quarter: values 4j .. 4j + 3 of one block of BF16 values src
-// [MOE_QUANT_BLOCK] as two BF16 pairs (j < MOE_QUANT_BLOCK / 4).
-inline uint2 moe_quantize_bf16_quarter(__global const ushort* src, float gs, int j) {
-#ifdef MOE_NVFP4
-  const float amax = moe_amax16(bf16x16(src, 0));
-#else
-  const float a0 = moe_amax16(bf16x16(src, 0)), a1 = moe_amax16(bf16x16(src, 1)), amax = a1 > a0 ? a1 : a0;
-#endif
-  MOE_QUANT_SCALE(amax, gs, mult, s);
-  const float4 q = moe_e2m1_signed4(as_float4(convert_uint4(vload4(j, src)) << 16), mult) * s;
-  return (uint2)(moe_bf16_pair(q.x, q.y), moe_bf16_pair(q.z, q.w));
-}
-// moe_quantize_block_pair: BF16 pair j (values 2j and 2j + 1) of one block of fp32 values v
-// [MOE_QUANT_BLOCK] in local memory.
+// BF16 pair j (values 2j and 2j + 1) of one block of fp32 values v [MOE_QUANT_BLOCK] in local
+// memory, for a work-item a pair: moe_quantize_block_pairs' values, so the same bits (each takes
+// the whole block's amax and scale, in the same order, and quantizes its own two values).
 inline uint moe_quantize_block_pair(const __local float* v, float gs, int j) {
   float amax = 0.0f;
   for (int i = 0; i < MOE_QUANT_BLOCK; ++i) amax = fp4cl_amax_step(amax, v[i]);
