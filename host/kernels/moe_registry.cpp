@@ -154,6 +154,9 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
   if (t.unroll != 1 && t.unroll != 2 && t.unroll != 4 && t.unroll != 8)
     return fmt::format("unroll = {} must be 1, 2, 4 or 8 (chunks a warp loads ahead)", t.unroll);
+  if (t.fc2_unroll != 0 && t.fc2_unroll != 1 && t.fc2_unroll != 2 && t.fc2_unroll != 4 && t.fc2_unroll != 8)
+    return fmt::format("fc2_unroll = {} must be 0 (unroll's), 1, 2, 4 or 8 (chunks an FC2 warp loads ahead)",
+                       t.fc2_unroll);
   if (t.row_loop != 0 && t.row_loop != 1 && t.row_loop != 2 && t.row_loop != 4 && t.row_loop != 8)
     return fmt::format("row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (FC1 row blocks a work-group takes)",
                        t.row_loop);
@@ -269,7 +272,8 @@ constexpr TileKey kTileKeys[] = {
     {"grouped.tile_m", false}, {"grouped.local_i", false}, {"grouped.local_h", false}, {"decode.tile_m", false},
     {"decode.local_i", false}, {"decode.local_h", false},  {"split.tile_m", false},    {"split.local_i", false},
     {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
-    {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.row_loop", true},
+    {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.fc2_unroll", true},
+    {"mma.row_loop", true},
     {"mma.stage", true},       {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
     {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true}};
 
@@ -331,6 +335,7 @@ std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
   if (id == MoeStrategy::mma) {
     s += fmt::format(", split_k {}, few_split_k {}, unroll {}, stage {}, warp_tiles {}", t.split_k, t.few_split_k,
                      t.unroll, t.stage, t.warp_tiles);
+    if (t.fc2_unroll > 0) s += fmt::format(", fc2_unroll {}", t.fc2_unroll);
     if (t.routed_warp_tiles > 0) s += fmt::format(", routed_warp_tiles {}", t.routed_warp_tiles);
     if (t.routed_row_tiles > 0) s += fmt::format(", routed_row_tiles {}", t.routed_row_tiles);
     if (t.routed_row_loop > 0) s += fmt::format(", routed_row_loop {}", t.routed_row_loop);
@@ -372,6 +377,7 @@ MmaGeometry mma_geometry(const MoeTiles& t, const MoeProblem& p, int ks1, int ks
   MmaGeometry g;
   g.nt = std::max(1, t.tile_m / 8);
   g.unroll = t.unroll;
+  g.fc2_unroll = t.fc2_unroll > 0 ? t.fc2_unroll : t.unroll;
   // rows: the GEMM's output rows; block_rows: a multiple the work-group's rows must keep (FC1
   // under W4A4 quantizes whole blocks of its outputs), else 16. split_k 0: mma_auto_split_k;
   // `force` > 0: that K split (batch invariance).
@@ -407,6 +413,7 @@ MoeTiles mma_few_pairs_tiles(const MoeTiles& tiles, const MoeProblem& p, bool on
   t.split_k = tiles.few_split_k > 0 ? tiles.few_split_k : one_token ? 0 : kMmaFewSplitK;
   t.few_split_k = t.split_k;
   t.unroll = tiles.unroll;
+  t.fc2_unroll = tiles.fc2_unroll;
   t.local_i = 32 * (!p.scheme.w4a16() && p.scheme.block_size() > 16 ? 2 : 1) * std::max(1, t.split_k);
   t.local_h = 32 * std::max(1, t.split_k);
   return t;
@@ -560,6 +567,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "split_k", t.split_k);
       apply(from, prefix + "few_split_k", t.few_split_k);
       apply(from, prefix + "unroll", t.unroll);
+      apply(from, prefix + "fc2_unroll", t.fc2_unroll);
       apply(from, prefix + "row_loop", t.row_loop);
       apply(from, prefix + "stage", t.stage);
       apply(from, prefix + "warp_tiles", t.warp_tiles);

@@ -62,6 +62,7 @@ struct MoeTiles {
   int few_split_k = 0;  // mma: the same for chunks of few pairs per expert (0: mma_auto_split_k); not for
                         // routed chunks' FC2 of a work-group a token (routed_fc2: none, unless batch invariant)
   int unroll = 1;       // mma: chunks of 64 weights a warp loads before their MMAs (unstaged K loops)
+  int fc2_unroll = 0;   // mma: the same for FC2's warps alone (0: unroll)
   int row_loop = 0;     // mma, one token under W4A4: FC1 row blocks a work-group takes (0: mma_pair_row_loop)
   int stage = 0;  // mma: 1 = a work-group's row tiles share activations staged in local memory; 0 = each warp reads them
   int warp_tiles = 1;  // mma, many pairs: row tiles of 16 a warp multiplies, each B fragment serving them all
@@ -82,7 +83,7 @@ struct MoeTiles {
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
-           few_split_k == o.few_split_k && unroll == o.unroll && row_loop == o.row_loop && stage == o.stage &&
+           few_split_k == o.few_split_k && unroll == o.unroll && fc2_unroll == o.fc2_unroll && row_loop == o.row_loop && stage == o.stage &&
            warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles &&
            routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2;
   }
@@ -137,7 +138,8 @@ struct MmaGemm {
 };
 struct MmaGeometry {
   int nt = 1;
-  int unroll = 1;  // MMA_UNROLL (MoeTiles::unroll)
+  int unroll = 1;      // MMA_UNROLL of FC1 (MoeTiles::unroll)
+  int fc2_unroll = 1;  // MMA_UNROLL of FC2 (MoeTiles::fc2_unroll, else unroll)
   MmaGemm fc1, fc2;
 };
 // The largest divisor of n that is at most limit (at least 1): the K splits and row tiles of the

@@ -203,7 +203,7 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
           .define("MMA_KSPLIT", gemm.ks)
           .define("MMA_KSTAGE", gemm.kstage)
           .define("MMA_STAGE", gemm.stage ? 1 : 0)
-          .define("MMA_UNROLL", g.unroll);
+          .define("MMA_UNROLL", &gemm == &g.fc2 ? g.fc2_unroll : g.unroll);
       if (gemm.mt > 1) b.define("MMA_MT", gemm.mt);  // programs of one row tile a warp keep their options
       // W4A16: FC1 reads the caller's BF16 rows in place (no moe_gather).
       if (&gemm == &g.fc1 && mma_direct_) b.define("MMA_DIRECT", 1);

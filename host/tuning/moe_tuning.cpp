@@ -27,6 +27,7 @@ bool valid_value(const std::string& kernel, const std::string& name, long long v
   if (name == "group" || name == "local_i" || name == "local_h") return v >= 1 && v <= 4096;
   if (name == "split_k" || name == "few_split_k") return mma && v >= 0 && v <= 64;  // 0: mma_auto_split_k
   if (name == "unroll") return mma && (v == 1 || v == 2 || v == 4 || v == 8);
+  if (name == "fc2_unroll") return mma && (v == 0 || v == 1 || v == 2 || v == 4 || v == 8);  // 0: unroll's
   if (name == "stage") return mma && (v == 0 || v == 1);
   if (name == "warp_tiles") return mma && (v == 1 || v == 2 || v == 4);
   if (name == "routed_row_tiles") return mma && (v == 0 || v == 1 || v == 2 || v == 4);  // 0: automatic
@@ -174,7 +175,7 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
   // pairs (mma_few_pairs_tiles, the routed FC1's row tiles and blocks) from its smallest (every
   // bucket's serve its own counts: `mma`).
-  take(first_mma, {"few_split_k", "unroll", "routed_row_tiles", "routed_row_loop"});
+  take(first_mma, {"few_split_k", "unroll", "fc2_unroll", "routed_row_tiles", "routed_row_loop"});
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
   for (const auto& [kernel, files] : tiles_files) tuned.tiles_origin[kernel] = fmt::format("{}", fmt::join(files, ", "));

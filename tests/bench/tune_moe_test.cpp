@@ -44,10 +44,11 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
   for (DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
     for (bool with_layout : {true, false}) {  // mma has its own weight layout: never vec or group
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind)),
-                (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}}));
+                (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {0, 2, 4, 8}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind, true)),
                 (Axes{{"few_split_k", {0, 1, 2, 4, 8}},
                       {"unroll", {1, 2, 4, 8}},
+                      {"fc2_unroll", {0, 2, 4, 8}},
                       {"routed_row_tiles", {0, 1, 2, 4}},
                       {"routed_row_loop", {0, 2, 4}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),

@@ -278,6 +278,8 @@ const MmaGeometryCase kMmaGeometryCases[] = {
     {kNvW4A4, 1, "mma.row_loop=2"},  // one token: FC1's 2 blocks of 64 rows in one work-group
     {kMxW4A4, 1, "mma.row_loop=2"},
     {kMxW4A4, 3, "mma.unroll=2"},  // few pairs: FC1's 2 row tiles (a block of 32), unstaged
+    {kNvW4A4, 1, "mma.unroll=1,mma.fc2_unroll=2"},  // one token: FC2 loads 2 chunks ahead, FC1 none
+    {kMxW4A16, 3, "mma.unroll=2,mma.fc2_unroll=1"},  // few pairs: FC1 2 + a remainder of 1, FC2 none
 };
 
 void PrintTo(const MmaGeometryCase& c, std::ostream* os) { *os << c.scheme.name() << " T=" << c.T << " " << c.tiles; }
@@ -304,6 +306,18 @@ TEST_P(MmaGeometries, MatchReference) {
   }
   if (std::string(c.tiles).find("mma.warp_tiles=2") != std::string::npos) {  // the many-pairs programs
     EXPECT_TRUE(built_with(log, "moe_mma.cl", "-DMMA_MT=2")) << c.scheme.name();
+  }
+  if (const char* f = std::strstr(c.tiles, "mma.fc2_unroll=")) {  // FC2's programs alone take it
+    const std::string fc2 = fmt::format("-DMMA_UNROLL={}", f[15]);
+    const std::string fc1 = fmt::format("-DMMA_UNROLL={}", std::strstr(c.tiles, "mma.unroll=")[11]);
+    int programs = 0;
+    for (const std::string& line : log.at(log::Level::debug)) {
+      if (line.find("program moe_mma.cl") == std::string::npos) continue;
+      ++programs;
+      const bool is_fc2 = line.find("-DMMA_FC2=1") != std::string::npos;
+      EXPECT_NE(line.find(is_fc2 ? fc2 : fc1), std::string::npos) << line;
+    }
+    EXPECT_GE(programs, 2);
   }
 }
 
@@ -404,6 +418,11 @@ TEST(MoeConfig, MmaGeometryRules) {
     ScopedEnv env("FP4CL_MOE_TILES", "mma.unroll=3");
     expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
                         "unroll = 3 must be 1, 2, 4 or 8");
+  }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.fc2_unroll=3");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
+                        "fc2_unroll = 3 must be 0 (unroll's), 1, 2, 4 or 8");
   }
   {
     ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=3");

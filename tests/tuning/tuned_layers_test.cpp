@@ -884,6 +884,7 @@ TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
   const Case cases[] = {
       {"tile_m", 4, "mma", "MoE parameter tile_m = 4 of strategy mma"},
       {"unroll", 3, "mma", "MoE parameter unroll = 3 of strategy mma"},
+      {"fc2_unroll", 3, "mma", "MoE parameter fc2_unroll = 3 of strategy mma"},
       {"stage", 2, "mma", "MoE parameter stage = 2 of strategy mma"},
       {"warp_tiles", 3, "mma", "MoE parameter warp_tiles = 3 of strategy mma"},
       {"routed_row_tiles", 3, "mma", "MoE parameter routed_row_tiles = 3 of strategy mma"},
