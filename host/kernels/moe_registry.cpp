@@ -273,8 +273,7 @@ constexpr TileKey kTileKeys[] = {
     {"decode.local_i", false}, {"decode.local_h", false},  {"split.tile_m", false},    {"split.local_i", false},
     {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
     {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.fc2_unroll", true},
-    {"mma.row_loop", true},
-    {"mma.stage", true},       {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
+    {"mma.row_loop", true},    {"mma.stage", true},        {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
     {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true}};
 
 // FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key

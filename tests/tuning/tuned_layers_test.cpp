@@ -871,6 +871,32 @@ TEST_F(TunedMma, DecodeServesUpToTheFirstBucketMmaWon) {
   EXPECT_EQ(forced.usable.front().tiles.routed_row_loop, 2);
 }
 
+// fc2_unroll from the database: FC2's programs load that many chunks ahead, FC1's unroll's.
+TEST_F(TunedMma, Fc2UnrollFromTheDatabaseReachesTheFc2ProgramsAlone) {
+  use_entries({entry(1, "mma", {{"tile_m", 16}, {"local_i", 64}, {"local_h", 128}, {"split_k", 2},
+                                {"few_split_k", 2}, {"unroll", 2}, {"fc2_unroll", 4}})});
+  const MoeSelection sel = select("mma");
+  ASSERT_FALSE(sel.usable.empty());
+  EXPECT_EQ(sel.usable.front().tiles.unroll, 2);
+  EXPECT_EQ(sel.usable.front().tiles.fc2_unroll, 4);
+  test::LogCapture log;
+  const Fp4Experts ex = test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, 71});
+  MoeConfig cfg;
+  cfg.scheme = kScheme;
+  cfg.top_k = kK;
+  cfg.max_tokens = 4;
+  cfg.kernel = "mma";
+  MoeLayer layer = MoeLayer::create(test::test_context(), ex, cfg);
+  int fc1 = 0, fc2 = 0;
+  for (const std::string& m : mma_programs(log, "-DMMA_UNROLL=")) {
+    const bool is_fc2 = m.find("-DMMA_FC2=") != std::string::npos;
+    (is_fc2 ? fc2 : fc1) += 1;
+    EXPECT_NE(m.find(is_fc2 ? "-DMMA_UNROLL=4" : "-DMMA_UNROLL=2"), std::string::npos) << m;
+  }
+  EXPECT_GT(fc1, 0);
+  EXPECT_GT(fc2, 0);
+}
+
 TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
   const MoeTiles builtin = select("mma").usable.front().tiles;
   const tuning::Params good = {{"tile_m", 16}, {"local_i", 64}, {"local_h", 64}, {"split_k", 1},
