@@ -471,6 +471,17 @@ class TunedMma : public TunedLayers {
     test::test_context().device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
     return select_moe_strategies(test::test_context().info(), width, {kScheme, kH, kI, kE, kK}, kernel);
   }
+  // A layer of the mma strategy over the fixture's shape (its programs built, their debug lines
+  // in whatever LogCapture is live).
+  static MoeLayer mma_layer(std::int64_t max_tokens, std::uint64_t seed) {
+    MoeConfig cfg;
+    cfg.scheme = kScheme;
+    cfg.top_k = kK;
+    cfg.max_tokens = max_tokens;
+    cfg.kernel = "mma";
+    return MoeLayer::create(test::test_context(),
+                            test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, seed}), cfg);
+  }
   const test::ScopedEnv no_tiles_{"FP4CL_MOE_TILES", std::nullopt};
   const test::ScopedEnv no_kernel_{"FP4CL_MOE_KERNEL", std::nullopt};
 };
@@ -880,13 +891,7 @@ TEST_F(TunedMma, Fc2UnrollFromTheDatabaseReachesTheFc2ProgramsAlone) {
   EXPECT_EQ(sel.usable.front().tiles.unroll, 2);
   EXPECT_EQ(sel.usable.front().tiles.fc2_unroll, 4);
   test::LogCapture log;
-  const Fp4Experts ex = test::make_experts({kScheme.weight, kE, kH, kI, test::Data::exact, 71});
-  MoeConfig cfg;
-  cfg.scheme = kScheme;
-  cfg.top_k = kK;
-  cfg.max_tokens = 4;
-  cfg.kernel = "mma";
-  MoeLayer layer = MoeLayer::create(test::test_context(), ex, cfg);
+  const MoeLayer layer = mma_layer(4, 71);
   int fc1 = 0, fc2 = 0;
   for (const std::string& m : mma_programs(log, "-DMMA_UNROLL=")) {
     const bool is_fc2 = m.find("-DMMA_FC2=") != std::string::npos;
