@@ -84,7 +84,8 @@ struct MoeTiles {
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
            few_split_k == o.few_split_k && unroll == o.unroll && fc2_unroll == o.fc2_unroll &&
-           row_loop == o.row_loop && stage == o.stage && warp_tiles == o.warp_tiles && routed_warp_tiles == o.routed_warp_tiles &&
+           row_loop == o.row_loop && stage == o.stage && warp_tiles == o.warp_tiles &&
+           routed_warp_tiles == o.routed_warp_tiles &&
            routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2;
   }
 };
