@@ -547,14 +547,17 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
     gpu.name = name;
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
-    // Buckets 1 and 8 give the built-in tiles (one entry, up to floor(sqrt(8 · 64)) = 22
-    // tokens), bucket 64 tiles of 16 pairs with local sizes 64 and 128 (up to floor(sqrt(64 ·
-    // 512)) = 181 tokens), bucket 512 tiles of 64 pairs with 2 row tiles a warp.
+    // Buckets 1 and 8 give the built-in tiles with FC2's chunks loaded 8 ahead (one entry, up
+    // to floor(sqrt(8 · 64)) = 22 tokens), bucket 64 tiles of 16 pairs with local sizes 64 and
+    // 128 (up to floor(sqrt(64 · 512)) = 181 tokens), bucket 512 tiles of 64 pairs with 2 row
+    // tiles a warp.
     ASSERT_EQ(sel.usable.size(), 3u) << name;
     EXPECT_EQ(sel.usable[0].id, MoeStrategy::mma);
     EXPECT_EQ(sel.usable[0].max_pairs, 22 * 2) << name;
     EXPECT_EQ(sel.usable[0].tiles.tile_m, 32);
     EXPECT_EQ(sel.usable[0].tiles.warp_tiles, 1);
+    EXPECT_EQ(sel.usable[0].tiles.unroll, 4) << name;
+    EXPECT_EQ(sel.usable[0].tiles.fc2_unroll, 8) << name;
     EXPECT_EQ(sel.usable[0].origin, "tuned buckets 1, 8 (tuning/nvidia-h200.json (shipped))");
     EXPECT_EQ(sel.usable[1].max_pairs, 181 * 2) << name;
     EXPECT_EQ(sel.usable[1].tiles.tile_m, 16) << name;
