@@ -37,7 +37,8 @@ void add_run_options(CLI::App* cmd, RunOptions& o, std::vector<std::int64_t> def
   cmd->add_flag("--no-check", o.no_check, "skip the check against the scalar reference");
   cmd->add_flag("--launches", o.launches,
                 "print each row's commands on stderr: median start (from the call's first command) and duration "
-                "(MoE: every launch then gets an event, whose host time can widen the gaps between commands)");
+                "(MoE: timed again in calls with an event on every launch, whose host time can widen the gaps "
+                "between commands; the row keeps the time without them)");
   cmd->add_option("--rotate-mib", o.rotate_mib, "weights to cycle through between two uses of one copy (MiB)")
       ->check(CLI::Range(0.0, 65536.0));
   cmd->add_option("--stream-mib", o.stream_mib, "buffer of the streaming-read probe (MiB)")

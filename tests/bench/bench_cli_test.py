@@ -168,6 +168,25 @@ class Outputs(unittest.TestCase):
         self.assertTrue(20 <= int(routings.group(1)) <= 64, row["detail"])
         self.assertNotIn("--routings", row["command"])
 
+    def test_moe_launches_breaks_down_calls_of_their_own(self):
+        # --launches: the per-command breakdown on stderr, from calls with an event on every launch,
+        # and beside it the row's time, which stays that of the calls without them.
+        _, out, err = run(*TINY_MOE, "--tokens", "3", "--json", "--launches", check=0)
+        row = json.loads(out)["rows"][0]
+        self.assertTrue(row["check"].startswith("ok"), row)
+        self.assertIn("T=3: ", err)
+        self.assertIn("from the first command's start to the last one's end", err)
+        commands = re.findall(r"^ +[0-9.]+ us \+ +[0-9.]+ us  (moe_\w+)$", err, re.MULTILINE)
+        self.assertGreaterEqual(len(commands), 2, err)
+        self.assertTrue(any("fc1" in c for c in commands), err)
+        m = re.search(r"the row's time, without an event on every launch: ([0-9.]+) us \(median\)", err)
+        self.assertIsNotNone(m, err)
+        self.assertAlmostEqual(float(m.group(1)), row["us_median"], delta=0.051)
+        # Without --launches, no breakdown.
+        _, _, err = run(*TINY_MOE, "--tokens", "3", "--json", check=0)
+        self.assertNotIn("without an event on every launch", err)
+        self.assertNotIn("from the first command's start", err)
+
     def test_moe_tiles_times_each_setting_with_its_own_layer(self):
         # --tiles: one layer per FP4CL_MOE_TILES setting over the same experts, each row checked,
         # described with the setting's parameters and reproduced with the variable set.
