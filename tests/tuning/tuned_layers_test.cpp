@@ -547,29 +547,40 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
     gpu.name = name;
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
-    // Buckets 1 and 8 give the built-in tiles with FC2's chunks loaded 8 ahead (one entry, up
-    // to floor(sqrt(8 · 64)) = 22 tokens), bucket 64 tiles of 16 pairs with local sizes 64 and
-    // 128 (up to floor(sqrt(64 · 512)) = 181 tokens), bucket 512 tiles of 64 pairs with 2 row
-    // tiles a warp.
-    ASSERT_EQ(sel.usable.size(), 3u) << name;
-    EXPECT_EQ(sel.usable[0].id, MoeStrategy::mma);
-    EXPECT_EQ(sel.usable[0].max_pairs, 22 * 2) << name;
-    EXPECT_EQ(sel.usable[0].tiles.tile_m, 32);
-    EXPECT_EQ(sel.usable[0].tiles.warp_tiles, 1);
-    EXPECT_EQ(sel.usable[0].tiles.unroll, 4) << name;
+    // Bucket 1 gives the built-in tiles with FC2's chunks loaded 8 ahead (up to floor(sqrt(1 · 8))
+    // = 2 tokens), bucket 8 the few-pairs K split 4 with FC2's loaded 4 ahead (up to
+    // floor(sqrt(8 · 64)) = 22 tokens), bucket 64 tiles of 16 pairs with local sizes 64 and 128
+    // (up to floor(sqrt(64 · 512)) = 181 tokens), bucket 512 tiles of 64 pairs with 2 row tiles
+    // a warp.
+    ASSERT_EQ(sel.usable.size(), 4u) << name;
+    for (int b = 0; b < 2; ++b) {
+      EXPECT_EQ(sel.usable[b].id, MoeStrategy::mma);
+      EXPECT_EQ(sel.usable[b].tiles.tile_m, 32);
+      EXPECT_EQ(sel.usable[b].tiles.warp_tiles, 1);
+      EXPECT_EQ(sel.usable[b].tiles.unroll, 4) << name;
+    }
+    EXPECT_EQ(sel.usable[0].max_pairs, 2 * 2) << name;
+    EXPECT_EQ(sel.usable[0].tiles.few_split_k, 0) << name;
     EXPECT_EQ(sel.usable[0].tiles.fc2_unroll, 8) << name;
-    EXPECT_EQ(sel.usable[0].origin, "tuned buckets 1, 8 (tuning/nvidia-h200.json (shipped))");
-    EXPECT_EQ(sel.usable[1].max_pairs, 181 * 2) << name;
-    EXPECT_EQ(sel.usable[1].tiles.tile_m, 16) << name;
-    EXPECT_EQ(sel.usable[1].tiles.local_i, 64) << name;
-    EXPECT_EQ(sel.usable[1].tiles.local_h, 128) << name;
-    EXPECT_EQ(sel.usable[1].origin, "tuned bucket 64 (tuning/nvidia-h200.json (shipped))");
-    EXPECT_EQ(sel.usable[2].origin, "tuned bucket 512 (tuning/nvidia-h200.json (shipped))");
-    EXPECT_EQ(sel.usable[2].tiles.tile_m, 64) << name;
-    EXPECT_EQ(sel.usable[2].tiles.warp_tiles, 2) << name;
-    EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[2]);
-    EXPECT_EQ(&sel.for_tokens(64, 2), &sel.usable[1]);
-    EXPECT_EQ(&sel.for_tokens(8, 2), &sel.usable[0]);
+    EXPECT_EQ(sel.usable[0].origin, "tuned bucket 1 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[1].max_pairs, 22 * 2) << name;
+    EXPECT_EQ(sel.usable[1].tiles.few_split_k, 4) << name;
+    EXPECT_EQ(sel.usable[1].tiles.fc2_unroll, 4) << name;
+    EXPECT_EQ(sel.usable[1].origin, "tuned bucket 8 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[2].max_pairs, 181 * 2) << name;
+    EXPECT_EQ(sel.usable[2].tiles.tile_m, 16) << name;
+    EXPECT_EQ(sel.usable[2].tiles.local_i, 64) << name;
+    EXPECT_EQ(sel.usable[2].tiles.local_h, 128) << name;
+    EXPECT_EQ(sel.usable[2].origin, "tuned bucket 64 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[3].origin, "tuned bucket 512 (tuning/nvidia-h200.json (shipped))");
+    EXPECT_EQ(sel.usable[3].tiles.tile_m, 64) << name;
+    EXPECT_EQ(sel.usable[3].tiles.warp_tiles, 2) << name;
+    EXPECT_EQ(&sel.for_tokens(512, 2), &sel.usable[3]);
+    EXPECT_EQ(&sel.for_tokens(64, 2), &sel.usable[2]);
+    EXPECT_EQ(&sel.for_tokens(8, 2), &sel.usable[1]);
+    EXPECT_EQ(&sel.for_tokens(3, 2), &sel.usable[1]);
+    EXPECT_EQ(&sel.for_tokens(2, 2), &sel.usable[0]);
+    EXPECT_EQ(&sel.for_tokens(1, 2), &sel.usable[0]);
   }
   gpu.name = "NVIDIA H200";
   // W4A16: bucket 8 its own few-pairs K split and unroll (4 and 4), its neighbours the built-in 0 and 8.
@@ -605,18 +616,28 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
           << x.tokens;
     }
   }
-  // A user database (the user's config file) holding the shipped mixtral W4A4 entry of one bucket:
-  // its path.
-  const auto user_database_with_bucket = [&](std::int64_t tokens) {
+  // A user database (the user's config file) holding the shipped mixtral W4A4 entry of one bucket,
+  // with the tiles of the shipped entry of bucket `tiles_of` (by default its own): its path.
+  const auto user_database_with_bucket = [&](std::int64_t tokens, std::int64_t tiles_of = 0) {
     tuning::Database user;
     for (const tuning::EmbeddedDatabase& e : tuning::embedded_databases()) {
       if (std::string(e.name) != "tuning/nvidia-h200.json") continue;
       const tuning::Database shipped = tuning::parse_database(std::string(e.text), std::string(e.name));
-      for (const tuning::DeviceTuning& d : shipped.devices)
-        for (const tuning::Entry& entry : d.entries)
-          if (entry.op == "moe" && entry.tokens == tokens && entry.scheme == "nvfp4-w4a4" &&
-              entry.shape.at("experts") == 8)
-            user.put(d.device, entry);
+      for (const tuning::DeviceTuning& d : shipped.devices) {
+        const auto mixtral_w4a4_entry = [&](std::int64_t bucket) -> const tuning::Entry* {
+          for (const tuning::Entry& entry : d.entries)
+            if (entry.op == "moe" && entry.tokens == bucket && entry.scheme == "nvfp4-w4a4" &&
+                entry.shape.at("experts") == 8)
+              return &entry;
+          return nullptr;
+        };
+        const tuning::Entry* entry = mixtral_w4a4_entry(tokens);
+        const tuning::Entry* tiles_entry = mixtral_w4a4_entry(tiles_of > 0 ? tiles_of : tokens);
+        if (entry == nullptr || tiles_entry == nullptr) continue;
+        tuning::Entry copy = *entry;
+        copy.params = tiles_entry->params;
+        user.put(d.device, copy);
+      }
     }
     EXPECT_EQ(user.devices.size(), 1u);
     const std::string path = config.str() + "/fp4cl/tuning.json";
@@ -625,9 +646,10 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     tuning::reload_tuning_store();
     return path;
   };
-  // Bucket 8 from the user (the same tiles): bucket 8 named with the file it came from.
+  // Bucket 8 from the user with bucket 1's tiles: one entry for both, bucket 8 named with the
+  // file it came from.
   {
-    const std::string path = user_database_with_bucket(8);
+    const std::string path = user_database_with_bucket(8, 1);
     const MoeSelection sel = select_moe_strategies(gpu, 1, mixtral_w4a4, "");
     ASSERT_EQ(sel.usable.size(), 3u);
     EXPECT_EQ(sel.usable[0].origin,
