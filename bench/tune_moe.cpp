@@ -109,7 +109,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       const bool few = mma && mma_few_pairs_bucket(tokens, shape.topk, shape.experts, start.at("tile_m"));
       const bool routed = mma && mma_routed_bucket(tokens, shape.topk, few);
       if (few) start["fc2_unroll"] = 0;  // FC2 loads as far ahead as FC1 (unroll)
-      if (routed) start["routed_row_tiles"] = start["routed_row_loop"] = 0;  // automatic
+      if (routed) start["routed_row_tiles"] = start["routed_row_loop"] = start["token_fc2_warp_tiles"] = 0;  // automatic
       if (mma && !few)
         for (const auto& [k, v] : mma_few) start[k] = v;
       const Evaluate evaluate = [&, strategy](const tuning::Params& params) {

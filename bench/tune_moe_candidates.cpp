@@ -73,7 +73,8 @@ std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, b
               {"unroll", {1, 2, 4, 8}},
               {"fc2_unroll", {0, 2, 4, 8}},
               {"routed_row_tiles", {0, 1, 2, 4}},
-              {"routed_row_loop", {0, 2, 4}}};
+              {"routed_row_loop", {0, 2, 4}},
+              {"token_fc2_warp_tiles", {0, 2, 4}}};
     if (few_pairs) return {{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {0, 2, 4, 8}}};
     return {{"tile_m", {8, 16, 32, 64}},
             {"local_i", {32, 64, 128, 256}},

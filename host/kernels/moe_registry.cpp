@@ -182,6 +182,11 @@ std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const
     return fmt::format("routed_fc2 = {} must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a "
                        "token)",
                        t.routed_fc2);
+  if (t.token_fc2_warp_tiles != 0 && t.token_fc2_warp_tiles != 1 && t.token_fc2_warp_tiles != 2 &&
+      t.token_fc2_warp_tiles != 4)
+    return fmt::format("token_fc2_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the "
+                       "routed chunks' FC2 of a work-group a token)",
+                       t.token_fc2_warp_tiles);
   if (t.routed_fc2 == 2 && static_cast<std::uint64_t>(32) * p.top_k > device.max_work_group_size)
     return fmt::format("routed_fc2 = 2: a work-group of 32 · top_k = {} work-items exceeds the device's maximum of {}",
                        32 * p.top_k, device.max_work_group_size);
@@ -274,7 +279,8 @@ constexpr TileKey kTileKeys[] = {
     {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
     {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.fc2_unroll", true},
     {"mma.row_loop", true},    {"mma.stage", true},        {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
-    {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true}};
+    {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true},
+    {"mma.token_fc2_warp_tiles", true}};
 
 // FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key
 // takes it).
@@ -339,6 +345,7 @@ std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
     if (t.routed_row_tiles > 0) s += fmt::format(", routed_row_tiles {}", t.routed_row_tiles);
     if (t.routed_row_loop > 0) s += fmt::format(", routed_row_loop {}", t.routed_row_loop);
     if (t.routed_fc2 > 0) s += fmt::format(", routed_fc2 {}", t.routed_fc2);
+    if (t.token_fc2_warp_tiles > 0) s += fmt::format(", token_fc2_warp_tiles {}", t.token_fc2_warp_tiles);
   }
   return s;
 }
@@ -574,6 +581,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
       apply(from, prefix + "routed_row_tiles", t.routed_row_tiles);
       apply(from, prefix + "routed_row_loop", t.routed_row_loop);
       apply(from, prefix + "routed_fc2", t.routed_fc2);
+      apply(from, prefix + "token_fc2_warp_tiles", t.token_fc2_warp_tiles);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);

@@ -80,13 +80,18 @@ struct MoeTiles {
   // of pairs, the last to finish a block of rows summing the top-k; 2: one a token, summing its
   // top-k pairs itself)
   int routed_fc2 = 0;
+  // mma, routed chunks whose FC2 takes a work-group a token (routed_fc2 2, or its automatic
+  // choice): that FC2's row tiles of 16 a warp (0: automatic, 1), each B fragment serving them all
+  // (the same sums in the same order: the same bits)
+  int token_fc2_warp_tiles = 0;
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
            few_split_k == o.few_split_k && unroll == o.unroll && fc2_unroll == o.fc2_unroll &&
            row_loop == o.row_loop && stage == o.stage && warp_tiles == o.warp_tiles &&
            routed_warp_tiles == o.routed_warp_tiles &&
-           routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2;
+           routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2 &&
+           token_fc2_warp_tiles == o.token_fc2_warp_tiles;
   }
 };
 

@@ -260,6 +260,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // take it for the smallest routed chunk (one token), and its work-group fits.
     routed_token_ = routed_;
     if (!o.batch_invariant) routed_token_.fc2.ks = 1;
+    // MoeTiles::token_fc2_warp_tiles row tiles a warp: work-groups of at most 64 rows (the few-pairs
+    // FC2 has one row tile a work-group), which divide H (a multiple of 64: mma_refusal).
+    routed_token_.fc2.mt = std::max(1, tiles_.token_fc2_warp_tiles);
     const MmaGemm& t2 = routed_token_.fc2;
     const std::uint64_t token_threads = static_cast<std::uint64_t>(t2.local()) * problem.top_k;
     const std::uint64_t token_bytes =

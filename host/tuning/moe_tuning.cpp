@@ -32,6 +32,7 @@ bool valid_value(const std::string& kernel, const std::string& name, long long v
   if (name == "warp_tiles") return mma && (v == 1 || v == 2 || v == 4);
   if (name == "routed_row_tiles") return mma && (v == 0 || v == 1 || v == 2 || v == 4);  // 0: automatic
   if (name == "routed_row_loop") return mma && (v == 0 || v == 1 || v == 2 || v == 4 || v == 8);
+  if (name == "token_fc2_warp_tiles") return mma && (v == 0 || v == 1 || v == 2 || v == 4);
   return false;
 }
 
@@ -175,7 +176,8 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   // mma: the tiles of chunks with many pairs from its largest bucket, those of chunks with few
   // pairs (mma_few_pairs_tiles, the routed FC1's row tiles and blocks) from its smallest (every
   // bucket's serve its own counts: `mma`).
-  take(first_mma, {"few_split_k", "unroll", "fc2_unroll", "routed_row_tiles", "routed_row_loop"});
+  take(first_mma,
+       {"few_split_k", "unroll", "fc2_unroll", "routed_row_tiles", "routed_row_loop", "token_fc2_warp_tiles"});
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
   for (const auto& [kernel, files] : tiles_files) tuned.tiles_origin[kernel] = fmt::format("{}", fmt::join(files, ", "));

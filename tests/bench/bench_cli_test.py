@@ -369,7 +369,8 @@ class Tuning(unittest.TestCase):
 
     def test_tune_mma_searches_the_routed_fc1_at_routed_buckets(self):
         # 2 tokens of top-2 over 4 experts: a routed chunk (FC1 and FC2 find their tiles), whose
-        # FC1's row tiles and blocks of rows a work-group are searched and written (0: automatic).
+        # FC1's row tiles and blocks of rows a work-group and whose token FC2's row tiles a warp are
+        # searched and written (0: automatic).
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "tuning.json")
             run("tune", "--op", "moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2",
@@ -380,6 +381,7 @@ class Tuning(unittest.TestCase):
             self.assertEqual(moe["tokens"], 2)
             self.assertEqual(moe["params"]["routed_row_tiles"], 0)
             self.assertEqual(moe["params"]["routed_row_loop"], 0)
+            self.assertEqual(moe["params"]["token_fc2_warp_tiles"], 0)
             _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
                               "mma", "--tokens", "2", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)
             self.assertNotIn("not valid", err)

@@ -50,7 +50,8 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
                       {"unroll", {1, 2, 4, 8}},
                       {"fc2_unroll", {0, 2, 4, 8}},
                       {"routed_row_tiles", {0, 1, 2, 4}},
-                      {"routed_row_loop", {0, 2, 4}}}));
+                      {"routed_row_loop", {0, 2, 4}},
+                      {"token_fc2_warp_tiles", {0, 2, 4}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),
                 (Axes{{"tile_m", {8, 16, 32, 64}},
                       {"local_i", {32, 64, 128, 256}},

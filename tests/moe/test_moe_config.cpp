@@ -429,6 +429,11 @@ TEST(MoeConfig, MmaGeometryRules) {
     expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
                         "routed_warp_tiles = 3 must be 0 (automatic), 1, 2 or 4");
   }
+  {
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.token_fc2_warp_tiles=3");
+    expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
+                        "token_fc2_warp_tiles = 3 must be 0 (automatic), 1, 2 or 4");
+  }
   ScopedEnv env("FP4CL_MOE_TILES", "mma.row_loop=3");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 58}), cfg,
                       "row_loop = 3 must be 0 (automatic), 1, 2, 4 or 8");
@@ -642,6 +647,39 @@ TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
   ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_fc2=3");
   expect_create_error(make_experts({WeightFormat::nvfp4, 4, 64, 64, Data::exact, 86}), cfg,
                       "routed_fc2 = 3 must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a token)");
+}
+
+// A routed chunk whose FC2 takes a work-group a token (automatic: 64 pairs over 128 local experts)
+// with 1, 2 or 4 row tiles of 16 a warp in that FC2 (mma.token_fc2_warp_tiles; automatic: 1): the
+// same bits (each row's sum over K in the same order), which match the reference, under both
+// kinds of activations; the token FC2 is built with MMA_MT where it is more than 1.
+TEST(MoeConfig, TokenFc2RowTilesAWarpKeepTheBits) {
+  const std::int64_t T = RoutedCase::T;
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
+    SCOPED_TRACE(scheme.name());
+    const RoutedCase c = routed_case(scheme, 91);
+    const auto& [ex, x, ids, w, cfg, ref] = c;
+    std::vector<float> first;
+    for (const int tiles : {1, 2, 4}) {
+      ScopedEnv env("FP4CL_MOE_TILES", "mma.token_fc2_warp_tiles=" + std::to_string(tiles));
+      LogCapture log;
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
+      EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << tiles;
+      if (tiles == 1) first = out.fp32;
+      ASSERT_EQ(out.fp32.size(), first.size());
+      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0) << tiles;
+      bool token_fc2 = false, token_fc2_mt = false;
+      for (const std::string& line : log.at(log::Level::debug)) {
+        if (line.find("program moe_mma.cl") == std::string::npos || line.find("-DMMA_TOKEN_SUM=1") == std::string::npos)
+          continue;
+        token_fc2 = true;
+        token_fc2_mt = token_fc2_mt || line.find("-DMMA_MT=" + std::to_string(tiles)) != std::string::npos;
+      }
+      EXPECT_TRUE(token_fc2) << tiles;
+      EXPECT_EQ(token_fc2_mt, tiles > 1) << tiles;
+    }
+  }
 }
 
 TEST(MoeConfig, SplitRefusalsNameTheReason) {

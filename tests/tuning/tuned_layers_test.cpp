@@ -948,6 +948,7 @@ TEST_F(TunedMma, InvalidMmaValuesFallBackToTheBuiltInTilesWithAWarning) {
       {"warp_tiles", 3, "mma", "MoE parameter warp_tiles = 3 of strategy mma"},
       {"routed_row_tiles", 3, "mma", "MoE parameter routed_row_tiles = 3 of strategy mma"},
       {"routed_row_loop", 3, "mma", "MoE parameter routed_row_loop = 3 of strategy mma"},
+      {"token_fc2_warp_tiles", 3, "mma", "MoE parameter token_fc2_warp_tiles = 3 of strategy mma"},
       {"split_k", -1, "mma", "MoE parameter split_k = -1 of strategy mma"},
       {"few_split_k", 65, "mma", "MoE parameter few_split_k = 65 of strategy mma"},
       {"local_h", 0, "mma", "MoE parameter local_h = 0 of strategy mma"},
