@@ -467,6 +467,39 @@ RoutedCase routed_case(const QuantScheme& scheme, std::uint64_t seed) {
   return c;
 }
 
+// Whether one program of `file` was built with every option of `options` (its options sorted).
+bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options) {
+  for (const std::string& line : log.at(log::Level::debug)) {
+    if (line.find("program " + file) == std::string::npos) continue;
+    if (std::all_of(options.begin(), options.end(),
+                    [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
+      return true;
+  }
+  return false;
+}
+
+// routed_case(scheme, seed) run once under each FP4CL_MOE_TILES setting of `settings`: every
+// output matches the reference and has the first setting's bits; `check` (setting, layer, the
+// layer's creation log) adds the setting's own expectations.
+void expect_routed_settings_keep_the_bits(
+    const QuantScheme& scheme, std::uint64_t seed, const std::vector<std::string>& settings,
+    const std::function<void(const std::string&, const MoeLayer&, const LogCapture&)>& check) {
+  const RoutedCase c = routed_case(scheme, seed);
+  std::vector<float> first;
+  for (const std::string& setting : settings) {
+    SCOPED_TRACE(setting);
+    ScopedEnv env("FP4CL_MOE_TILES", setting);
+    LogCapture log;
+    MoeLayer layer = MoeLayer::create(test_context(), c.ex, c.cfg);
+    check(setting, layer, log);
+    const DeviceResult out = run_topk(layer, c.cfg.output, c.x, c.ids, c.w, RoutedCase::T);
+    EXPECT_TRUE(matches_reference(c.ref, out, c.cfg.output));
+    if (first.empty()) first = out.fp32;
+    ASSERT_EQ(out.fp32.size(), first.size());
+    EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0);
+  }
+}
+
 // Routed W4A4 chunks (at least 128 local experts) whose FC1 quantizes its tiles' tokens: 1, 2 or
 // 4 row tiles a warp in that FC1 (mma.routed_warp_tiles; automatic: 1) give the same bits, which
 // match the reference, and each builds its program. Rows that do not divide I are refused with the
@@ -475,21 +508,13 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
   const std::int64_t T = RoutedCase::T, E = RoutedCase::E, H = RoutedCase::H;
   for (const QuantScheme& scheme : {kNvW4A4, kMxW4A4}) {
     SCOPED_TRACE(scheme.name());
-    const RoutedCase c = routed_case(scheme, 71);
-    const auto& [ex, x, ids, w, cfg, ref] = c;
-    std::vector<float> first;
-    for (const int tiles : {1, 2, 4}) {
-      ScopedEnv env("FP4CL_MOE_TILES", "mma.routed_warp_tiles=" + std::to_string(tiles));
-      LogCapture log;
-      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-      ASSERT_EQ(layer.tile_pairs_for(T), 4) << "not the routed chunks whose FC1 quantizes";
-      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << tiles;
-      if (tiles == 1) first = out.fp32;
-      ASSERT_EQ(out.fp32.size(), first.size());
-      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0) << tiles;
-      EXPECT_EQ(built_with(log, "moe_mma.cl", "-DMMA_MT=" + std::to_string(tiles)), tiles > 1) << tiles;
-    }
+    expect_routed_settings_keep_the_bits(
+        scheme, 71, {"mma.routed_warp_tiles=1", "mma.routed_warp_tiles=2", "mma.routed_warp_tiles=4"},
+        [&](const std::string& setting, const MoeLayer& layer, const LogCapture& log) {
+          EXPECT_EQ(layer.tile_pairs_for(T), 4) << "not the routed chunks whose FC1 quantizes";
+          const char tiles = setting.back();
+          EXPECT_EQ(built_with(log, "moe_mma.cl", std::string("-DMMA_MT=") + tiles), tiles != '1');
+        });
   }
   MoeConfig cfg = config(kNvW4A4, 8);
   cfg.kernel = "mma";
@@ -507,18 +532,7 @@ TEST(MoeConfig, RoutedFc1RowTilesAWarpKeepTheBits) {
 // row tile, and blocks of rows that do not divide I are refused, with the reason, as are values
 // outside the keys' sets.
 TEST(MoeConfig, RoutedFc1RowTilesAndBlocksAWorkGroupKeepTheBits) {
-  const std::int64_t T = RoutedCase::T, E = RoutedCase::E, H = RoutedCase::H, I = RoutedCase::I;
-  // Whether one program of `file` was built with every option of `options` (its options sorted).
-  const auto built_with_all = [](const LogCapture& log, const std::string& file,
-                                 const std::vector<std::string>& options) {
-    for (const std::string& line : log.at(log::Level::debug)) {
-      if (line.find("program " + file) == std::string::npos) continue;
-      if (std::all_of(options.begin(), options.end(),
-                      [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
-        return true;
-    }
-    return false;
-  };
+  const std::int64_t E = RoutedCase::E, H = RoutedCase::H, I = RoutedCase::I;
   struct Setting {
     std::string tiles;
     int row_tiles, blocks;  // 0 row tiles: the scheme's automatic ones
@@ -531,25 +545,19 @@ TEST(MoeConfig, RoutedFc1RowTilesAndBlocksAWorkGroupKeepTheBits) {
                                          {"mma.routed_row_tiles=2,mma.routed_row_loop=4", 2, 4}};
   for (const QuantScheme& scheme : {kNvW4A16, kMxW4A16, kNvW4A4, kMxW4A4}) {
     SCOPED_TRACE(scheme.name());
-    const RoutedCase c = routed_case(scheme, 91);
-    const auto& [ex, x, ids, w, cfg, ref] = c;
-    std::vector<float> first;
-    for (const Setting& setting : settings) {
-      if (scheme == kMxW4A4 && setting.row_tiles == 1) continue;  // 16 rows: not whole blocks of 32
-      SCOPED_TRACE(setting.tiles);
-      ScopedEnv env("FP4CL_MOE_TILES", setting.tiles);
-      LogCapture log;
-      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, out, cfg.output));
-      if (first.empty()) first = out.fp32;
-      ASSERT_EQ(out.fp32.size(), first.size());
-      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0);
-      const int row_tiles = setting.row_tiles > 0 ? setting.row_tiles : scheme.w4a16() ? 1 : 2;
-      std::vector<std::string> options = {"-DMMA_FC1=1", "-DMMA_ROUTED=1", "-DMMA_RT=" + std::to_string(row_tiles)};
-      if (setting.blocks > 1) options.push_back("-DMMA_ROW_LOOP=" + std::to_string(setting.blocks));
-      EXPECT_TRUE(built_with_all(log, "moe_mma.cl", options));
-    }
+    std::vector<std::string> tiles;
+    for (const Setting& setting : settings)
+      if (scheme != kMxW4A4 || setting.row_tiles != 1) tiles.push_back(setting.tiles);  // 16 rows: not whole blocks of 32
+    expect_routed_settings_keep_the_bits(
+        scheme, 91, tiles, [&](const std::string& tiles_text, const MoeLayer&, const LogCapture& log) {
+          const Setting& setting =
+              *std::find_if(settings.begin(), settings.end(), [&](const Setting& s) { return s.tiles == tiles_text; });
+          const int row_tiles = setting.row_tiles > 0 ? setting.row_tiles : scheme.w4a16() ? 1 : 2;
+          std::vector<std::string> options = {"-DMMA_FC1=1", "-DMMA_ROUTED=1",
+                                              "-DMMA_RT=" + std::to_string(row_tiles)};
+          if (setting.blocks > 1) options.push_back("-DMMA_ROW_LOOP=" + std::to_string(setting.blocks));
+          EXPECT_TRUE(built_with_all(log, "moe_mma.cl", options));
+        });
   }
   MoeConfig cfg = config(kMxW4A4, 8);
   cfg.kernel = "mma";
@@ -654,31 +662,16 @@ TEST(MoeConfig, RoutedFc2AWorkGroupATokenMatchesTheReference) {
 // same bits (each row's sum over K in the same order), which match the reference, under both
 // kinds of activations; the token FC2 is built with MMA_MT where it is more than 1.
 TEST(MoeConfig, TokenFc2RowTilesAWarpKeepTheBits) {
-  const std::int64_t T = RoutedCase::T;
   for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
     SCOPED_TRACE(scheme.name());
-    const RoutedCase c = routed_case(scheme, 91);
-    const auto& [ex, x, ids, w, cfg, ref] = c;
-    std::vector<float> first;
-    for (const int tiles : {1, 2, 4}) {
-      ScopedEnv env("FP4CL_MOE_TILES", "mma.token_fc2_warp_tiles=" + std::to_string(tiles));
-      LogCapture log;
-      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
-      const DeviceResult out = run_topk(layer, cfg.output, x, ids, w, T);
-      EXPECT_TRUE(matches_reference(ref, out, cfg.output)) << tiles;
-      if (tiles == 1) first = out.fp32;
-      ASSERT_EQ(out.fp32.size(), first.size());
-      EXPECT_EQ(std::memcmp(out.fp32.data(), first.data(), first.size() * sizeof(float)), 0) << tiles;
-      bool token_fc2 = false, token_fc2_mt = false;
-      for (const std::string& line : log.at(log::Level::debug)) {
-        if (line.find("program moe_mma.cl") == std::string::npos || line.find("-DMMA_TOKEN_SUM=1") == std::string::npos)
-          continue;
-        token_fc2 = true;
-        token_fc2_mt = token_fc2_mt || line.find("-DMMA_MT=" + std::to_string(tiles)) != std::string::npos;
-      }
-      EXPECT_TRUE(token_fc2) << tiles;
-      EXPECT_EQ(token_fc2_mt, tiles > 1) << tiles;
-    }
+    expect_routed_settings_keep_the_bits(
+        scheme, 91, {"mma.token_fc2_warp_tiles=1", "mma.token_fc2_warp_tiles=2", "mma.token_fc2_warp_tiles=4"},
+        [&](const std::string& setting, const MoeLayer&, const LogCapture& log) {
+          const char tiles = setting.back();
+          EXPECT_TRUE(built_with_all(log, "moe_mma.cl", {"-DMMA_TOKEN_SUM=1"}));
+          EXPECT_EQ(built_with_all(log, "moe_mma.cl", {"-DMMA_MT=" + std::string(1, tiles), "-DMMA_TOKEN_SUM=1"}),
+                    tiles != '1');
+        });
   }
 }
 
