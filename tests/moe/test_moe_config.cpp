@@ -1,5 +1,7 @@
 // Layer creation: validation of experts and configuration, strategy selection, output types,
 // the calibrated FC2 input scale, buffer checks and gate/up scale sensitivity.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -672,6 +674,35 @@ TEST(MoeConfig, TokenFc2RowTilesAWarpKeepTheBits) {
           EXPECT_EQ(built_with_all(log, "moe_mma.cl", {"-DMMA_MT=" + std::string(1, tiles), "-DMMA_TOKEN_SUM=1"}),
                     tiles != '1');
         });
+  }
+}
+
+// Where routed chunks take no FC2 of a work-group a token (mma.routed_fc2 1, or 6 local experts
+// for a token's 4 pairs: mma_routed_token_fc2), mma.token_fc2_warp_tiles says at creation that it
+// changes nothing, and why; the program is not built.
+TEST(MoeConfig, TokenFc2RowTilesSayWhereTheyChangeNothing) {
+  MoeConfig cfg = config(kNvW4A16, 4);
+  cfg.kernel = "mma";
+  cfg.max_tokens = 5;
+  struct Case {
+    std::int64_t experts;
+    int warp_tiles;
+    std::string other_tiles, why;
+  };
+  for (const Case& c : {Case{6, 2, "", "6 local experts for a token's 4 pairs and I = 128"},
+                        Case{32, 4, ",mma.routed_fc2=1", "mma.routed_fc2 = 1"}}) {
+    const std::string tiles = "mma.token_fc2_warp_tiles=" + std::to_string(c.warp_tiles) + c.other_tiles;
+    SCOPED_TRACE(tiles);
+    ScopedEnv env("FP4CL_MOE_TILES", tiles);
+    LogCapture log;
+    MoeLayer::create(test_context(), make_experts({WeightFormat::nvfp4, c.experts, 64, 128, Data::exact, 87}), cfg);
+    bool said = false;
+    for (const std::string& line : log.at(log::Level::info))
+      said = said || (line.find(fmt::format("mma.token_fc2_warp_tiles = {} changes nothing", c.warp_tiles)) !=
+                          std::string::npos &&
+                      line.find(c.why) != std::string::npos);
+    EXPECT_TRUE(said) << fmt::format("{}", fmt::join(log.at(log::Level::info), "\n"));
+    EXPECT_FALSE(built_with(log, "moe_mma.cl", "-DMMA_TOKEN_SUM=1"));
   }
 }
 
