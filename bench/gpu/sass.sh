@@ -4,7 +4,7 @@
 # and PTX) and, with CUDA's ptxas and cuobjdump (on PATH, under /usr/local/cuda*/bin, or
 # FP4CL_CUDA_BIN), assembles each PTX for the device's architecture: its registers, shared memory
 # and spills (ptxas -v), its SASS, and the SASS's opcode counts. What counting the qwen3 decode
-# FC1's instructions a chunk found is in bench/gpu/history.md (2026-11-29, sixth session).
+# FC1's instructions a chunk found is in bench/gpu/history-2026-11.md (2026-11-29, sixth session).
 #
 #   bench/gpu/sass.sh [DEB_DIR] [OUT_DIR]      (arguments as bench/gpu/run-h100.sh)
 #   FP4CL_SASS_BENCH   the bench command (default "moe --preset qwen3-30b-a3b --tokens 8

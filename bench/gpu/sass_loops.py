@@ -11,7 +11,7 @@ list): the ALU pipe takes logic, shifts, integer adds and compares, PRMT and LEA
 FMA-heavy pipe IMAD and FP32; FP16x2 instructions are dual-issued to both FMA pipes; HMMA goes to
 the tensor pipe. The ALU and each FMA pipe take a warp's instruction in 2 cycles (16 lanes), the
 scheduler issues one instruction a cycle: a loop whose ALU share is over half its instructions
-waits on the ALU, not on issue. (bench/gpu/history.md, 2026-11-29: the K loop of the MMA decode.)
+waits on the ALU, not on issue. (bench/gpu/history-2026-11.md, 2026-11-29: the K loop of the MMA decode.)
 
 --min HMMA keeps the loops with at least that many HMMA (default 0: every loop); --hottest prints
 only the loop with the most HMMA (then the most instructions), in one short phrase (sass.sh adds it
