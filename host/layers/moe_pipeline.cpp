@@ -269,24 +269,26 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
         4 * (t2.shared_words(routed_token_.nt, 1) * problem.top_k + 16);  // partial sums, a flag
     const bool token_fits = routed_token_.nt == 1 && !t2.stage &&
                             token_threads <= ctx.info().max_work_group_size && token_bytes <= local;
+    // Why the token FC2 does not fit the device, for the info lines below.
+    const auto token_misfit = [&] {
+      return fmt::format("a work-group of {} work-items and {} bytes of local memory for a token's {} pairs does not "
+                         "fit {} ({} and {})",
+                         token_threads, token_bytes, problem.top_k, ctx.info().name, ctx.info().max_work_group_size,
+                         local);
+    };
     if (tiles_.routed_fc2 == 2 && !token_fits)  // batch invariance: the tiles' K split widens it
-      log::info("MoE: mma.routed_fc2 = 2, but a work-group of {} work-items and {} bytes of local memory for a "
-                "token's {} pairs does not fit {} ({} and {}): routed chunks keep a work-group a tile",
-                token_threads, token_bytes, problem.top_k, ctx.info().name, ctx.info().max_work_group_size, local);
+      log::info("MoE: mma.routed_fc2 = 2, but {}: routed chunks keep a work-group a tile", token_misfit());
     if (token_fits && mma_token_fc2(problem.top_k, problem.intermediate))
       fc2_routed_token_ = build(routed_token_, "moe_mma_fc2", t2, "MMA_FC2", true, false, false, 1, true);
     if (tiles_.token_fc2_warp_tiles > 1 && fc2_routed_token_() == nullptr)
       log::info("MoE: mma.token_fc2_warp_tiles = {} changes nothing here: routed chunks keep a work-group a tile in "
                 "FC2 ({})",
                 tiles_.token_fc2_warp_tiles,
-                !token_fits ? fmt::format("a work-group of {} work-items and {} bytes of local memory for a token's {} "
-                                          "pairs does not fit {}",
-                                          token_threads, token_bytes, problem.top_k, ctx.info().name)
-                : tiles_.routed_fc2 == 1
-                    ? std::string("mma.routed_fc2 = 1")
-                    : fmt::format("{} local experts for a token's {} pairs and I = {}: mma_routed_token_fc2 takes "
-                                  "a work-group a tile",
-                                  experts_, problem.top_k, problem.intermediate));
+                !token_fits              ? token_misfit()
+                : tiles_.routed_fc2 == 1 ? std::string("mma.routed_fc2 = 1")
+                                         : fmt::format("{} local experts for a token's {} pairs and I = {}: "
+                                                       "mma_routed_token_fc2 takes a work-group a tile",
+                                                       experts_, problem.top_k, problem.intermediate));
     // That FC1 with several row tiles a warp (routed_wide_) for every routed chunk where the tiles
     // ask for it (mma.routed_warp_tiles 2 or 4; automatic: none, see mma_routed_local_row_tiles)
     // and its local memory fits beside the tile's tokens (its rows divide I: mma_tiles_refusal).
