@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "fp4cl/moe.hpp"
+#include "kernels/mma_tile_values.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
 #include "tuning/moe_tuning.hpp"
@@ -150,43 +151,9 @@ std::string mma_refusal(const MoeTiles& t, const DeviceInfo& device, const MoePr
 }
 
 std::string mma_tiles_refusal(const MoeTiles& t, const DeviceInfo& device, const MoeProblem& p) {
-  if (t.tile_m != 8 && t.tile_m != 16 && t.tile_m != 32 && t.tile_m != 64)
-    return fmt::format("tile_m = {} must be 8, 16, 32 or 64 (MMAs of 8 tokens)", t.tile_m);
-  if (t.unroll != 1 && t.unroll != 2 && t.unroll != 4 && t.unroll != 8)
-    return fmt::format("unroll = {} must be 1, 2, 4 or 8 (chunks a warp loads ahead)", t.unroll);
-  if (t.fc2_unroll != 0 && t.fc2_unroll != 1 && t.fc2_unroll != 2 && t.fc2_unroll != 4 && t.fc2_unroll != 8)
-    return fmt::format("fc2_unroll = {} must be 0 (unroll's), 1, 2, 4 or 8 (chunks an FC2 warp loads ahead)",
-                       t.fc2_unroll);
-  if (t.row_loop != 0 && t.row_loop != 1 && t.row_loop != 2 && t.row_loop != 4 && t.row_loop != 8)
-    return fmt::format("row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (FC1 row blocks a work-group takes)",
-                       t.row_loop);
-  if (t.stage != 0 && t.stage != 1)
-    return fmt::format("stage = {} must be 0 (each warp reads the activations) or 1 (staged in local memory)",
-                       t.stage);
-  if (t.warp_tiles != 1 && t.warp_tiles != 2 && t.warp_tiles != 4)
-    return fmt::format("warp_tiles = {} must be 1, 2 or 4 (row tiles of 16 a warp)", t.warp_tiles);
-  if (t.routed_warp_tiles != 0 && t.routed_warp_tiles != 1 && t.routed_warp_tiles != 2 && t.routed_warp_tiles != 4)
-    return fmt::format(
-        "routed_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the routed W4A4 FC1)",
-        t.routed_warp_tiles);
-  if (t.routed_row_tiles != 0 && t.routed_row_tiles != 1 && t.routed_row_tiles != 2 && t.routed_row_tiles != 4)
-    return fmt::format(
-        "routed_row_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a work-group of the routed FC1)",
-        t.routed_row_tiles);
-  if (t.routed_row_loop != 0 && t.routed_row_loop != 1 && t.routed_row_loop != 2 && t.routed_row_loop != 4 &&
-      t.routed_row_loop != 8)
-    return fmt::format("routed_row_loop = {} must be 0 (automatic), 1, 2, 4 or 8 (blocks of rows a work-group of the "
-                       "routed FC1 takes)",
-                       t.routed_row_loop);
-  if (t.routed_fc2 != 0 && t.routed_fc2 != 1 && t.routed_fc2 != 2)
-    return fmt::format("routed_fc2 = {} must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a "
-                       "token)",
-                       t.routed_fc2);
-  if (t.token_fc2_warp_tiles != 0 && t.token_fc2_warp_tiles != 1 && t.token_fc2_warp_tiles != 2 &&
-      t.token_fc2_warp_tiles != 4)
-    return fmt::format("token_fc2_warp_tiles = {} must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of the "
-                       "routed chunks' FC2 of a work-group a token)",
-                       t.token_fc2_warp_tiles);
+  for (const MmaTileKey& key : kMmaTileKeys)  // the keys of a few values, in that table's order
+    if (!key.takes(t.*key.field))
+      return fmt::format("{} = {} must be {}", key.name, t.*key.field, mma_tile_values_text(key));
   if (t.routed_fc2 == 2 && static_cast<std::uint64_t>(32) * p.top_k > device.max_work_group_size)
     return fmt::format("routed_fc2 = 2: a work-group of 32 · top_k = {} work-items exceeds the device's maximum of {}",
                        32 * p.top_k, device.max_work_group_size);
@@ -272,15 +239,22 @@ struct TileKey {
   const char* name;
   bool zero_ok;
 };
+// An mma key of a few values ("mma.unroll"): 0 where kMmaTileKeys lists it (a name not there
+// does not compile).
+constexpr TileKey mma_values_key(const char* name) {
+  return {name, mma_tile_key(std::string_view(name).substr(4))->takes(0)};
+}
 constexpr TileKey kTileKeys[] = {
     {"vec", false},           {"group", false},           {"decode_max_pairs", false}, {"split_max_pairs", false},
     {"grouped.tile_m", false}, {"grouped.local_i", false}, {"grouped.local_h", false}, {"decode.tile_m", false},
     {"decode.local_i", false}, {"decode.local_h", false},  {"split.tile_m", false},    {"split.local_i", false},
-    {"split.local_h", false},  {"mma.tile_m", false},      {"mma.local_i", false},     {"mma.local_h", false},
-    {"mma.split_k", true},     {"mma.few_split_k", true},  {"mma.unroll", false},      {"mma.fc2_unroll", true},
-    {"mma.row_loop", true},    {"mma.stage", true},        {"mma.warp_tiles", false},  {"mma.routed_warp_tiles", true},
-    {"mma.routed_row_tiles", true}, {"mma.routed_row_loop", true}, {"mma.routed_fc2", true},
-    {"mma.token_fc2_warp_tiles", true}};
+    {"split.local_h", false},  mma_values_key("mma.tile_m"), {"mma.local_i", false}, {"mma.local_h", false},
+    {"mma.split_k", true},     {"mma.few_split_k", true},
+    mma_values_key("mma.unroll"),           mma_values_key("mma.fc2_unroll"),
+    mma_values_key("mma.row_loop"),         mma_values_key("mma.stage"),
+    mma_values_key("mma.warp_tiles"),       mma_values_key("mma.routed_warp_tiles"),
+    mma_values_key("mma.routed_row_tiles"), mma_values_key("mma.routed_row_loop"),
+    mma_values_key("mma.routed_fc2"),       mma_values_key("mma.token_fc2_warp_tiles")};
 
 // FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key
 // takes it).

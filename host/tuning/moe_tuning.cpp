@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/mma_tile_values.hpp"
 #include "support/log.hpp"
 #include "tuning/tuning_store.hpp"
 
@@ -21,18 +22,11 @@ namespace {
 // Whether `value` is a valid value of parameter `name` in an entry `kernel` won.
 bool valid_value(const std::string& kernel, const std::string& name, long long v) {
   const bool mma = kernel == "mma";
+  if (const MmaTileKey* key = mma_tile_key(name); key && mma) return key->tuned && key->takes(v);
   if (name == "vec") return v == 1 || v == 2 || v == 4 || v == 8 || v == 16;
-  if (name == "tile_m")
-    return mma ? v == 8 || v == 16 || v == 32 || v == 64 : v == 1 || v == 2 || v == 4 || v == 8;
+  if (name == "tile_m") return v == 1 || v == 2 || v == 4 || v == 8;  // mma's: kMmaTileKeys
   if (name == "group" || name == "local_i" || name == "local_h") return v >= 1 && v <= 4096;
   if (name == "split_k" || name == "few_split_k") return mma && v >= 0 && v <= 64;  // 0: mma_auto_split_k
-  if (name == "unroll") return mma && (v == 1 || v == 2 || v == 4 || v == 8);
-  if (name == "fc2_unroll") return mma && (v == 0 || v == 1 || v == 2 || v == 4 || v == 8);  // 0: unroll's
-  if (name == "stage") return mma && (v == 0 || v == 1);
-  if (name == "warp_tiles") return mma && (v == 1 || v == 2 || v == 4);
-  if (name == "routed_row_tiles") return mma && (v == 0 || v == 1 || v == 2 || v == 4);  // 0: automatic
-  if (name == "routed_row_loop") return mma && (v == 0 || v == 1 || v == 2 || v == 4 || v == 8);
-  if (name == "token_fc2_warp_tiles") return mma && (v == 0 || v == 1 || v == 2 || v == 4);
   return false;
 }
 

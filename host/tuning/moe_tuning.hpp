@@ -22,9 +22,10 @@
 //                                    no bucket
 // An entry's params use the keys vec, group, tile_m, local_i, local_h, and for `mma` also
 // split_k, few_split_k (0: automatic), unroll, fc2_unroll (0: unroll's), stage, warp_tiles,
-// routed_row_tiles, routed_row_loop and token_fc2_warp_tiles (0: automatic). A value outside a key's range (tile_m of
-// mma 8, 16, 32 or 64, of the others 1, 2, 4 or 8; unroll 1, 2, 4 or 8; split_k 0 to 64), a key the
-// strategy does not have or an unknown strategy sets the layer's entries aside, with a warning.
+// routed_row_tiles, routed_row_loop and token_fc2_warp_tiles (0: automatic). A value outside a key's range (mma's
+// tile_m, unroll and its other keys of a few values: kernels/mma_tile_values.hpp, those marked
+// tuned; tile_m of the others 1, 2, 4 or 8; split_k 0 to 64), a key the strategy does not have or
+// an unknown strategy sets the layer's entries aside, with a warning.
 // Other buckets decode or split won set crossovers but no tiles; an info line (once a process)
 // names them.
 #pragma once
