@@ -15,7 +15,7 @@
 namespace fp4cl::bench {
 
 struct TuneSettings {
-  std::vector<std::int64_t> buckets;  // powers of two
+  std::vector<std::int64_t> buckets;  // token counts, usually powers of two
   int iters = 8, warmup = 1;
   double warmup_ms = 100;             // and warm-up calls until this much time has passed (Warmup)
   double rotation_bytes = 0;          // weights streamed between two uses of one copy

@@ -113,8 +113,8 @@ Entry parse_entry(const Json& j, const JsonPath& at) {
     e.shape[key] = v;
   }
   e.tokens = required_integer(j, "tokens", at);
-  if (e.tokens < 1 || (e.tokens & (e.tokens - 1)) != 0 || e.tokens > (std::int64_t{1} << 30))
-    (at / "tokens").fail("must be a power of two (a token bucket), got {}", e.tokens);
+  if (e.tokens < 1 || e.tokens > (std::int64_t{1} << 30))
+    (at / "tokens").fail("must be a token count from 1 to 2^30 (the bucket's), got {}", e.tokens);
   e.kernel = required_string(j, "kernel", at);
   if (const Json* params = detail::object_member(j, "params", at)) {
     for (const auto& item : params->items()) {

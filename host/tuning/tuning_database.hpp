@@ -57,7 +57,7 @@ struct Entry {
   std::string op;      // "linear" | "moe"
   std::string scheme;  // scheme_key(): "nvfp4-w4a16", "mxfp4-w4a4", ...
   Shape shape;
-  std::int64_t tokens = 1;  // the bucket, a power of two
+  std::int64_t tokens = 1;  // the bucket: the count it was timed at (the tuner's are powers of two)
   std::string kernel;       // the strategy that won at this bucket
   Params params;
   Measurement measured;
@@ -93,7 +93,7 @@ constexpr const char* kSchemaName = "fp4cl-tuning";
 constexpr int kSchemaVersion = 1;
 
 // Parses and validates database text. Throws fp4cl::Error "<source>: <json path> <problem>"
-// (unknown schema or version, a missing or mistyped field, a bucket that is not a power of two,
+// (unknown schema or version, a missing or mistyped field, a bucket outside 1 to 2^30,
 // an unknown op or scheme, a duplicate key...).
 Database parse_database(const std::string& text, const std::string& source);
 // Reads a file (errors name the path).

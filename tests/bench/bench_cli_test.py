@@ -68,7 +68,7 @@ class ArgumentErrors(unittest.TestCase):
         self.expect_error(["quant", "--kernel", "gemv_rows"], "one kernel, 'quantize'")
         self.expect_error(["quant", "--cols", "40", "--scheme", "mxfp4-w4a4", "--iters", "1"],
                           "not a multiple of the MXFP4 block size 32")
-        self.expect_error(["tune", "--linear", "64x256", "--tokens", "3"], "powers of two")
+        self.expect_error(["tune", "--linear", "64x256", "--tokens", "0"], "--tokens")
         self.expect_error(["tune", "--linear", "64by256"], "--linear takes NxK")
         self.expect_error(["tune", "--op", "conv", "--linear", "64x256"], "--op takes linear and/or moe")
         self.expect_error(["tune"], "nothing to tune")

@@ -75,7 +75,7 @@ TEST(TuningDatabase, RefusesWhatItCannotTrust) {
   const std::pair<std::string, std::string> cases[] = {
       {edited("\"fp4cl-tuning\"", "\"other\""), "db.json: schema must be \"fp4cl-tuning\""},
       {edited("\"version\": 1", "\"version\": 2"), "version is 2; this build of fp4cl reads version 1"},
-      {edited("\"tokens\": 8", "\"tokens\": 6"), "devices[0].entries[1].tokens must be a power of two"},
+      {edited("\"tokens\": 8", "\"tokens\": 0"), "devices[0].entries[1].tokens must be a token count from 1 to 2^30"},
       {edited("\"op\": \"linear\"", "\"op\": \"conv\""), "devices[0].entries[0].op must be \"linear\" or \"moe\""},
       {edited("\"nvfp4-w4a16\"", "\"int8\""), "devices[0].entries[0].scheme must be one of"},
       {edited("\"n\": 64, ", ""), "devices[0].entries[0].shape.n is missing"},

@@ -42,6 +42,20 @@ TEST(TuningLookup, NearestBucketOnALogScale) {
     EXPECT_EQ(nearest_bucket(m.entries, tokens).tokens, bucket) << tokens << " tokens";
 }
 
+// A bucket between two powers of two (a database may time 6 tokens beside 4 and 8) serves the
+// counts nearest it on the same scale: 5 and 6 here (5² ≤ 4·6, 6² ≤ 6·8), 4 keeping 3 and 4.
+TEST(TuningLookup, BucketsNeedNotBePowersOfTwo) {
+  Database db;
+  for (std::int64_t t : {8, 4, 6, 1}) db.put(device(), linear_entry(t, "k" + std::to_string(t)));
+  const Match m = find_entries(db, device(), kKey);
+  ASSERT_EQ(m.entries.size(), 4u);
+  const std::pair<std::int64_t, std::int64_t> expected[] = {{2, 1}, {3, 4}, {4, 4}, {5, 6}, {6, 6}, {7, 8}, {11, 8}};
+  for (const auto& [tokens, bucket] : expected)
+    EXPECT_EQ(nearest_bucket(m.entries, tokens).tokens, bucket) << tokens << " tokens";
+  // The database keeps such an entry through its text.
+  EXPECT_EQ(parse_database(to_json_text(db), "db.json").devices[0].entries.size(), 4u);
+}
+
 TEST(TuningLookup, BucketBoundaries) {
   EXPECT_EQ(last_tokens_of_bucket(1, 2), 1);
   EXPECT_EQ(last_tokens_of_bucket(2, 4), 2);
