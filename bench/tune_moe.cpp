@@ -110,6 +110,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       const bool routed = mma && mma_routed_bucket(tokens, shape.topk, few);
       if (few) start["fc2_unroll"] = 0;  // FC2 loads as far ahead as FC1 (unroll)
       if (routed) start["routed_row_tiles"] = start["routed_row_loop"] = start["token_fc2_warp_tiles"] = 0;  // automatic
+      if (routed && !problem.scheme.w4a16()) start["routed_warp_tiles"] = 0;
       if (mma && !few)
         for (const auto& [k, v] : mma_few) start[k] = v;
       const Evaluate evaluate = [&, strategy](const tuning::Params& params) {
@@ -165,7 +166,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         return t;
       };
       evaluators.push_back(evaluate);
-      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind, routed), evaluate,
+      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind, routed, !problem.scheme.w4a16()), evaluate,
                                                 settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (mma && few && mma_few.empty() && r.best.ok)

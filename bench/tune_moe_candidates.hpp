@@ -58,9 +58,10 @@ bool mma_few_pairs_bucket(std::int64_t tokens, int top_k, std::int64_t experts, 
 // The parameters searched for `strategy` at one bucket. `with_layout`: search vec and group too
 // (not for mma, which has its own weight layout); `few_pairs`: mma's bucket takes the tiles for
 // few pairs; `routed`: its chunks are routed ones as well (mma_routed_bucket), whose FC1's row
-// tiles and blocks of rows a work-group are searched too.
+// tiles and blocks of rows a work-group are searched too, and under W4A4
+// (`quantized_activations`) its row tiles a warp.
 std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, bool few_pairs, DeviceKind kind,
-                                bool routed = false);
+                                bool routed = false, bool quantized_activations = false);
 // Whether mma's chunks of `tokens` tokens are routed ones (FC1 and FC2 find their tiles
 // themselves): more than one token, few pairs, at most kMmaRoutedPairs pairs.
 bool mma_routed_bucket(std::int64_t tokens, int top_k, bool few_pairs);

@@ -57,7 +57,7 @@ inline constexpr MmaTileKey kMmaTileKeys[] = {
     {"stage", &MoeTiles::stage, {{0, "each warp reads the activations"}, {1, "staged in local memory"}}, nullptr, true},
     {"warp_tiles", &MoeTiles::warp_tiles, {{1}, {2}, {4}}, "row tiles of 16 a warp", true},
     {"routed_warp_tiles", &MoeTiles::routed_warp_tiles, {{0, "automatic"}, {1}, {2}, {4}},
-     "row tiles of 16 a warp of the routed W4A4 FC1", false},
+     "row tiles of 16 a warp of the routed W4A4 FC1", true},
     {"routed_row_tiles", &MoeTiles::routed_row_tiles, {{0, "automatic"}, {1}, {2}, {4}},
      "row tiles of 16 a work-group of the routed FC1", true},
     {"routed_row_loop", &MoeTiles::routed_row_loop, {{0, "automatic"}, {1}, {2}, {4}, {8}},

@@ -171,7 +171,8 @@ MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   // pairs (mma_few_pairs_tiles, the routed FC1's row tiles and blocks) from its smallest (every
   // bucket's serve its own counts: `mma`).
   take(first_mma,
-       {"few_split_k", "unroll", "fc2_unroll", "routed_row_tiles", "routed_row_loop", "token_fc2_warp_tiles"});
+       {"few_split_k", "unroll", "fc2_unroll", "routed_row_tiles", "routed_row_loop", "routed_warp_tiles",
+        "token_fc2_warp_tiles"});
   take(last_mma, {"tile_m", "local_i", "local_h", "split_k", "stage", "warp_tiles"});
   out["decode_max_pairs"] = static_cast<int>(decode_max_tokens * key.top_k);
   for (const auto& [kernel, files] : tiles_files) tuned.tiles_origin[kernel] = fmt::format("{}", fmt::join(files, ", "));

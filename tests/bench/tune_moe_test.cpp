@@ -52,6 +52,9 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
                       {"routed_row_tiles", {0, 1, 2, 4}},
                       {"routed_row_loop", {0, 2, 4}},
                       {"token_fc2_warp_tiles", {0, 2, 4}}}));
+      Axes w4a4 = as_map(moe_axes("mma", with_layout, true, kind, true));
+      w4a4["routed_warp_tiles"] = {0, 2, 4};  // W4A4: the routed FC1's row tiles a warp as well
+      EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind, true, true)), w4a4);
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, false, kind)),
                 (Axes{{"tile_m", {8, 16, 32, 64}},
                       {"local_i", {32, 64, 128, 256}},
