@@ -591,28 +591,34 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 8);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.few_split_k, 0);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.unroll, 8);
-  // qwen3-30b-a3b: the routed FC1's work-groups by bucket (buckets 1, 4, 8: bucket 1 serves up to
-  // floor(sqrt(1 · 4)) = 2 tokens, bucket 4 up to floor(sqrt(4 · 8)) = 5, bucket 8 from 6): bucket
-  // 8 2 row tiles and 2 blocks of rows a work-group, FC2's chunks loaded 4 ahead (its K, 12
-  // chunks, in 3 steps) and 4 row tiles a warp of the token FC2 under both schemes, bucket 4 2 row
-  // tiles under W4A16 and the automatic geometry under W4A4, bucket 1 the automatic one.
+  // qwen3-30b-a3b: the routed FC1's work-groups by bucket (buckets 1, 4, 6, 8: bucket 1 serves up
+  // to floor(sqrt(1 · 4)) = 2 tokens, bucket 4 up to floor(sqrt(4 · 6)) = 4, bucket 6 up to
+  // floor(sqrt(6 · 8)) = 6, bucket 8 from 7): buckets 6 and 8 2 row tiles and 2 blocks of rows a
+  // work-group and FC2's chunks loaded 4 ahead (its K, 12 chunks, in 3 steps) under both schemes,
+  // the token FC2 2 row tiles a warp in bucket 6 and 4 in bucket 8, and bucket 6's routed W4A4 FC1
+  // 2 row tiles a warp; bucket 4 2 row tiles under W4A16 and the automatic geometry under W4A4,
+  // bucket 1 the automatic one.
   for (const Activations activations : {Activations::bf16, Activations::fp4_dynamic}) {
     const bool w4a16_scheme = activations == Activations::bf16;
     const MoeSelection qwen3 =
         select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, activations}, 2048, 768, 128, 8}, "");
     struct Expected {
       std::int64_t tokens, bucket;
-      int row_tiles, row_loop, fc2_unroll, token_fc2_warp_tiles;
+      int row_tiles, row_loop, fc2_unroll, token_fc2_warp_tiles, routed_warp_tiles;
     };
     const int bucket4_row_tiles = w4a16_scheme ? 2 : 0;
+    const int bucket6_warp_tiles = w4a16_scheme ? 0 : 2;
     for (const Expected& x :
-         {Expected{1, 1, 0, 0, 0, 0}, Expected{2, 1, 0, 0, 0, 0}, Expected{3, 4, bucket4_row_tiles, 0, 0, 0},
-          Expected{5, 4, bucket4_row_tiles, 0, 0, 0}, Expected{6, 8, 2, 2, 4, 4}, Expected{8, 8, 2, 2, 4, 4}}) {
+         {Expected{1, 1, 0, 0, 0, 0, 0}, Expected{2, 1, 0, 0, 0, 0, 0}, Expected{3, 4, bucket4_row_tiles, 0, 0, 0, 0},
+          Expected{4, 4, bucket4_row_tiles, 0, 0, 0, 0}, Expected{5, 6, 2, 2, 4, 2, bucket6_warp_tiles},
+          Expected{6, 6, 2, 2, 4, 2, bucket6_warp_tiles}, Expected{7, 8, 2, 2, 4, 4, 0},
+          Expected{8, 8, 2, 2, 4, 4, 0}}) {
       const MoeSelection::Entry& chosen = qwen3.for_tokens(x.tokens, 8);
       EXPECT_EQ(chosen.tiles.routed_row_tiles, x.row_tiles) << x.tokens;
       EXPECT_EQ(chosen.tiles.routed_row_loop, x.row_loop) << x.tokens;
       EXPECT_EQ(chosen.tiles.fc2_unroll, x.fc2_unroll) << x.tokens;
       EXPECT_EQ(chosen.tiles.token_fc2_warp_tiles, x.token_fc2_warp_tiles) << x.tokens;
+      EXPECT_EQ(chosen.tiles.routed_warp_tiles, x.routed_warp_tiles) << x.tokens;
       EXPECT_EQ(chosen.origin, fmt::format("tuned bucket {} (tuning/nvidia-h200.json (shipped))", x.bucket))
           << x.tokens;
     }
