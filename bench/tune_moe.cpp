@@ -166,8 +166,9 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         return t;
       };
       evaluators.push_back(evaluate);
-      const SearchResult r = coordinate_descent(start, moe_axes(strategy, layout.empty(), few, device.kind, routed, !problem.scheme.w4a16()), evaluate,
-                                                settings.max_passes, settings.max_candidates);
+      const std::vector<ParamAxis> axes =
+          moe_axes(strategy, layout.empty(), few, device.kind, routed, !problem.scheme.w4a16());
+      const SearchResult r = coordinate_descent(start, axes, evaluate, settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (mma && few && mma_few.empty() && r.best.ok)
         mma_few = {{"few_split_k", r.best.params.at("few_split_k")}, {"unroll", r.best.params.at("unroll")}};

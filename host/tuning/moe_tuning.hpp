@@ -10,8 +10,8 @@
 //                                    last split bucket before the first bucket another won × k
 //   mma.<tile_m|local_i|local_h|split_k|stage|warp_tiles>  from the largest tuned bucket that `mma` won (the tiles
 //                                    of chunks with many pairs per expert)
-//   mma.<few_split_k|unroll|fc2_unroll|routed_row_tiles|routed_row_loop|routed_warp_tiles|token_fc2_warp_tiles>  from the smallest
-//                                    tuned bucket that `mma` won (chunks with few pairs:
+//   mma.<few_split_k|unroll|fc2_unroll|routed_row_tiles|routed_row_loop|routed_warp_tiles|
+//       token_fc2_warp_tiles>        from the smallest tuned bucket that `mma` won (chunks with few pairs:
 //                                    mma_few_pairs_tiles, and routed ones); with the line above, the
 //                                    one set of a layer that takes one (batch invariance) and the
 //                                    set of calls larger than mma's largest bucket (the smaller
@@ -22,10 +22,11 @@
 //                                    no bucket
 // An entry's params use the keys vec, group, tile_m, local_i, local_h, and for `mma` also
 // split_k, few_split_k (0: automatic), unroll, fc2_unroll (0: unroll's), stage, warp_tiles,
-// routed_row_tiles, routed_row_loop, routed_warp_tiles and token_fc2_warp_tiles (0: automatic). A value outside a key's range (mma's
-// tile_m, unroll and its other keys of a few values: kernels/mma_tile_values.hpp, those marked
-// tuned; tile_m of the others 1, 2, 4 or 8; split_k 0 to 64), a key the strategy does not have or
-// an unknown strategy sets the layer's entries aside, with a warning.
+// routed_row_tiles, routed_row_loop, routed_warp_tiles and token_fc2_warp_tiles (0: automatic). A
+// value outside a key's range (mma's tile_m, unroll and its other keys of a few values:
+// kernels/mma_tile_values.hpp, those marked tuned; tile_m of the others 1, 2, 4 or 8; split_k 0
+// to 64), a key the strategy does not have or an unknown strategy sets the layer's entries aside,
+// with a warning. A bucket may be any token count (usually a power of two).
 // Other buckets decode or split won set crossovers but no tiles; an info line (once a process)
 // names them.
 #pragma once
@@ -51,8 +52,8 @@ struct MoeBucket {
   std::int64_t tokens = 0;
   std::int64_t last_tokens = 0;
   // Those the entry gives of tile_m, local_i, local_h and for mma split_k, few_split_k, unroll,
-  // fc2_unroll, stage, warp_tiles, routed_row_tiles, routed_row_loop, routed_warp_tiles, token_fc2_warp_tiles (without the strategy's
-  // prefix).
+  // fc2_unroll, stage, warp_tiles, routed_row_tiles, routed_row_loop, routed_warp_tiles,
+  // token_fc2_warp_tiles (without the strategy's prefix).
   std::map<std::string, int> tiles;
   std::string origin;  // the database file the entry came from
 };
