@@ -298,7 +298,7 @@ class Tuning(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "tuning.json")
             _, out, err = run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4",
-                              "--tokens", "1,4", "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path,
+                              "--tokens", "1,3", "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path,
                               check=0)
             self.assertIn("written to " + path, out)
             with open(path) as f:
@@ -310,13 +310,13 @@ class Tuning(unittest.TestCase):
             for key in ("platform", "vendor", "name", "driver", "compute_units", "kind"):
                 self.assertIn(key, device)
             entries = db["devices"][0]["entries"]
-            self.assertEqual(sorted(e["tokens"] for e in entries), [1, 4])
+            self.assertEqual(sorted(e["tokens"] for e in entries), [1, 3])  # a bucket need not be a power of two
             for e in entries:
                 self.assertEqual(e["shape"], {"n": 64, "k": 256})
                 self.assertEqual(e["scheme"], "nvfp4-w4a4")
                 self.assertTrue(e["params"], e)
             # A second run merges into the file (same keys replaced, none duplicated).
-            run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "4",
+            run("tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--tokens", "3",
                 "--iters", "1", "--warmup-ms", "0", "--passes", "1", "--output", path, check=0)
             with open(path) as f:
                 self.assertEqual(len(json.load(f)["devices"][0]["entries"]), 2)
@@ -324,6 +324,9 @@ class Tuning(unittest.TestCase):
             _, out, _ = run(*TINY_LINEAR, "--scheme", "nvfp4-w4a4", "--tokens", "1", check=0,
                             env={"FP4CL_TUNING_FILE": path})
             self.assertIn("[tuned bucket 1 (" + path, out)
+            _, out, _ = run(*TINY_LINEAR, "--scheme", "nvfp4-w4a4", "--tokens", "3", check=0,
+                            env={"FP4CL_TUNING_FILE": path})
+            self.assertIn("tuned bucket 3 (" + path, out)
             _, out, _ = run("devices", env={"FP4CL_TUNING_FILE": path}, check=0)
             self.assertIn(path, out)
             # --replace drops this device's earlier entries but keeps another device's.
