@@ -546,16 +546,8 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
     if (id == MoeStrategy::mma) {
       apply(from, prefix + "split_k", t.split_k);
       apply(from, prefix + "few_split_k", t.few_split_k);
-      apply(from, prefix + "unroll", t.unroll);
-      apply(from, prefix + "fc2_unroll", t.fc2_unroll);
-      apply(from, prefix + "row_loop", t.row_loop);
-      apply(from, prefix + "stage", t.stage);
-      apply(from, prefix + "warp_tiles", t.warp_tiles);
-      apply(from, prefix + "routed_warp_tiles", t.routed_warp_tiles);
-      apply(from, prefix + "routed_row_tiles", t.routed_row_tiles);
-      apply(from, prefix + "routed_row_loop", t.routed_row_loop);
-      apply(from, prefix + "routed_fc2", t.routed_fc2);
-      apply(from, prefix + "token_fc2_warp_tiles", t.token_fc2_warp_tiles);
+      for (const MmaTileKey& key : kMmaTileKeys)  // tile_m again: the same value
+        apply(from, prefix + key.name, t.*key.field);
     }
     if (id != MoeStrategy::mma && t.tile_m != 1 && t.tile_m != 2 && t.tile_m != 4 && t.tile_m != 8)
       fail("FP4CL_MOE_TILES: {}tile_m = {} must be 1, 2, 4 or 8", prefix, t.tile_m);
