@@ -15,6 +15,7 @@
 #include "fp4cl/error.hpp"
 #include "kernels/mma_tile_values.hpp"
 #include "kernels/moe_registry.hpp"
+#include "support/described_devices.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -27,20 +28,6 @@ namespace {
 
 constexpr int kFirst = -1, kLast = 70;
 const QuantScheme kScheme{WeightFormat::nvfp4, Activations::bf16};
-
-DeviceInfo fake_h100() {
-  DeviceInfo d;
-  d.platform_name = "fake platform";
-  d.vendor = "fake vendor";
-  d.name = "fake H100";
-  d.driver_version = "1";
-  d.compute_units = 132;
-  d.kind = DeviceKind::gpu;
-  d.max_work_group_size = 1024;
-  d.local_mem_bytes = 48 * 1024;
-  d.nv_compute_capability = 90;
-  return d;
-}
 
 // A layer every listed value fits (H = I = 1024: 4 row tiles a warp, 8 blocks of the routed FC1's
 // rows); `hidden` gives each database entry a shape of its own.
@@ -61,7 +48,7 @@ void with_tuning_file(const std::string& file, const std::function<void()>& f) {
 std::string strategy_refusal(const MmaTileKey& key, int value) {
   const test::ScopedEnv tiles("FP4CL_MOE_TILES", fmt::format("mma.{}={}", key.name, value));
   try {
-    select_moe_strategies(fake_h100(), 1, problem(), "mma");
+    select_moe_strategies(test::described_h200(), 1, problem(), "mma");
   } catch (const Error& e) {
     return e.what();
   }
@@ -92,7 +79,7 @@ const std::map<std::string, std::string> kRefusalsOf3 = {
 TEST(MmaTileValues, TheStrategyAndTheTuningDatabaseTakeTheListedValues) {
   const test::ScopedEnv no_kernel("FP4CL_MOE_KERNEL", std::nullopt);
   const test::LogCapture log;  // the database's warnings, the selection's lines
-  const DeviceInfo device = fake_h100();
+  const DeviceInfo device = test::described_h200();
   std::map<std::pair<std::string, int>, std::string> refusals;
   with_tuning_file("none", [&] {
     for (const MmaTileKey& key : kMmaTileKeys)

@@ -23,6 +23,7 @@
 #include "layers/linear_plan.hpp"
 #include "linear/linear_check.hpp"
 #include "moe/moe_test_support.hpp"
+#include "support/described_devices.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -513,23 +514,6 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
   EXPECT_EQ(with_decode.for_tokens(5, 2).id, MoeStrategy::mma);
 }
 
-// An H200 as NVIDIA's OpenCL describes it (the device the shipped tuning/nvidia-h200.json was
-// tuned on), for selections without the GPU.
-DeviceInfo described_h200() {
-  DeviceInfo gpu;
-  gpu.platform_name = "NVIDIA CUDA";
-  gpu.vendor = "NVIDIA Corporation";
-  gpu.name = "NVIDIA H200";
-  gpu.driver_version = "580.159.04";
-  gpu.kind = DeviceKind::gpu;
-  gpu.compute_units = 132;
-  gpu.nv_compute_capability = 90;
-  gpu.local_mem_bytes = 48 * 1024;
-  gpu.max_work_group_size = 1024;
-  gpu.global_mem_bytes = gpu.max_alloc_bytes = std::uint64_t{1} << 36;
-  return gpu;
-}
-
 // The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
 // layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
 // buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
@@ -541,7 +525,7 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
   const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
   tuning::reload_tuning_store();
-  DeviceInfo gpu = described_h200();
+  DeviceInfo gpu = test::described_h200();
   const QuantScheme w4a4{WeightFormat::nvfp4, Activations::fp4_dynamic};
   const MoeProblem mixtral_w4a4{w4a4, 4096, 14336, 8, 2};
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
@@ -693,7 +677,7 @@ TEST_F(TunedLayers, ShippedH200LinearEntriesServeTheH200) {
   const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
   const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
   tuning::reload_tuning_store();
-  DeviceInfo gpu = described_h200();
+  DeviceInfo gpu = test::described_h200();
   const auto key = [](const char* scheme, std::int64_t n, std::int64_t k) {
     return tuning::LookupKey{"linear", scheme, {{"n", n}, {"k", k}}};
   };
