@@ -8,7 +8,8 @@
 #                         compiled into the binaries (tools/sanitizers/). Warnings are the
 #                         release stage's job (instrumented code gives GCC false positives).
 #   fuzz     build-fuzz/  clang-14 with libFuzzer + ASan + UBSan; each target in fuzz/ runs for
-#                         FP4CL_FUZZ_SECONDS (default 60) from seeds the library's writers make.
+#                         FP4CL_FUZZ_SECONDS (default 60) from seeds the library's writers make,
+#                         FP4CL_FUZZ_JOBS (default nproc) targets side by side.
 # Environment: FP4CL_TEST_STAGES (default "release asan fuzz") picks stages, in that order;
 # FP4CL_FUZZ_SECONDS; FP4CL_JOBS (default nproc). Stops at the first failing stage.
 set -euo pipefail
