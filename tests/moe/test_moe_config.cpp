@@ -48,6 +48,18 @@ bool built_with(const LogCapture& log, const std::string& file, const std::strin
   return false;
 }
 
+// Whether one program of `file` was built with every option of `options`, each a whole option
+// (followed by a space in the line's sorted options).
+bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options) {
+  for (const std::string& line : log.at(log::Level::debug)) {
+    if (line.find("program " + file) == std::string::npos) continue;
+    if (std::all_of(options.begin(), options.end(),
+                    [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
+      return true;
+  }
+  return false;
+}
+
 // Creating the layer throws fp4cl::Error whose message contains `expected`.
 void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::string& expected) {
   try {
@@ -467,17 +479,6 @@ RoutedCase routed_case(const QuantScheme& scheme, std::uint64_t seed) {
   c.ref = reference::moe_reference(c.ex, reference_options(c.cfg), c.x,
                                    reference::routing_from_topk(c.ids, c.w, RoutedCase::T, RoutedCase::k));
   return c;
-}
-
-// Whether one program of `file` was built with every option of `options` (its options sorted).
-bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options) {
-  for (const std::string& line : log.at(log::Level::debug)) {
-    if (line.find("program " + file) == std::string::npos) continue;
-    if (std::all_of(options.begin(), options.end(),
-                    [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
-      return true;
-  }
-  return false;
 }
 
 // routed_case(scheme, seed) run once under each FP4CL_MOE_TILES setting of `settings`: every
