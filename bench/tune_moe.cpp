@@ -109,8 +109,10 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       const bool few = mma && mma_few_pairs_bucket(tokens, shape.topk, shape.experts, start.at("tile_m"));
       const bool routed = mma && mma_routed_bucket(tokens, shape.topk, few);
       if (few) start["fc2_unroll"] = 0;  // FC2 loads as far ahead as FC1 (unroll)
-      if (routed) start["routed_row_tiles"] = start["routed_row_loop"] = start["token_fc2_warp_tiles"] = 0;  // automatic
-      if (routed && !problem.scheme.w4a16()) start["routed_warp_tiles"] = 0;
+      if (routed) {  // automatic
+        start["routed_row_tiles"] = start["routed_row_loop"] = start["token_fc2_warp_tiles"] = 0;
+        if (!problem.scheme.w4a16()) start["routed_warp_tiles"] = 0;  // W4A4's routed FC1 only
+      }
       if (mma && !few)
         for (const auto& [k, v] : mma_few) start[k] = v;
       const Evaluate evaluate = [&, strategy](const tuning::Params& params) {
