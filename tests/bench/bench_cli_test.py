@@ -535,6 +535,115 @@ class SassLoops(unittest.TestCase):
         self.assertIn("FILE: no SASS instructions", err)
 
 
+BUILD_REGISTERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu",
+                               "build_registers.py")
+
+# A debug log as NVIDIA's driver 580 writes it under -cl-nv-verbose (the H200's token FC2 of 2 row
+# tiles a warp loading 4 chunks ahead: 68 registers), a program of two kernels, a spilling one, and
+# lines of other programs between them.
+BUILD_LOG = """fp4cl debug: program moe_route.cl with "-cl-nv-verbose"
+fp4cl debug: build log of moe_route.cl ("-cl-nv-verbose"):
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'moe_route_logits' for 'sm_90a'
+ptxas info    : Function properties for moe_route_logits
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : Function properties for moe_route_topk
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 24 registers, used 0 barriers
+fp4cl debug: built moe_route.cl with "-cl-nv-verbose" from source in 0.10 s
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC2=1 -DMMA_KSPLIT=1 -DMMA_MT=2 -DMMA_RT=1 -DMMA_SUM=1 \
+-DMMA_TOKEN_SUM=1 -DMMA_TOPK=8 -DMMA_UNROLL=4 -cl-fp32-correctly-rounded-divide-sqrt -cl-nv-verbose"):
+(): Warning: Function moe_mma_fc2 is a kernel, so overriding noinline attribute.
+
+ptxas info    : Compiling entry function 'moe_mma_fc2' for 'sm_90a'
+ptxas info    : Function properties for moe_mma_fc2
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 68 registers, used 1 barriers, 8208 bytes smem
+ptxas info    : Compile time = 69.670 ms
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=2 -DMMA_RT=2 -DMMA_UNROLL=8 -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc1
+ptxas         .     1040 bytes stack frame, 1308 bytes spill stores, 1348 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 21824 bytes smem
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 -DMMA_UNROLL=1 -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc1
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 77000 bytes smem
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC2=1 -DMMA_KSPLIT=2 -DMMA_RT=1 -DMMA_UNROLL=2 -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc2
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 57 registers, used 1 barriers, 1340 bytes smem
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=4 -DMMA_RT=4 -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc1
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 16 registers, used 1 barriers, 1024 bytes smem
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 -DMMA_NT=2 -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc1
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 16 registers, used 1 barriers
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC2=1 -DMMA_KSPLIT=1 -DMMA_MT=2 -DMMA_RT=1 -DMMA_SUM=1 \
+-DMMA_TOKEN_SUM=1 -DMMA_TOPK=8 -DMMA_UNROLL=4 -cl-fp32-correctly-rounded-divide-sqrt -cl-nv-verbose"):
+ptxas info    : Function properties for moe_mma_fc2
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 68 registers, used 1 barriers, 8208 bytes smem
+"""  # a backslash at a line end joins the lines: one log line
+
+
+class BuildRegisters(unittest.TestCase):
+    """bench/gpu/build_registers.py on a miniature debug log: a line per kernel (repeats dropped)
+    with its registers, local memory and spills; moe_mma.cl's work-group from its options and the
+    work-groups a compute unit holds, with what bounds them; --match; a log without a ptxas
+    report: exit status 1, the flags to build with named."""
+
+    def run_on(self, text, *args):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bench.log")
+            with open(path, "w") as f:
+                f.write(text)
+            p = subprocess.run([sys.executable, BUILD_REGISTERS, path, *args], capture_output=True, text=True,
+                               timeout=60)
+            return p.returncode, p.stdout, p.stderr
+
+    def test_each_kernel_and_what_a_compute_unit_holds(self):
+        code, out, err = self.run_on(BUILD_LOG)
+        self.assertEqual(code, 0, err)
+        lines = out.strip().split("\n")
+        self.assertEqual(len(lines), 8, out)
+        self.assertEqual(lines[0], "moe_route_logits  32 registers, 0 B local, 0 B spill stores | - | moe_route.cl ")
+        self.assertTrue(lines[1].startswith("moe_route_topk  24 registers, 0 B local, 0 B spill stores | - |"), lines[1])
+        # 68 registers: 72 a work-item in units of 256 a warp, 28 warps of 65536 registers, 3 work-groups of 8
+        self.assertTrue(lines[2].startswith("moe_mma_fc2  68 registers, 8208 B local, 0 B spill stores | 256 "
+                                            "work-items: 3 a compute unit (registers) | moe_mma.cl -DFP4_MMA_PTX=1 "),
+                        lines[2])
+        self.assertNotIn("-cl-", lines[2])
+        self.assertIn("-DMMA_MT=2", lines[2])
+        self.assertTrue(lines[3].startswith("moe_mma_fc1  255 registers, 21824 B local, 1308 B spill stores | 128 "
+                                            "work-items: 2 a compute unit (registers) |"), lines[3])
+        # 77000 bytes of local memory and 1024 reserved a work-group: 2 of 233472 (3 without the reserve)
+        self.assertTrue(lines[4].startswith("moe_mma_fc1  32 registers, 77000 B local, 0 B spill stores | 32 "
+                                            "work-items: 2 a compute unit (local memory) |"), lines[4])
+        # 57 registers take 64 (2048 a warp): 32 warps, 16 work-groups of 2 (17 at 57)
+        self.assertTrue(lines[5].startswith("moe_mma_fc2  57 registers, 1340 B local, 0 B spill stores | 64 "
+                                            "work-items: 16 a compute unit (registers) |"), lines[5])
+        # 16 warps a work-group: 4 of 64 (their registers would allow 8)
+        self.assertTrue(lines[6].startswith("moe_mma_fc1  16 registers, 1024 B local, 0 B spill stores | 512 "
+                                            "work-items: 4 a compute unit (warps) |"), lines[6])
+        # a warp, no local memory: the cap of 32 work-groups
+        self.assertTrue(lines[7].startswith("moe_mma_fc1  16 registers, 0 B local, 0 B spill stores | 32 "
+                                            "work-items: 32 a compute unit (work-groups) |"), lines[7])
+        code, out, _ = self.run_on(BUILD_LOG, "--registers", "32768")
+        self.assertIn("256 work-items: 1 a compute unit (registers)", out)
+        code, out, _ = self.run_on(BUILD_LOG, "--match", "MMA_TOKEN_SUM")
+        self.assertEqual(out.count("\n"), 1, out)
+        self.assertTrue(out.startswith("moe_mma_fc2  68 registers"), out)
+
+    def test_a_log_without_a_ptxas_report(self):
+        code, out, err = self.run_on("fp4cl debug: program moe_route.cl with \"\"\n")
+        self.assertEqual(code, 1)
+        self.assertEqual(out, "")
+        self.assertIn("no ptxas report in the log (build with FP4CL_BUILD_FLAGS=-cl-nv-verbose", err)
+
+
 AB_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpu", "ab_table.py")
 
 
