@@ -17,7 +17,8 @@ set -uo pipefail
 . "$(dirname "$0")/common.sh"
 deb_dir=${1:-$root/.device-deps/debs}
 out=${2:-${OUT:-$root/build-gpu-out}}
-bench_args=${FP4CL_REGISTERS_BENCH:-moe --preset qwen3-30b-a3b --tokens 8 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 1 --warmup 0 --no-check}
+default_args="moe --preset qwen3-30b-a3b --tokens 8 --scheme nvfp4-w4a16,nvfp4-w4a4 --iters 1 --warmup 0 --no-check"
+bench_args=${FP4CL_REGISTERS_BENCH:-$default_args}
 mkdir -p "$out"
 gpu_host_env "$deb_dir"
 gpu_build "$out" --target fp4cl_bench
@@ -29,6 +30,6 @@ log "bench $bench_args (empty program cache, -cl-nv-verbose)"
 FP4CL_CACHE_DIR="$work/cache" CUDA_CACHE_DISABLE=1 FP4CL_BUILD_FLAGS=-cl-nv-verbose FP4CL_LOG=debug \
   "$bench" $bench_args >"$work/bench.out" 2>"$work/bench.log" || { tail -20 "$work/bench.log"; exit 1; }
 gzip -c "$work/bench.log" >"$out/bench.log.gz"
-python3 "$root/bench/gpu/build_registers.py" "$work/bench.log" --match="${FP4CL_REGISTERS_MATCH:-}" >"$out/registers.txt" ||
-  exit 1
+python3 "$root/bench/gpu/build_registers.py" "$work/bench.log" --match="${FP4CL_REGISTERS_MATCH:-}" \
+  >"$out/registers.txt" || exit 1
 log "$(wc -l <"$out/registers.txt") kernels: $out/registers.txt"
