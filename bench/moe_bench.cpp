@@ -279,7 +279,10 @@ void run_moe(const MoeArgs& a) {
           const Timing breakdown = time_row();
           for (MoeLayer& l : layers) l.set_launch_events(MoeLaunchEvents::ends);
           std::vector<std::string> names;
-          for (const MoeLaunch& l : last_call.launches) names.push_back(l.kernel);
+          for (const MoeLaunch& l : last_call.launches)  // and its size: were its work-groups one pass?
+            names.push_back(l.work_groups() > 0
+                                ? fmt::format("{} ({} work-groups of {})", l.kernel, l.work_groups(), l.work_group_size)
+                                : fmt::format("{} ({} work-items)", l.kernel, l.work_items));
           print_commands(row.series + fmt::format(" T={}", tokens), breakdown, names);
           fmt::print(stderr, "  the row's time, without an event on every launch: {:.1f} us (median)\n",
                      row.timing.median_us);

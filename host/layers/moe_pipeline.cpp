@@ -32,6 +32,14 @@ std::string describe(const cl::NDRange& r) {
   return s;
 }
 
+// The product of a range's dimensions; 0 for the null range (the driver's choice).
+std::uint64_t volume(const cl::NDRange& r) {
+  if (r.dimensions() == 0) return 0;
+  std::uint64_t n = 1;
+  for (cl_uint i = 0; i < r.dimensions(); ++i) n *= r[i];
+  return n;
+}
+
 cl::Buffer device_buffer(const Context& ctx, const char* what, std::int64_t bytes) {
   return allocate_buffer(ctx, CL_MEM_READ_WRITE, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 4)), nullptr,
                          fmt::format("MoE: the workspace buffer {}", what));
@@ -108,7 +116,7 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
       err != CL_SUCCESS)
     check_cl(err, "enqueueing the MoE kernel {} ({} work-items in work-groups of {}; {})", name, describe(global),
              describe(local), describe_kernel_limits(kernel, queue.getInfo<CL_QUEUE_DEVICE>()));
-  launches.push_back({name, e});
+  launches.push_back({name, e, volume(global), volume(local)});
   if (event) last = e;
 }
 

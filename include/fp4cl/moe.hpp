@@ -133,10 +133,16 @@ std::vector<std::string> moe_kernel_strategies();
 enum class MoeLaunchEvents { ends, every };
 
 // One kernel launch of a call, in enqueue order; `event` is null on the launches that get none
-// (MoeLaunchEvents). Read profiling times from the events that are set.
+// (MoeLaunchEvents). Read profiling times from the events that are set. Its sizes say how many
+// work-groups it ran: against what a compute unit holds (bench/gpu/registers.sh on NVIDIA), whether
+// they ran in one pass.
 struct MoeLaunch {
   std::string kernel;
   cl::Event event;
+  std::uint64_t work_items = 0;       // its global size (the dimensions' product)
+  std::uint64_t work_group_size = 0;  // its local size (the same); 0 where the driver chose it
+  // work_items / work_group_size; 0 where the driver chose the work-group size.
+  std::uint64_t work_groups() const { return work_group_size ? work_items / work_group_size : 0; }
 };
 
 // What one enqueue_*() put on the queue.

@@ -176,9 +176,13 @@ class Outputs(unittest.TestCase):
         self.assertTrue(row["check"].startswith("ok"), row)
         self.assertIn("T=3: ", err)
         self.assertIn("from the first command's start to the last one's end", err)
-        commands = re.findall(r"^ +[0-9.]+ us \+ +[0-9.]+ us  (moe_\w+)$", err, re.MULTILINE)
+        # Each command with its size: work-groups and their work-items, or the work-items alone
+        # where the driver chose the work-group size.
+        size = r"[1-9][0-9]* work-(?:groups of [1-9][0-9]*|items)"
+        commands = re.findall(r"^ +[0-9.]+ us \+ +[0-9.]+ us  (moe_\w+) \((" + size + r")\)$", err, re.MULTILINE)
         self.assertGreaterEqual(len(commands), 2, err)
-        self.assertTrue(any("fc1" in c for c in commands), err)
+        self.assertTrue(any("fc1" in name for name, _ in commands), err)
+        self.assertTrue(any("work-groups of" in size for _, size in commands), err)
         m = re.search(r"the row's time, without an event on every launch: ([0-9.]+) us \(median\)", err)
         self.assertIsNotNone(m, err)
         self.assertAlmostEqual(float(m.group(1)), row["us_median"], delta=0.051)
@@ -561,15 +565,18 @@ ptxas info    : Function properties for moe_mma_fc2
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 68 registers, used 1 barriers, 8208 bytes smem
 ptxas info    : Compile time = 69.670 ms
-fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=2 -DMMA_RT=2 -DMMA_UNROLL=8 -cl-nv-verbose"):
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=2 -DMMA_RT=2 \
+-DMMA_UNROLL=8 -cl-nv-verbose"):
 ptxas info    : Function properties for moe_mma_fc1
 ptxas         .     1040 bytes stack frame, 1308 bytes spill stores, 1348 bytes spill loads
 ptxas info    : Used 255 registers, used 1 barriers, 21824 bytes smem
-fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 -DMMA_UNROLL=1 -cl-nv-verbose"):
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 \
+-DMMA_UNROLL=1 -cl-nv-verbose"):
 ptxas info    : Function properties for moe_mma_fc1
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 32 registers, used 1 barriers, 77000 bytes smem
-fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC2=1 -DMMA_KSPLIT=2 -DMMA_RT=1 -DMMA_UNROLL=2 -cl-nv-verbose"):
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC2=1 -DMMA_KSPLIT=2 -DMMA_RT=1 \
+-DMMA_UNROLL=2 -cl-nv-verbose"):
 ptxas info    : Function properties for moe_mma_fc2
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 57 registers, used 1 barriers, 1340 bytes smem
@@ -577,7 +584,8 @@ fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=
 ptxas info    : Function properties for moe_mma_fc1
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 16 registers, used 1 barriers, 1024 bytes smem
-fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 -DMMA_NT=2 -cl-nv-verbose"):
+fp4cl debug: build log of moe_mma.cl ("-DFP4_MMA_PTX=1 -DMMA_FC1=1 -DMMA_KSPLIT=1 -DMMA_RT=1 \
+-DMMA_NT=2 -cl-nv-verbose"):
 ptxas info    : Function properties for moe_mma_fc1
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 16 registers, used 1 barriers
@@ -610,7 +618,8 @@ class BuildRegisters(unittest.TestCase):
         lines = out.strip().split("\n")
         self.assertEqual(len(lines), 8, out)
         self.assertEqual(lines[0], "moe_route_logits  32 registers, 0 B local, 0 B spill stores | - | moe_route.cl ")
-        self.assertTrue(lines[1].startswith("moe_route_topk  24 registers, 0 B local, 0 B spill stores | - |"), lines[1])
+        self.assertTrue(lines[1].startswith("moe_route_topk  24 registers, 0 B local, 0 B spill stores | - |"),
+                        lines[1])
         # 68 registers: 72 a work-item in units of 256 a warp, 28 warps of 65536 registers, 3 work-groups of 8
         self.assertTrue(lines[2].startswith("moe_mma_fc2  68 registers, 8208 B local, 0 B spill stores | 256 "
                                             "work-items: 3 a compute unit (registers) | moe_mma.cl -DFP4_MMA_PTX=1 "),

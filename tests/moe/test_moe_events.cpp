@@ -7,10 +7,13 @@
 // order) give the same bits as on the profiling one.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "moe_test_support.hpp"
+#include "support/log_capture.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -90,6 +93,71 @@ TEST_P(MoeLaunchEventsTest, WhichLaunchesGetEvents) {
     ASSERT_EQ(a.fp32.size(), c.fp32.size());
     EXPECT_EQ(std::memcmp(a.fp32.data(), b.fp32.data(), a.fp32.size() * 4), 0) << "call " << call;
     EXPECT_EQ(std::memcmp(a.fp32.data(), c.fp32.data(), a.fp32.size() * 4), 0) << "call " << call;
+  }
+}
+
+// Every launch records its size: work-items, and work-groups of a size that divides them (or 0
+// where the driver chose it).
+TEST_P(MoeLaunchEventsTest, EveryLaunchRecordsItsSize) {
+  ExpertSpec spec;
+  spec.data = Data::generic;
+  const Fp4Experts experts = make_experts(spec);
+  MoeConfig config;
+  config.scheme = QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic};
+  config.top_k = 2;
+  config.kernel = GetParam();
+  config.output = MoeOutput::fp32;
+  MoeLayer layer = MoeLayer::create(test_context(), experts, config);
+  const std::int64_t tokens = 5;
+  const auto x = make_activations(tokens, spec.hidden, spec.data, 3);
+  const auto ids = make_ids(tokens, config.top_k, spec.experts, 4);
+  const DeviceResult r = run_topk(layer, config.output, x, ids, make_weights(tokens, config.top_k, 5), tokens);
+  ASSERT_FALSE(r.call.launches.empty());
+  for (const MoeLaunch& l : r.call.launches) {
+    EXPECT_GT(l.work_items, 0u) << l.kernel;
+    if (l.work_group_size == 0) {
+      EXPECT_EQ(l.work_groups(), 0u) << l.kernel;
+      continue;
+    }
+    EXPECT_EQ(l.work_items % l.work_group_size, 0u) << l.kernel;
+    EXPECT_EQ(l.work_groups() * l.work_group_size, l.work_items) << l.kernel;
+  }
+}
+
+// The routed chunks' FC2 of a work-group a token (moe_mma.cl, MMA_TOKEN_SUM) launches a
+// work-group for each (token, block of 16 · MMA_RT · MMA_MT rows of H), each of 32 · MMA_RT work-items
+// a pair of the token's top_k: T · H / (16 · RT · row tiles a warp) work-groups, as the kernel reads
+// its grid. What bench --launches prints beside each command.
+TEST(MoeLaunchSizes, TheTokenFc2HasAWorkGroupATokenAndBlockOfRows) {
+  const std::int64_t H = 256, T = 2;
+  const int k = 2;
+  const Fp4Experts experts = make_experts({WeightFormat::nvfp4, 32, H, 64, Data::generic, 7});
+  for (const int warp_tiles : {1, 2, 4}) {
+    SCOPED_TRACE(warp_tiles);
+    ScopedEnv env("FP4CL_MOE_TILES", "mma.token_fc2_warp_tiles=" + std::to_string(warp_tiles));
+    MoeConfig config;
+    config.scheme = QuantScheme{WeightFormat::nvfp4, Activations::bf16};
+    config.top_k = k;
+    config.kernel = "mma";
+    config.output = MoeOutput::fp32;
+    LogCapture log;
+    MoeLayer layer = MoeLayer::create(test_context(), experts, config);
+    // MMA_RT of the token FC2's program, from the program cache's "program FILE with OPTIONS" line.
+    std::uint64_t rt = 0;
+    for (const std::string& line : log.at(log::Level::debug)) {
+      const std::size_t at = line.find("-DMMA_RT=");
+      if (line.find("program moe_mma.cl") != std::string::npos && line.find("-DMMA_TOKEN_SUM=1") != std::string::npos &&
+          at != std::string::npos)
+        rt = std::stoull(line.substr(at + 9));
+    }
+    ASSERT_GT(rt, 0u) << "no token FC2 built for 4 pairs of 32 experts";
+    const DeviceResult r = run_topk(layer, config.output, make_activations(T, H, Data::generic, 8),
+                                    make_ids(T, k, 32, 9), make_weights(T, k, 10), T);
+    const MoeLaunch& fc2 = r.call.launches.back();
+    ASSERT_EQ(fc2.kernel, "moe_mma_fc2");
+    EXPECT_EQ(fc2.work_group_size, 32u * k * rt);
+    EXPECT_EQ(fc2.work_groups(), static_cast<std::uint64_t>(T * H) / (16 * rt * warp_tiles));
+    EXPECT_EQ(fc2.work_items, static_cast<std::uint64_t>(T * k * 2 * H / warp_tiles));
   }
 }
 
