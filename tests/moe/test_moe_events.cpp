@@ -33,6 +33,21 @@ struct PlainQueue {
   PlainQueue& operator=(const PlainQueue&) = delete;
 };
 
+// NVFP4 top-2 fp32-output layers of strategy `kernel` over the default generic experts.
+MoeConfig top2_config(const std::string& kernel, Activations activations) {
+  MoeConfig config;
+  config.scheme = QuantScheme{WeightFormat::nvfp4, activations};
+  config.top_k = 2;
+  config.kernel = kernel;
+  config.output = MoeOutput::fp32;
+  return config;
+}
+ExpertSpec generic_spec() {
+  ExpertSpec spec;
+  spec.data = Data::generic;
+  return spec;
+}
+
 class MoeLaunchEventsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoeLaunchEventsTest, WhichLaunchesGetEvents) {
@@ -43,14 +58,9 @@ TEST_P(MoeLaunchEventsTest, WhichLaunchesGetEvents) {
   const Context plain = Context::wrap(profiled.opencl_context()(), plain_queue.queue);
   ASSERT_FALSE(plain.profiling_enabled());
 
-  ExpertSpec spec;
-  spec.data = Data::generic;
+  const ExpertSpec spec = generic_spec();
   const Fp4Experts experts = make_experts(spec);
-  MoeConfig config;
-  config.scheme = QuantScheme{WeightFormat::nvfp4, Activations::bf16};
-  config.top_k = 2;
-  config.kernel = GetParam();
-  config.output = MoeOutput::fp32;
+  MoeConfig config = top2_config(GetParam(), Activations::bf16);
   config.max_tokens = 3;  // 7 tokens: 3 chunks
   MoeLayer every = MoeLayer::create(profiled, experts, config);
   EXPECT_EQ(every.launch_events(), MoeLaunchEvents::ends) << "the default";
@@ -99,14 +109,9 @@ TEST_P(MoeLaunchEventsTest, WhichLaunchesGetEvents) {
 // Every launch records its size: work-items, and work-groups of a size that divides them (or 0
 // where the driver chose it).
 TEST_P(MoeLaunchEventsTest, EveryLaunchRecordsItsSize) {
-  ExpertSpec spec;
-  spec.data = Data::generic;
+  const ExpertSpec spec = generic_spec();
   const Fp4Experts experts = make_experts(spec);
-  MoeConfig config;
-  config.scheme = QuantScheme{WeightFormat::nvfp4, Activations::fp4_dynamic};
-  config.top_k = 2;
-  config.kernel = GetParam();
-  config.output = MoeOutput::fp32;
+  const MoeConfig config = top2_config(GetParam(), Activations::fp4_dynamic);
   MoeLayer layer = MoeLayer::create(test_context(), experts, config);
   const std::int64_t tokens = 5;
   const auto x = make_activations(tokens, spec.hidden, spec.data, 3);
@@ -135,11 +140,8 @@ TEST(MoeLaunchSizes, TheTokenFc2HasAWorkGroupATokenAndBlockOfRows) {
   for (const int warp_tiles : {1, 2, 4}) {
     SCOPED_TRACE(warp_tiles);
     ScopedEnv env("FP4CL_MOE_TILES", "mma.token_fc2_warp_tiles=" + std::to_string(warp_tiles));
-    MoeConfig config;
-    config.scheme = QuantScheme{WeightFormat::nvfp4, Activations::bf16};
-    config.top_k = k;
-    config.kernel = "mma";
-    config.output = MoeOutput::fp32;
+    const MoeConfig config = top2_config("mma", Activations::bf16);
+    ASSERT_EQ(config.top_k, k);
     LogCapture log;
     MoeLayer layer = MoeLayer::create(test_context(), experts, config);
     // MMA_RT of the token FC2's program, from the program cache's "program FILE with OPTIONS" line.
