@@ -1,7 +1,7 @@
 // Tuning of the MoE strategies (decode, grouped, split, mma): their tiles per token bucket
 // (tune_moe_candidates.hpp says which parameters at which bucket), and the weight layout (vec,
 // group), which one layer shares between its strategies: it is tuned at the first bucket and then
-// held for the others; so are mma's parameters for chunks of few pairs (few_split_k, unroll) for
+// held for the others; so are mma's parameters for chunks of few pairs (few_split_k, unroll, fc2_unroll) for
 // its buckets of many. Candidates reach the layer through FP4CL_MOE_TILES (the MoE layer's tuning
 // hook) with the strategy forced by MoeConfig::kernel; each is checked against the scalar
 // reference before it is timed.
@@ -56,7 +56,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
                            shape.topk, tuning::scheme_key(scheme), names));
   std::vector<tuning::Entry> entries;
   tuning::Params layout;    // vec and group, fixed after the first bucket
-  tuning::Params mma_few;   // mma's few_split_k and unroll, fixed after its first few-pairs bucket
+  tuning::Params mma_few;   // mma's few_split_k, unroll, fc2_unroll: fixed after its first few-pairs bucket
   for (std::int64_t tokens : buckets) {
     const std::vector<std::uint16_t> x = make_activations(tokens, shape.hidden, 99 + static_cast<std::uint64_t>(tokens));
     std::vector<Routing> routing;
@@ -108,7 +108,12 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       for (const auto& [k, v] : layout) start[k] = v;
       const bool few = mma && mma_few_pairs_bucket(tokens, shape.topk, shape.experts, start.at("tile_m"));
       const bool routed = mma && mma_routed_bucket(tokens, shape.topk, few);
-      if (few) start["fc2_unroll"] = 0;  // FC2 loads as far ahead as FC1 (unroll)
+      // FC2's chunks ahead explicit, as far as FC1's (what 0 would give), so that the unroll axis
+      // moves FC1 alone and fc2_unroll FC2 alone: with 0 (unroll's) on the unroll axis both moved
+      // and a gain in one kernel could hide behind a loss in the other (on an H200, mixtral-8x7b
+      // W4A16 T = 1: unroll 4 FC1 43.5 + FC2 27.4 µs against 8's 47.4 + 24.3; FC1 4 with FC2 8 70
+      // µs against 74).
+      if (few) start["fc2_unroll"] = start.at("unroll");
       if (routed) {  // automatic
         start["routed_row_tiles"] = start["routed_row_loop"] = start["token_fc2_warp_tiles"] = 0;
         if (!problem.scheme.w4a16()) start["routed_warp_tiles"] = 0;  // W4A4's routed FC1 only
@@ -173,7 +178,9 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       const SearchResult r = coordinate_descent(start, axes, evaluate, settings.max_passes, settings.max_candidates);
       tried += static_cast<int>(r.trials.size());
       if (mma && few && mma_few.empty() && r.best.ok)
-        mma_few = {{"few_split_k", r.best.params.at("few_split_k")}, {"unroll", r.best.params.at("unroll")}};
+        mma_few = {{"few_split_k", r.best.params.at("few_split_k")},
+                   {"unroll", r.best.params.at("unroll")},
+                   {"fc2_unroll", r.best.params.at("fc2_unroll")}};
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok) finalists.push_back({strategy, r.best.params, r.best.us, r.best.bytes, evaluators.size() - 1});
     }

@@ -70,12 +70,12 @@ std::vector<ParamAxis> moe_axes(const std::string& strategy, bool with_layout, b
   if (strategy == "mma") {
     if (routed) {  // 0: automatic (W4A16 1 row tile, W4A4 2; one block)
       std::vector<ParamAxis> axes = {{"few_split_k", {0, 1, 2, 4, 8}},  {"unroll", {1, 2, 4, 8}},
-                                     {"fc2_unroll", {0, 2, 4, 8}},       {"routed_row_tiles", {0, 1, 2, 4}},
+                                     {"fc2_unroll", {1, 2, 4, 8}},       {"routed_row_tiles", {0, 1, 2, 4}},
                                      {"routed_row_loop", {0, 2, 4}},     {"token_fc2_warp_tiles", {0, 2, 4}}};
       if (quantized_activations) axes.push_back({"routed_warp_tiles", {0, 2, 4}});  // W4A4's routed FC1 only
       return axes;
     }
-    if (few_pairs) return {{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {0, 2, 4, 8}}};
+    if (few_pairs) return {{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {1, 2, 4, 8}}};
     return {{"tile_m", {8, 16, 32, 64}},
             {"local_i", {32, 64, 128, 256}},
             {"local_h", {32, 64, 128, 256}},

@@ -365,9 +365,11 @@ class Tuning(unittest.TestCase):
             moe = [e for e in entries if e["op"] == "moe"][0]
             self.assertEqual(moe["kernel"], "mma")
             self.assertEqual(moe["shape"], {"hidden": 128, "inter": 64, "experts": 4, "topk": 2})
-            # A bucket of few pairs: its FC2's chunks loaded ahead too (fc2_unroll, 0: unroll's).
+            # A bucket of few pairs: its FC2's chunks loaded ahead too, written explicitly (the one
+            # candidate timed, the start: as many as FC1's).
             self.assertEqual(sorted(moe["params"]), ["fc2_unroll", "few_split_k", "group", "local_h", "local_i",
                                                      "split_k", "stage", "tile_m", "unroll", "vec", "warp_tiles"])
+            self.assertEqual(moe["params"]["fc2_unroll"], moe["params"]["unroll"])
             # The MoE benchmark loads it without a warning.
             _, out, err = run("moe", "--hidden", "128", "--inter", "64", "--experts", "4", "--topk", "2", "--kernel",
                               "mma", "--tokens", "1", *FAST, env={"FP4CL_TUNING_FILE": path}, check=0)

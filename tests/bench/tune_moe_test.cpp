@@ -44,11 +44,11 @@ TEST(TuneMoeAxes, MmaSearchesItsFewPairsParametersAtFewPairsAndItsTilesAtMany) {
   for (DeviceKind kind : {DeviceKind::gpu, DeviceKind::cpu}) {
     for (bool with_layout : {true, false}) {  // mma has its own weight layout: never vec or group
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind)),
-                (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {0, 2, 4, 8}}}));
+                (Axes{{"few_split_k", {0, 1, 2, 4, 8}}, {"unroll", {1, 2, 4, 8}}, {"fc2_unroll", {1, 2, 4, 8}}}));
       EXPECT_EQ(as_map(moe_axes("mma", with_layout, true, kind, true)),
                 (Axes{{"few_split_k", {0, 1, 2, 4, 8}},
                       {"unroll", {1, 2, 4, 8}},
-                      {"fc2_unroll", {0, 2, 4, 8}},
+                      {"fc2_unroll", {1, 2, 4, 8}},
                       {"routed_row_tiles", {0, 1, 2, 4}},
                       {"routed_row_loop", {0, 2, 4}},
                       {"token_fc2_warp_tiles", {0, 2, 4}}}));
@@ -279,14 +279,17 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
     EXPECT_GT(e.measured.us, 0.0);
   }
   // The few-pairs bucket searched few_split_k (with a budget of 2: the start's 0 and 1) and kept
-  // the built-in tiles of many pairs; the many-pairs bucket held its few_split_k and unroll and
-  // searched tile_m (the start's 32 and 8).
+  // the built-in tiles of many pairs, FC2's chunks ahead written as FC1's (the start: explicit, so
+  // that the unroll axis moves FC1 alone); the many-pairs bucket held its few_split_k, unroll and
+  // fc2_unroll and searched tile_m (the start's 32 and 8).
   EXPECT_LE(few.params.at("few_split_k"), 1);
   EXPECT_EQ(few.params.at("unroll"), ctx.info().kind == DeviceKind::cpu ? 1 : 8);  // the built-in (W4A16)
+  EXPECT_EQ(few.params.at("fc2_unroll"), few.params.at("unroll"));
   EXPECT_EQ(few.params.at("tile_m"), 32);
   EXPECT_EQ(few.params.at("local_i"), 32);
   EXPECT_EQ(many.params.at("few_split_k"), few.params.at("few_split_k"));
   EXPECT_EQ(many.params.at("unroll"), few.params.at("unroll"));
+  EXPECT_EQ(many.params.at("fc2_unroll"), few.params.at("fc2_unroll"));
   EXPECT_TRUE(many.params.at("tile_m") == 8 || many.params.at("tile_m") == 32) << many.params.at("tile_m");
   EXPECT_EQ(many.params.at("local_i"), 32);
   bool searched_few = false, searched_many = false;
