@@ -567,12 +567,16 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
     EXPECT_EQ(&sel.for_tokens(1, 2), &sel.usable[0]);
   }
   gpu.name = "NVIDIA H200";
-  // W4A16: bucket 8 its own few-pairs K split and unroll (4 and 4), its neighbours the built-in 0 and 8.
+  // W4A16: bucket 8 its own few-pairs K split and unroll (4 and 4); bucket 1 FC1's chunks loaded 4
+  // ahead (on the H200 7 of its work-groups a compute unit rather than 4: its 1792 in 1.9 passes
+  // rather than 3.4) and FC2's 8; bucket 64 the built-in 0 and 8.
   const MoeSelection w4a16 =
       select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::bf16}, 4096, 14336, 8, 2}, "");
   EXPECT_EQ(w4a16.for_tokens(8, 2).tiles.few_split_k, 4);
   EXPECT_EQ(w4a16.for_tokens(8, 2).tiles.unroll, 4);
-  EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 8);
+  EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.unroll, 4);
+  EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.fc2_unroll, 8);
+  EXPECT_EQ(w4a16.for_tokens(1, 2).tiles.few_split_k, 0);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.few_split_k, 0);
   EXPECT_EQ(w4a16.for_tokens(64, 2).tiles.unroll, 8);
   // qwen3-30b-a3b: the routed FC1's work-groups by bucket (buckets 1, 4, 6, 8: bucket 1 serves up
