@@ -1,6 +1,7 @@
 #include "prepare/fp4_mma_layout.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "prepare/fp4_row_layout.hpp"    // fp4_scale_offsets
 #include "prepare/fp4_split_layout.hpp"  // mxfp4_decode_scale_exp
@@ -42,6 +43,46 @@ MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K) {
   return {((rt * (K / 64) + c) * 32 + lane) * 4 + j, static_cast<int>(4 * h + i)};
 }
 
+namespace {
+
+// A checkpoint byte's two codes (low nibble first) as the bits they take in a word of the layout,
+// for each register a_i (kBytePairBits[i][byte]: nibbles i and 4 + i), and an NVFP4 scale byte's
+// layout code (kNaNScaleCode for NaN). Built once from mma_code_bits and mma_nvfp4_scale_code.
+struct MmaLayoutTables {
+  std::uint32_t pair_bits[4][256];
+  std::uint8_t nvfp4_scale[256];
+};
+constexpr std::uint8_t kNaNScaleCode = 0xFF;  // no layout code is this large ((15 + 2) << 3 | 7 = 143)
+
+const MmaLayoutTables& mma_layout_tables() {
+  static const MmaLayoutTables tables = [] {
+    MmaLayoutTables t{};
+    for (int i = 0; i < 4; ++i)
+      for (std::uint32_t b = 0; b < 256; ++b) t.pair_bits[i][b] = mma_code_bits(b & 0xFu, i) | mma_code_bits(b >> 4, 4 + i);
+    for (unsigned b = 0; b < 256; ++b)
+      t.nvfp4_scale[b] = (b & 0x7Fu) == 0x7Fu ? kNaNScaleCode : mma_nvfp4_scale_code(static_cast<std::uint8_t>(b));
+    return t;
+  }();
+  return tables;
+}
+
+// The 8 bytes (16 codes of one block of 16, or half a block of 32) at `p`, little-endian, with
+// mma_nvfp4_codes's rule for NVFP4 scale `sb` applied to every byte at once.
+std::uint64_t load_codes(const std::uint8_t* p, bool nvfp4, std::uint8_t sb) {
+  std::uint64_t x = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(&x, p, sizeof x);
+#else
+  for (int b = 7; b >= 0; --b) x = x << 8 | p[b];
+#endif
+  if (!nvfp4) return x;
+  constexpr std::uint64_t signs = 0x8888888888888888ull;
+  if ((sb & 0x7Fu) == 0) return x & signs;  // zero scale: ±0 codes
+  return sb & 0x80u ? x ^ signs : x;
+}
+
+}  // namespace
+
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
                      std::int64_t K, std::int64_t block) {
   if (R % 16 != 0 || K % 64 != 0)
@@ -50,30 +91,34 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
   if (packed.size() != static_cast<std::size_t>(R * K / 2) || scales.size() != static_cast<std::size_t>(R * K / block))
     fail("the MMA layout of [{}, {}]: {} code bytes and {} scale bytes given, {} and {} expected", R, K, packed.size(),
          scales.size(), R * K / 2, R * K / block);
+  const MmaLayoutTables& tables = mma_layout_tables();
+  const bool nvfp4 = block == 16;
   MmaLayout out;
   out.words.resize(static_cast<std::size_t>(R * K / 8));
   const std::int64_t chunks = K / 64, per_chunk = 64 / block, blocks = K / block;
   out.scales.resize(static_cast<std::size_t>(R / 16 * chunks * 8 * 2 * per_chunk));
-  // In output order: register a_i's two elements (k, k + 1 with k even) are the two nibbles of one
-  // checkpoint byte, low nibble first (mma_position states the same map element by element), under
-  // NVFP4 with its block scale's sign or zero applied (mma_nvfp4_codes).
+  // In output order: lane 4g + t of row tile rt, chunk c holds the 16 codes k = 64c + 16t .. + 15
+  // of rows r0 = 16rt + g and r1 = r0 + 8 (8 checkpoint bytes each, one NVFP4 block). Word j takes
+  // register a_i's two codes (k, k + 1 with k = 64c + 16t + 4j + 2(i >> 1)): one checkpoint byte,
+  // byte 2j + (i >> 1) of row r0 (i even) or r1 (i odd), with its NVFP4 block scale's sign or zero
+  // applied (mma_nvfp4_codes). mma_position states the same map element by element.
   std::uint32_t* word = out.words.data();
   std::uint8_t* scale = out.scales.data();
+  const std::uint8_t* codes = packed.data();
+  const std::uint8_t* sbytes = scales.data();
   for (std::int64_t rt = 0; rt < R / 16; ++rt) {
     for (std::int64_t c = 0; c < chunks; ++c) {
-      for (std::int64_t lane = 0; lane < 32; ++lane) {
-        const std::int64_t g = lane / 4, t = lane % 4;
-        for (std::int64_t j = 0; j < 4; ++j) {
-          std::uint32_t w = 0;
-          for (int i = 0; i < 4; ++i) {
-            const std::int64_t row = 16 * rt + g + 8 * (i & 1), k = 64 * c + 16 * t + 4 * j + 2 * (i >> 1);
-            std::uint32_t byte = packed[static_cast<std::size_t>((row * K + k) / 2)];
-            if (block == 16)
-              byte = mma_nvfp4_codes(static_cast<std::uint8_t>(byte),
-                                     scales[static_cast<std::size_t>(row * blocks + k / 16)]);
-            w |= mma_code_bits(byte & 0xFu, i) | mma_code_bits(byte >> 4, 4 + i);
+      for (std::int64_t g = 0; g < 8; ++g) {
+        const std::int64_t r0 = 16 * rt + g, r1 = r0 + 8;
+        for (std::int64_t t = 0; t < 4; ++t) {
+          const std::int64_t k = 64 * c + 16 * t, b = k / block;
+          const std::uint64_t x0 = load_codes(codes + (r0 * K + k) / 2, nvfp4, sbytes[r0 * blocks + b]);
+          const std::uint64_t x1 = load_codes(codes + (r1 * K + k) / 2, nvfp4, sbytes[r1 * blocks + b]);
+          for (int j = 0; j < 4; ++j) {
+            const int lo = 16 * j, hi = lo + 8;
+            *word++ = tables.pair_bits[0][x0 >> lo & 0xFFu] | tables.pair_bits[2][x0 >> hi & 0xFFu] |
+                      tables.pair_bits[1][x1 >> lo & 0xFFu] | tables.pair_bits[3][x1 >> hi & 0xFFu];
           }
-          *word++ = w;
         }
       }
       // byte upper·per_chunk + j of group g: row 16·rt + g + 8·upper, block per_chunk·c + j
@@ -81,11 +126,16 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
         for (std::int64_t upper = 0; upper < 2; ++upper) {
           for (std::int64_t j = 0; j < per_chunk; ++j) {
             const std::int64_t row = 16 * rt + g + 8 * upper, b = per_chunk * c + j;
-            const std::uint8_t sb = scales[static_cast<std::size_t>(row * blocks + b)];
-            if (block == 16 && (sb & 0x7Fu) == 0x7Fu)
+            const std::uint8_t sb = sbytes[row * blocks + b];
+            if (!nvfp4) {
+              *scale++ = sb;
+              continue;
+            }
+            const std::uint8_t code = tables.nvfp4_scale[sb];
+            if (code == kNaNScaleCode)
               fail("the MMA layout of [{}, {}]: the NVFP4 block scale of row {}, block {} is NaN (E4M3 byte 0x{:02X})",
                    R, K, row, b, sb);
-            *scale++ = block == 16 ? mma_nvfp4_scale_code(sb) : sb;
+            *scale++ = code;
           }
         }
       }
