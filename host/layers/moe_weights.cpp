@@ -15,8 +15,9 @@ namespace fp4cl {
 
 namespace {
 
-template <typename T>
-cl::Buffer upload(const Context& ctx, const std::string& what, const std::vector<T>& data) {
+template <typename Vector>
+cl::Buffer upload(const Context& ctx, const std::string& what, const Vector& data) {
+  using T = typename Vector::value_type;
   const std::size_t bytes = data.size() * sizeof(T);
   if (data.empty()) {
     const T zero{};
@@ -162,8 +163,8 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
   const std::int64_t block = block_size(ex.format);
-  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H]: split once
-  // for whichever of the split and MMA layouts is built (both keep gate and up apart).
+  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H], for the split
+  // layout (it keeps gate and up apart); the MMA layout reads them in place (MmaSourceRows).
   const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
     std::vector<std::uint8_t> out;
     out.reserve(v.size() / 2);
@@ -174,39 +175,44 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
     return out;
   };
   std::vector<std::uint8_t> gate_packed, gate_scales, up_packed, up_scales;
-  if (split || mma) {
+  if (split) {
     gate_packed = half(ex.w13_packed, H / 2, 0);
     gate_scales = half(ex.w13_scales, H / block, 0);
     up_packed = half(ex.w13_packed, H / 2, I);
     up_scales = half(ex.w13_scales, H / block, I);
   }
-  // One layout's gate, up and w2 uploaded into `out` (codes and scales of each); `make(packed,
-  // scales, N, K)` lays out an [E, N, K] stack. Returns the layout's FP4 bytes per expert.
+  // One layout's gate, up and w2 uploaded into `out` (codes and scales of each), each part made
+  // (`make(part)`, 0 gate, 1 up, 2 w2) and uploaded before the next is made, so that one part's
+  // host copy at a time is held. Returns the layout's FP4 bytes per expert.
   const auto upload_layout = [&](const char* name, const auto& make, const std::array<cl::Buffer*, 6>& out) {
-    const auto g = make(gate_packed, gate_scales, I, H);
-    const auto u = make(up_packed, up_scales, I, H);
-    const auto d = make(ex.w2_packed, ex.w2_scales, H, I);
-    *out[0] = upload(ctx, fmt::format("w13 gate rows ({} layout)", name), g.words);
-    *out[1] = upload(ctx, fmt::format("w13 gate scales ({} layout)", name), g.scales);
-    *out[2] = upload(ctx, fmt::format("w13 up rows ({} layout)", name), u.words);
-    *out[3] = upload(ctx, fmt::format("w13 up scales ({} layout)", name), u.scales);
-    *out[4] = upload(ctx, fmt::format("w2 ({} layout)", name), d.words);
-    *out[5] = upload(ctx, fmt::format("w2 scales ({} layout)", name), d.scales);
-    return static_cast<std::uint64_t>(4 * (g.words.size() + u.words.size() + d.words.size()) + g.scales.size() +
-                                      u.scales.size() + d.scales.size()) /
-           static_cast<std::uint64_t>(E);
+    static constexpr const char* kParts[3][2] = {
+        {"w13 gate rows", "w13 gate scales"}, {"w13 up rows", "w13 up scales"}, {"w2", "w2 scales"}};
+    std::uint64_t bytes = 0;
+    for (int part = 0; part < 3; ++part) {
+      const auto m = make(part);
+      *out[2 * part] = upload(ctx, fmt::format("{} ({} layout)", kParts[part][0], name), m.words);
+      *out[2 * part + 1] = upload(ctx, fmt::format("{} ({} layout)", kParts[part][1], name), m.scales);
+      bytes += static_cast<std::uint64_t>(4 * m.words.size() + m.scales.size());
+    }
+    return bytes / static_cast<std::uint64_t>(E);
   };
   if (mma)
     w.mma_bytes_per_expert = upload_layout(
         "MMA",
-        [&](const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t N,
-            std::int64_t K) { return mma_layout(packed, scales, E * N, K, block); },
+        [&](int part) {
+          // FC1: rows [0, I) (gate) or [I, 2I) (up) of each expert's 2I rows of w13, read in place.
+          if (part < 2) return mma_layout(ex.w13_packed, ex.w13_scales, E * I, H, block, {I, 2 * I, part * I});
+          return mma_layout(ex.w2_packed, ex.w2_scales, E * H, I, block);
+        },
         {&w.mma_gate, &w.mma_gate_scales, &w.mma_up, &w.mma_up_scales, &w.mma_w2, &w.mma_w2_scales});
   if (split)
     w.split_bytes_per_expert = upload_layout(
         "split",
-        [&](const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t N,
-            std::int64_t K) { return split_layout(packed, scales, E, N, K, block); },
+        [&](int part) {
+          if (part == 0) return split_layout(gate_packed, gate_scales, E, I, H, block);
+          if (part == 1) return split_layout(up_packed, up_scales, E, I, H, block);
+          return split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
+        },
         {&w.split_gate, &w.split_gate_scales, &w.split_up, &w.split_up_scales, &w.split_w2, &w.split_w2_scales});
   if (interleaved) {
   upload_matrix(ctx, "w13 (gate rows)", ex.w13_packed, ex.w13_scales, ex.format, E, 2 * I, 0, I, H, group, pad, w.gate,

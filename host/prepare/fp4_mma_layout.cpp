@@ -6,6 +6,7 @@
 #include "prepare/fp4_row_layout.hpp"    // fp4_scale_offsets
 #include "prepare/fp4_split_layout.hpp"  // mxfp4_decode_scale_exp
 #include "support/check.hpp"
+#include "support/parallel.hpp"
 
 namespace fp4cl {
 
@@ -58,7 +59,8 @@ const MmaLayoutTables& mma_layout_tables() {
   static const MmaLayoutTables tables = [] {
     MmaLayoutTables t{};
     for (int i = 0; i < 4; ++i)
-      for (std::uint32_t b = 0; b < 256; ++b) t.pair_bits[i][b] = mma_code_bits(b & 0xFu, i) | mma_code_bits(b >> 4, 4 + i);
+      for (std::uint32_t b = 0; b < 256; ++b)
+        t.pair_bits[i][b] = mma_code_bits(b & 0xFu, i) | mma_code_bits(b >> 4, 4 + i);
     for (unsigned b = 0; b < 256; ++b)
       t.nvfp4_scale[b] = (b & 0x7Fu) == 0x7Fu ? kNaNScaleCode : mma_nvfp4_scale_code(static_cast<std::uint8_t>(b));
     return t;
@@ -84,13 +86,23 @@ std::uint64_t load_codes(const std::uint8_t* p, bool nvfp4, std::uint8_t sb) {
 }  // namespace
 
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
-                     std::int64_t K, std::int64_t block) {
+                     std::int64_t K, std::int64_t block, const MmaSourceRows& source) {
   if (R % 16 != 0 || K % 64 != 0)
     fail("the MMA layout needs rows = {} to be a multiple of 16 and K = {} a multiple of 64", R, K);
   if (block != 16 && block != 32) fail("the MMA layout needs FP4 blocks of 16 or 32 elements, not {}", block);
-  if (packed.size() != static_cast<std::size_t>(R * K / 2) || scales.size() != static_cast<std::size_t>(R * K / block))
-    fail("the MMA layout of [{}, {}]: {} code bytes and {} scale bytes given, {} and {} expected", R, K, packed.size(),
-         scales.size(), R * K / 2, R * K / block);
+  const bool mapped = source.rows != 0;
+  if (mapped &&
+      (source.rows < 0 || R % source.rows != 0 || source.first < 0 || source.stride < source.first + source.rows))
+    fail("the MMA layout of [{}, {}]: source rows {} .. {} of every {} do not tile its rows", R, K, source.first,
+         source.first + source.rows - 1, source.stride);
+  const std::int64_t src_rows = mapped ? R / source.rows * source.stride : R;
+  if (packed.size() != static_cast<std::size_t>(src_rows * K / 2) ||
+      scales.size() != static_cast<std::size_t>(src_rows * K / block))
+    fail("the MMA layout of [{}, {}]: {} code bytes and {} scale bytes given, {} and {} expected (source rows: {})", R,
+         K, packed.size(), scales.size(), src_rows * K / 2, src_rows * K / block, src_rows);
+  const auto src_row = [&](std::int64_t r) {
+    return mapped ? r / source.rows * source.stride + source.first + r % source.rows : r;
+  };
   const MmaLayoutTables& tables = mma_layout_tables();
   const bool nvfp4 = block == 16;
   MmaLayout out;
@@ -98,49 +110,55 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
   const std::int64_t chunks = K / 64, per_chunk = 64 / block, blocks = K / block;
   out.scales.resize(static_cast<std::size_t>(R / 16 * chunks * 8 * 2 * per_chunk));
   // In output order: lane 4g + t of row tile rt, chunk c holds the 16 codes k = 64c + 16t .. + 15
-  // of rows r0 = 16rt + g and r1 = r0 + 8 (8 checkpoint bytes each, one NVFP4 block). Word j takes
-  // register a_i's two codes (k, k + 1 with k = 64c + 16t + 4j + 2(i >> 1)): one checkpoint byte,
-  // byte 2j + (i >> 1) of row r0 (i even) or r1 (i odd), with its NVFP4 block scale's sign or zero
-  // applied (mma_nvfp4_codes). mma_position states the same map element by element.
-  std::uint32_t* word = out.words.data();
-  std::uint8_t* scale = out.scales.data();
+  // of rows 16rt + g and 16rt + g + 8 (source rows r0, r1: 8 checkpoint bytes each, one NVFP4
+  // block). Word j takes register a_i's two codes (k, k + 1 with k = 64c + 16t + 4j + 2(i >> 1)):
+  // one checkpoint byte, byte 2j + (i >> 1) of row r0 (i even) or r1 (i odd), with its NVFP4 block
+  // scale's sign or zero applied (mma_nvfp4_codes). mma_position states the same map element by
+  // element. Row tiles are independent: ranges of them run on host_threads() threads (at least
+  // 1 MiB of codes each), each stopping at its first NaN scale, the lowest range's error thrown.
   const std::uint8_t* codes = packed.data();
   const std::uint8_t* sbytes = scales.data();
-  for (std::int64_t rt = 0; rt < R / 16; ++rt) {
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      for (std::int64_t g = 0; g < 8; ++g) {
-        const std::int64_t r0 = 16 * rt + g, r1 = r0 + 8;
-        for (std::int64_t t = 0; t < 4; ++t) {
-          const std::int64_t k = 64 * c + 16 * t, b = k / block;
-          const std::uint64_t x0 = load_codes(codes + (r0 * K + k) / 2, nvfp4, sbytes[r0 * blocks + b]);
-          const std::uint64_t x1 = load_codes(codes + (r1 * K + k) / 2, nvfp4, sbytes[r1 * blocks + b]);
-          for (int j = 0; j < 4; ++j) {
-            const int lo = 16 * j, hi = lo + 8;
-            *word++ = tables.pair_bits[0][x0 >> lo & 0xFFu] | tables.pair_bits[2][x0 >> hi & 0xFFu] |
-                      tables.pair_bits[1][x1 >> lo & 0xFFu] | tables.pair_bits[3][x1 >> hi & 0xFFu];
+  const auto row_tiles = [&](std::int64_t rt_begin, std::int64_t rt_end) {
+    std::uint32_t* word = out.words.data() + rt_begin * chunks * 128;
+    std::uint8_t* scale = out.scales.data() + rt_begin * chunks * 16 * per_chunk;
+    for (std::int64_t rt = rt_begin; rt < rt_end; ++rt) {
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        for (std::int64_t g = 0; g < 8; ++g) {
+          const std::int64_t r0 = src_row(16 * rt + g), r1 = src_row(16 * rt + g + 8);
+          for (std::int64_t t = 0; t < 4; ++t) {
+            const std::int64_t k = 64 * c + 16 * t, b = k / block;
+            const std::uint64_t x0 = load_codes(codes + (r0 * K + k) / 2, nvfp4, sbytes[r0 * blocks + b]);
+            const std::uint64_t x1 = load_codes(codes + (r1 * K + k) / 2, nvfp4, sbytes[r1 * blocks + b]);
+            for (int j = 0; j < 4; ++j) {
+              const int lo = 16 * j, hi = lo + 8;
+              *word++ = tables.pair_bits[0][x0 >> lo & 0xFFu] | tables.pair_bits[2][x0 >> hi & 0xFFu] |
+                        tables.pair_bits[1][x1 >> lo & 0xFFu] | tables.pair_bits[3][x1 >> hi & 0xFFu];
+            }
           }
         }
-      }
-      // byte upper·per_chunk + j of group g: row 16·rt + g + 8·upper, block per_chunk·c + j
-      for (std::int64_t g = 0; g < 8; ++g) {
-        for (std::int64_t upper = 0; upper < 2; ++upper) {
-          for (std::int64_t j = 0; j < per_chunk; ++j) {
-            const std::int64_t row = 16 * rt + g + 8 * upper, b = per_chunk * c + j;
-            const std::uint8_t sb = sbytes[row * blocks + b];
-            if (!nvfp4) {
-              *scale++ = sb;
-              continue;
+        // byte upper·per_chunk + j of group g: row 16·rt + g + 8·upper, block per_chunk·c + j
+        for (std::int64_t g = 0; g < 8; ++g) {
+          for (std::int64_t upper = 0; upper < 2; ++upper) {
+            for (std::int64_t j = 0; j < per_chunk; ++j) {
+              const std::int64_t from = src_row(16 * rt + g + 8 * upper), b = per_chunk * c + j;
+              const std::uint8_t sb = sbytes[from * blocks + b];
+              if (!nvfp4) {
+                *scale++ = sb;
+                continue;
+              }
+              const std::uint8_t code = tables.nvfp4_scale[sb];
+              if (code == kNaNScaleCode)
+                fail("the MMA layout of [{}, {}]: the NVFP4 block scale of row {}, block {} is NaN (E4M3 byte "
+                     "0x{:02X})",
+                     R, K, from, b, sb);
+              *scale++ = code;
             }
-            const std::uint8_t code = tables.nvfp4_scale[sb];
-            if (code == kNaNScaleCode)
-              fail("the MMA layout of [{}, {}]: the NVFP4 block scale of row {}, block {} is NaN (E4M3 byte 0x{:02X})",
-                   R, K, row, b, sb);
-            *scale++ = code;
           }
         }
       }
     }
-  }
+  };
+  parallel_ranges(R / 16, std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (8 * K)), host_threads(), row_tiles);
   return out;
 }
 

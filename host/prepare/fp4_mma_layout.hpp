@@ -32,6 +32,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/weights.hpp"
@@ -56,16 +59,46 @@ std::uint8_t mma_nvfp4_scale_code(std::uint8_t e4m3);
 // A checkpoint byte of two codes (one block) as the MMA layout holds them under NVFP4 scale `e4m3`.
 std::uint8_t mma_nvfp4_codes(std::uint8_t packed, std::uint8_t e4m3);
 
-struct MmaLayout {
-  std::vector<std::uint32_t> words;  // R·K/8
-  std::vector<std::uint8_t> scales;  // R/16 · K/64 · 8 · (64/block)
+// An allocator whose new elements are left uninitialized, for buffers that are written whole
+// right after they are sized: their pages are first touched by the threads that fill them, not
+// zeroed on one thread before (on the 2-core VM zeroing took 0.4–1 s of a 400 MB layout).
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
 };
 
-// `packed`: R rows of K/2 bytes (the checkpoint's nibble order: element k in byte k/2, low nibble
-// first), `scales`: R rows of K/block bytes. Fails unless R % 16 == 0, K % 64 == 0 and block is 16
-// or 32.
+struct MmaLayout {
+  std::vector<std::uint32_t, UninitializedAllocator<std::uint32_t>> words;  // R·K/8
+  std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>> scales;   // R/16 · K/64 · 8 · (64/block)
+};
+
+// Which rows of `packed` and `scales` the layout's R rows are: row r is source row (r / rows) ·
+// stride + first + r % rows, i.e. rows first .. first + rows - 1 of each matrix of an [R / rows,
+// stride, K] stack (FC1's gate or up half of every expert, without copying it out first). The
+// default (rows 0): the R rows as they are.
+struct MmaSourceRows {
+  std::int64_t rows = 0, stride = 0, first = 0;
+};
+
+// `packed`: the source's rows of K/2 bytes (the checkpoint's nibble order: element k in byte k/2,
+// low nibble first), `scales`: its rows of K/block bytes. Fails unless R % 16 == 0, K % 64 == 0,
+// block is 16 or 32 and the source rows fit.
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
-                     std::int64_t K, std::int64_t block);
+                     std::int64_t K, std::int64_t block, const MmaSourceRows& source = {});
 
 // Where element (row, k) of the matrix lands: words index and "nibble" 4h + i (its bits:
 // mma_code_bits; tests, debugging).

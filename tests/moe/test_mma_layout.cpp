@@ -14,6 +14,7 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/formats.hpp"
 #include "prepare/fp4_mma_layout.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -199,6 +200,106 @@ TEST(MmaLayout, RefusesShapesOffTheTiles) {
   const std::vector<std::uint8_t> p64(16 * 64 / 2), s8(16 * 64 / 8);
   EXPECT_THROW(mma_layout(p64, s8, 16, 64, 8), Error);   // blocks of 8: neither NVFP4 nor MXFP4
   EXPECT_THROW(mma_layout(p64, s8, 8, 64, 16), Error);   // 8 rows: not a row tile
+}
+
+// Pseudo-random checkpoint bytes: any codes, and scales without NaN under NVFP4 (block 16).
+void fill_layout_input(std::vector<std::uint8_t>& packed, std::vector<std::uint8_t>& scales, std::int64_t block,
+                       std::uint32_t seed) {
+  std::uint32_t x = seed;
+  const auto next = [&x] { return x = x * 1664525u + 1013904223u, static_cast<std::uint8_t>(x >> 24); };
+  for (auto& b : packed) b = next();
+  for (auto& b : scales) {
+    b = next();
+    if (block == 16 && (b & 0x7F) == 0x7F) b = 0x38;
+  }
+}
+
+// Rows of a stack read in place (FC1's gate or up half of each expert, MmaSourceRows) give the
+// layout of those rows copied out first, bit for bit, for both halves and both block sizes.
+TEST(MmaLayout, SourceRowsReadInPlaceMatchTheRowsCopiedOut) {
+  const std::int64_t E = 3, I = 48, H = 128;  // I = 3 row tiles; the halves' tiles never straddle
+  for (std::int64_t block : {16, 32}) {
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(E * 2 * I * H / 2)),
+        scales(static_cast<std::size_t>(E * 2 * I * H / block));
+    fill_layout_input(packed, scales, block, 7u + static_cast<std::uint32_t>(block));
+    for (std::int64_t first : {std::int64_t{0}, I}) {
+      std::vector<std::uint8_t> half_packed, half_scales;
+      for (std::int64_t e = 0; e < E; ++e) {
+        const auto p0 = packed.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * H / 2);
+        half_packed.insert(half_packed.end(), p0, p0 + static_cast<std::ptrdiff_t>(I * H / 2));
+        const auto s0 = scales.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * H / block);
+        half_scales.insert(half_scales.end(), s0, s0 + static_cast<std::ptrdiff_t>(I * H / block));
+      }
+      const MmaLayout copied = mma_layout(half_packed, half_scales, E * I, H, block);
+      const MmaLayout in_place = mma_layout(packed, scales, E * I, H, block, {I, 2 * I, first});
+      EXPECT_EQ(in_place.words, copied.words) << "block " << block << " first " << first;
+      EXPECT_EQ(in_place.scales, copied.scales) << "block " << block << " first " << first;
+    }
+  }
+}
+
+TEST(MmaLayout, RefusesSourceRowsThatDoNotTileIt) {
+  const std::vector<std::uint8_t> packed(64 * 64 / 2), scales(64 * 64 / 16);
+  // Rows 16 .. 31 of matrices of 24 rows: past each matrix's end.
+  try {
+    mma_layout(packed, scales, 32, 64, 16, {16, 24, 16});
+    ADD_FAILURE() << "source rows past the stride accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("source rows 16 .. 31 of every 24 do not tile"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(mma_layout(packed, scales, 48, 64, 16, {32, 64, 0}), Error);  // 48 rows: not whole matrices
+  EXPECT_THROW(mma_layout(packed, scales, 32, 64, 16, {16, 64, 0}), Error);  // a source of 128 rows, 64 given
+}
+
+// The layout's row tiles are built on several threads (FP4CL_HOST_THREADS) where there is enough
+// of them: the same bits as one thread, and of a NaN scale in several threads' rows the error
+// names the first, as one thread would.
+TEST(MmaLayout, ThreadsGiveTheBitsOfOneThreadAndItsFirstError) {
+  const std::int64_t R = 16 * 192, K = 2048;  // 3 MiB of codes: 3 ranges of 64 row tiles at 1 MiB each
+  for (std::int64_t block : {16, 32}) {
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(R * K / 2)),
+        scales(static_cast<std::size_t>(R * K / block));
+    fill_layout_input(packed, scales, block, 99u);
+    MmaLayout one, three;
+    {
+      const ScopedEnv env("FP4CL_HOST_THREADS", "1");
+      one = mma_layout(packed, scales, R, K, block);
+    }
+    {
+      const ScopedEnv env("FP4CL_HOST_THREADS", "3");
+      three = mma_layout(packed, scales, R, K, block);
+    }
+    EXPECT_EQ(three.words, one.words) << "block " << block;
+    EXPECT_EQ(three.scales, one.scales) << "block " << block;
+  }
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(R * K / 2)), scales(static_cast<std::size_t>(R * K / 16));
+  fill_layout_input(packed, scales, 16, 5u);
+  scales[static_cast<std::size_t>(2500 * (K / 16) + 9)] = 0x7F;  // the third range's rows
+  scales[static_cast<std::size_t>(1500 * (K / 16) + 3)] = 0xFF;  // the second's: the first NaN
+  const ScopedEnv env("FP4CL_HOST_THREADS", "3");
+  try {
+    mma_layout(packed, scales, R, K, 16);
+    ADD_FAILURE() << "a NaN scale accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1500, block 3 is NaN (E4M3 byte 0xFF)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MmaLayout, RefusesHostThreadCountsOutOfRange) {
+  const std::vector<std::uint8_t> packed(16 * 64 / 2), scales(16 * 64 / 16, 0x38);
+  for (const char* bad : {"0", "many", "3x", "257", "-2"}) {
+    const ScopedEnv env("FP4CL_HOST_THREADS", bad);
+    try {
+      mma_layout(packed, scales, 16, 64, 16);
+      ADD_FAILURE() << "FP4CL_HOST_THREADS = " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FP4CL_HOST_THREADS = '" + std::string(bad) +
+                                           "': expected a number of threads from 1 to 256"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
