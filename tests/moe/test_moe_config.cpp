@@ -198,6 +198,32 @@ TEST(MoeConfig, EnvironmentForcesAStrategy) {
   EXPECT_EQ(layer.strategy_for(200), "decode");
 }
 
+// The weight layouts are prepared on FP4CL_HOST_THREADS threads where a layer is large enough (at
+// least 1 MiB of codes a thread; here 3 ranges of experts in the interleaved layout and of row
+// tiles in the MMA one): the same output bits as one thread, within the reference's bound.
+TEST(MoeConfig, HostThreadsPrepareTheSameLayer) {
+  const std::int64_t E = 12, H = 1024, I = 512, T = 3;  // 256 KiB of codes an expert a matrix
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 77});
+  const auto x = make_activations(T, H, Data::exact, 78);
+  const auto ids = make_ids(T, 4, E, 79);
+  const auto w = make_weights(T, 4, 80);
+  for (const char* kernel : {"", "mma"}) {
+    MoeConfig cfg = config(kNvW4A16, 4);
+    cfg.kernel = kernel;
+    std::vector<DeviceResult> runs;
+    for (const char* threads : {"1", "3"}) {
+      const ScopedEnv env("FP4CL_HOST_THREADS", threads);
+      MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+      runs.push_back(run_topk(layer, cfg.output, x, ids, w, T));
+    }
+    EXPECT_EQ(runs[1].bf16, runs[0].bf16) << "kernel '" << kernel << "'";
+    EXPECT_TRUE(matches_reference(
+        reference::moe_reference(ex, reference_options(cfg), x, reference::routing_from_topk(ids, w, T, cfg.top_k)),
+        runs[1], cfg.output))
+        << "kernel '" << kernel << "'";
+  }
+}
+
 TEST(MoeConfig, AutomaticSelectionByBatchSize) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, 16, 64, 32, Data::exact, 10});
   MoeLayer layer = MoeLayer::create(test_context(), ex, config(kNvW4A16, 8));
