@@ -136,7 +136,8 @@ void upload_matrix(const Context& ctx, const char* what, const std::vector<std::
                    cl::Buffer& words, cl::Buffer& scale_buffer) {
   const std::int64_t block = block_size(format);
   if (format == WeightFormat::nvfp4) {
-    const auto m = interleave_rows<std::uint16_t>(packed, scales, E, N, row0, rows, K, block, group, pad, e4m3_as_fp16);
+    const auto m = interleave_rows<std::uint16_t>(packed, scales, E, N, row0, rows, K, block, group, pad,
+                                                  [](std::uint8_t b) { return e4m3_as_fp16(b); });
     words = upload(ctx, fmt::format("{} codes", what), m.words);
     scale_buffer = upload(ctx, fmt::format("{} block scales", what), m.scales);
   } else {
