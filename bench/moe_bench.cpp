@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -190,9 +191,12 @@ void run_moe(const MoeArgs& a) {
       if (shape.gpt_oss) config.activation = MoeActivation::gpt_oss();
       std::vector<MoeLayer> layers;
       std::size_t copies = 1;
+      double create_s = 0.0;  // the first layer's creation: weights prepared and uploaded, kernels built
       try {
         const ScopedTiles scoped(tiles);
+        const auto start = std::chrono::steady_clock::now();
         layers.push_back(MoeLayer::create(ctx, experts[0], config));
+        create_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // Copies of the whole layer only when all its experts fit in the rotation span.
         copies = copies_for_rotation(rotation, static_cast<double>(layers[0].expert_weight_bytes()) *
                                                    static_cast<double>(shape.experts),
@@ -231,10 +235,11 @@ void run_moe(const MoeArgs& a) {
         row.shape = shape.label;
         row.scheme = tuning::scheme_key(scheme);
         row.kernel = layers[0].strategy_for(tokens);
-        row.detail = fmt::format("{}; {} pair(s) per weight pass, {} routings x {} layer copies rotated{}",
+        row.detail = fmt::format("{}; {} pair(s) per weight pass, {} routings x {} layer copies rotated{}; layer "
+                                 "created in {:.1f} s",
                                  layers[0].kernel_description(tokens), layers[0].tile_pairs_for(tokens), routings,
-                                 copies,
-                                 shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "");
+                                 copies, shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "",
+                                 create_s);
         row.series = fmt::format("{} {} {}{}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel,
                                  tiles ? " " + *tiles : std::string());
         row.tokens = tokens;
