@@ -184,24 +184,6 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   // Padding rows decode to zero; their scale byte must still decode to a normal number.
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
   const std::int64_t block = block_size(ex.format);
-  // Gate rows [0, I) and up rows [I, 2I) of every expert, as two matrices [E, I, H], for the split
-  // layout (it keeps gate and up apart); the MMA layout reads them in place (MmaSourceRows).
-  const auto half = [&](const std::vector<std::uint8_t>& v, std::int64_t row_bytes, std::int64_t first) {
-    std::vector<std::uint8_t> out;
-    out.reserve(v.size() / 2);
-    for (std::int64_t e = 0; e < E; ++e) {
-      const auto begin = v.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * row_bytes);
-      out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(I * row_bytes));
-    }
-    return out;
-  };
-  std::vector<std::uint8_t> gate_packed, gate_scales, up_packed, up_scales;
-  if (split) {
-    gate_packed = half(ex.w13_packed, H / 2, 0);
-    gate_scales = half(ex.w13_scales, H / block, 0);
-    up_packed = half(ex.w13_packed, H / 2, I);
-    up_scales = half(ex.w13_scales, H / block, I);
-  }
   // One layout's gate, up and w2 uploaded into `out` (codes and scales of each), each part made
   // (`make(part)`, 0 gate, 1 up, 2 w2) and uploaded before the next is made, so that one part's
   // host copy at a time is held. Returns the layout's FP4 bytes per expert.
@@ -230,8 +212,8 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
     w.split_bytes_per_expert = upload_layout(
         "split",
         [&](int part) {
-          if (part == 0) return split_layout(gate_packed, gate_scales, E, I, H, block);
-          if (part == 1) return split_layout(up_packed, up_scales, E, I, H, block);
+          // FC1: rows [0, I) (gate) or [I, 2I) (up) of each expert's 2I rows of w13, read in place.
+          if (part < 2) return split_layout(ex.w13_packed, ex.w13_scales, E, I, H, block, 0, 2 * I, part * I);
           return split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
         },
         {&w.split_gate, &w.split_gate_scales, &w.split_up, &w.split_up_scales, &w.split_w2, &w.split_w2_scales});

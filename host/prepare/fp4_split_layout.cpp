@@ -6,6 +6,7 @@
 #include "fp4cl/formats.hpp"
 #include "prepare/fp4_row_layout.hpp"
 #include "support/check.hpp"
+#include "support/parallel.hpp"
 
 namespace fp4cl {
 
@@ -17,40 +18,54 @@ int split_lanes(std::int64_t k) {
 }
 
 SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
-                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block, int lanes) {
+                         std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block, int lanes,
+                         std::int64_t stride, std::int64_t first) {
   const std::int64_t L = lanes > 0 ? lanes : split_lanes(K);
   if (L < 1 || K % (32 * L) != 0) fail("the split layout needs K = {} to be a multiple of 32·{}", K, L < 1 ? 1 : L);
+  const std::int64_t S = stride > 0 ? stride : N;
+  if (first < 0 || first + N > S)
+    fail("the split layout of [{}, {}, {}]: source rows {} .. {} of every {} do not fit", E, N, K, first, first + N - 1,
+         S);
+  if (packed.size() != static_cast<std::size_t>(E * S * K / 2) ||
+      scales.size() != static_cast<std::size_t>(E * S * K / block))
+    fail("the split layout of [{}, {}, {}]: {} code bytes and {} scale bytes given, {} and {} expected", E, N, K,
+         packed.size(), scales.size(), E * S * K / 2, E * S * K / block);
   const std::int64_t steps = K / (32 * L), G = std::max<std::int64_t>(1, 4 * L / block), blocks = K / block;
   SplitLayout out;
   out.words.assign(static_cast<std::size_t>(E * N * K / 8), 0u);
   out.scales.assign(static_cast<std::size_t>(E * N * steps * G * 8), 0u);
-  for (std::int64_t row = 0; row < E * N; ++row) {
-    const std::uint8_t* bytes = &packed[static_cast<std::size_t>(row * K / 2)];
-    const auto nibble = [&](std::int64_t k) -> std::uint32_t {
-      const std::uint8_t b = bytes[k / 2];
-      return (k % 2 == 0) ? (b & 0xFu) : (b >> 4);
-    };
-    std::uint32_t* words = &out.words[static_cast<std::size_t>(row * K / 8)];
-    std::uint8_t* sc = &out.scales[static_cast<std::size_t>(row * steps * G * 8)];
-    for (std::int64_t s = 0; s < steps; ++s) {
-      for (std::int64_t l = 0; l < L; ++l) {
-        for (std::int64_t i = 0; i < 4; ++i) {
-          std::uint32_t w = 0;
-          for (std::int64_t j = 0; j < 8; ++j) {
-            const std::int64_t q = 2 * i + j / 4, c = j % 4;
-            w |= nibble(s * 32 * L + 4 * L * q + 4 * l + c) << (4 * j);
+  // Rows are independent: ranges of them on host_threads() threads, at least 1 MiB of codes each.
+  const auto rows = [&](std::int64_t row_begin, std::int64_t row_end) {
+    for (std::int64_t row = row_begin; row < row_end; ++row) {
+      const std::int64_t src = row / N * S + first + row % N;
+      const std::uint8_t* bytes = &packed[static_cast<std::size_t>(src * K / 2)];
+      const auto nibble = [&](std::int64_t k) -> std::uint32_t {
+        const std::uint8_t b = bytes[k / 2];
+        return (k % 2 == 0) ? (b & 0xFu) : (b >> 4);
+      };
+      std::uint32_t* words = &out.words[static_cast<std::size_t>(row * K / 8)];
+      std::uint8_t* sc = &out.scales[static_cast<std::size_t>(row * steps * G * 8)];
+      for (std::int64_t s = 0; s < steps; ++s) {
+        for (std::int64_t l = 0; l < L; ++l) {
+          for (std::int64_t i = 0; i < 4; ++i) {
+            std::uint32_t w = 0;
+            for (std::int64_t j = 0; j < 8; ++j) {
+              const std::int64_t q = 2 * i + j / 4, c = j % 4;
+              w |= nibble(s * 32 * L + 4 * L * q + 4 * l + c) << (4 * j);
+            }
+            words[(s * L + l) * 4 + i] = w;
           }
-          words[(s * L + l) * 4 + i] = w;
         }
-      }
-      for (std::int64_t g = 0; g < G; ++g) {
-        for (std::int64_t q = 0; q < 8; ++q) {
-          const std::int64_t blk = (s * 32 * L + 4 * L * q + g * block) / block;
-          sc[(s * G + g) * 8 + q] = scales[static_cast<std::size_t>(row * blocks + blk)];
+        for (std::int64_t g = 0; g < G; ++g) {
+          for (std::int64_t q = 0; q < 8; ++q) {
+            const std::int64_t blk = (s * 32 * L + 4 * L * q + g * block) / block;
+            sc[(s * G + g) * 8 + q] = scales[static_cast<std::size_t>(src * blocks + blk)];
+          }
         }
       }
     }
-  }
+  };
+  parallel_ranges(E * N, std::max<std::int64_t>(1, (std::int64_t{1} << 21) / K), host_threads(), rows);
   return out;
 }
 

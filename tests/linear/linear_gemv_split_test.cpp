@@ -21,6 +21,7 @@
 #include "linear/forced_kernel_run.hpp"
 #include "linear/linear_test_support.hpp"
 #include "prepare/fp4_split_layout.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl {
 namespace {
@@ -195,6 +196,46 @@ TEST(LinearGemvSplit, LayoutPlacesElementsAsTheKernelReadsThem) {
   for (std::int64_t st = 0; st < K / (32 * L); ++st)
     for (std::int64_t q = 0; q < 8; ++q)
       EXPECT_EQ(s.scales[static_cast<std::size_t>(st * G * 8 + q)], (st * 32 * L + 4 * L * q) / block + 1);
+}
+
+// Rows of an [E, stride, K] stack read in place (FC1's gate or up half of every expert) give the
+// split layout of those rows copied out first; the layout's rows split over threads
+// (FP4CL_HOST_THREADS) give the bits of one thread.
+TEST(LinearGemvSplit, LayoutOfRowsReadInPlaceAndOnThreadsMatchesOneThreadsOfACopy) {
+  const std::int64_t E = 12, I = 256, K = 2048, block = 16;  // 3 MiB of codes a half: 3 ranges of 1024 rows
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(E * 2 * I * K / 2)),
+      scales(static_cast<std::size_t>(E * 2 * I * K / block));
+  std::uint32_t x = 12345u;
+  for (auto& b : packed) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (auto& b : scales) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (std::int64_t first : {std::int64_t{0}, I}) {
+    std::vector<std::uint8_t> half_packed, half_scales;
+    for (std::int64_t e = 0; e < E; ++e) {
+      const auto p0 = packed.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * K / 2);
+      half_packed.insert(half_packed.end(), p0, p0 + static_cast<std::ptrdiff_t>(I * K / 2));
+      const auto s0 = scales.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * K / block);
+      half_scales.insert(half_scales.end(), s0, s0 + static_cast<std::ptrdiff_t>(I * K / block));
+    }
+    SplitLayout copied, in_place;
+    {
+      const test::ScopedEnv env("FP4CL_HOST_THREADS", "1");
+      copied = split_layout(half_packed, half_scales, E, I, K, block);
+    }
+    {
+      const test::ScopedEnv env("FP4CL_HOST_THREADS", "3");
+      in_place = split_layout(packed, scales, E, I, K, block, 0, 2 * I, first);
+    }
+    EXPECT_EQ(in_place.words, copied.words) << "first " << first;
+    EXPECT_EQ(in_place.scales, copied.scales) << "first " << first;
+  }
+  try {
+    split_layout(packed, scales, E, I, K, block, 0, 2 * I, I + 1);
+    ADD_FAILURE() << "source rows past each matrix accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("source rows 257 .. 512 of every 512 do not fit"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(split_layout(packed, scales, E, I, K, block), Error);  // [E, I, K] is half of what is given
 }
 
 }  // namespace

@@ -199,15 +199,16 @@ TEST(MoeConfig, EnvironmentForcesAStrategy) {
 }
 
 // The weight layouts are prepared on FP4CL_HOST_THREADS threads where a layer is large enough (at
-// least 1 MiB of codes a thread; here 3 ranges of experts in the interleaved layout and of row
-// tiles in the MMA one): the same output bits as one thread, within the reference's bound.
+// least 1 MiB of codes a thread; here 3 ranges of experts in the interleaved layout, of rows in
+// the split one and of row tiles in the MMA one): the same output bits as one thread, within the
+// reference's bound.
 TEST(MoeConfig, HostThreadsPrepareTheSameLayer) {
   const std::int64_t E = 12, H = 1024, I = 512, T = 3;  // 256 KiB of codes an expert a matrix
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 77});
   const auto x = make_activations(T, H, Data::exact, 78);
   const auto ids = make_ids(T, 4, E, 79);
   const auto w = make_weights(T, 4, 80);
-  for (const char* kernel : {"", "mma"}) {
+  for (const char* kernel : {"", "split", "mma"}) {
     MoeConfig cfg = config(kNvW4A16, 4);
     cfg.kernel = kernel;
     std::vector<DeviceResult> runs;
