@@ -47,7 +47,7 @@ MmaPosition mma_position(std::int64_t row, std::int64_t k, std::int64_t K) {
 namespace {
 
 // A checkpoint byte's two codes (low nibble first) as the bits they take in a word of the layout,
-// for each register a_i (kBytePairBits[i][byte]: nibbles i and 4 + i), and an NVFP4 scale byte's
+// for each register a_i (pair_bits[i][byte]: nibbles i and 4 + i), and an NVFP4 scale byte's
 // layout code (kNaNScaleCode for NaN). Built once from mma_code_bits and mma_nvfp4_scale_code.
 struct MmaLayoutTables {
   std::uint32_t pair_bits[4][256];

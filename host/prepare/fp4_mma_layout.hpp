@@ -32,12 +32,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <new>
-#include <utility>
 #include <vector>
 
 #include "fp4cl/weights.hpp"
+#include "support/uninitialized_allocator.hpp"
 
 namespace fp4cl {
 
@@ -58,28 +56,6 @@ std::uint32_t mma_code_bits(std::uint32_t code, int nibble);
 std::uint8_t mma_nvfp4_scale_code(std::uint8_t e4m3);
 // A checkpoint byte of two codes (one block) as the MMA layout holds them under NVFP4 scale `e4m3`.
 std::uint8_t mma_nvfp4_codes(std::uint8_t packed, std::uint8_t e4m3);
-
-// An allocator whose new elements are left uninitialized, for buffers that are written whole
-// right after they are sized: their pages are first touched by the threads that fill them, not
-// zeroed on one thread before (on the 2-core VM zeroing took 0.4–1 s of a 400 MB layout).
-template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <class U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
 
 struct MmaLayout {
   std::vector<std::uint32_t, UninitializedAllocator<std::uint32_t>> words;  // R·K/8
