@@ -22,6 +22,7 @@
 #include "linear/linear_test_support.hpp"
 #include "prepare/fp4_split_layout.hpp"
 #include "support/scoped_env.hpp"
+#include "support/stacked_rows.hpp"
 
 namespace fp4cl {
 namespace {
@@ -209,17 +210,11 @@ TEST(LinearGemvSplit, LayoutOfRowsReadInPlaceAndOnThreadsMatchesOneThreadsOfACop
   for (auto& b : packed) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
   for (auto& b : scales) b = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
   for (std::int64_t first : {std::int64_t{0}, I}) {
-    std::vector<std::uint8_t> half_packed, half_scales;
-    for (std::int64_t e = 0; e < E; ++e) {
-      const auto p0 = packed.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * K / 2);
-      half_packed.insert(half_packed.end(), p0, p0 + static_cast<std::ptrdiff_t>(I * K / 2));
-      const auto s0 = scales.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * K / block);
-      half_scales.insert(half_scales.end(), s0, s0 + static_cast<std::ptrdiff_t>(I * K / block));
-    }
+    const test::StackedRows half = test::copy_stacked_rows(packed, scales, E, 2 * I, first, I, K, block);
     SplitLayout copied, in_place;
     {
       const test::ScopedEnv env("FP4CL_HOST_THREADS", "1");
-      copied = split_layout(half_packed, half_scales, E, I, K, block);
+      copied = split_layout(half.packed, half.scales, E, I, K, block);
     }
     {
       const test::ScopedEnv env("FP4CL_HOST_THREADS", "3");

@@ -15,6 +15,7 @@
 #include "fp4cl/formats.hpp"
 #include "prepare/fp4_mma_layout.hpp"
 #include "support/scoped_env.hpp"
+#include "support/stacked_rows.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -223,14 +224,8 @@ TEST(MmaLayout, SourceRowsReadInPlaceMatchTheRowsCopiedOut) {
         scales(static_cast<std::size_t>(E * 2 * I * H / block));
     fill_layout_input(packed, scales, block, 7u + static_cast<std::uint32_t>(block));
     for (std::int64_t first : {std::int64_t{0}, I}) {
-      std::vector<std::uint8_t> half_packed, half_scales;
-      for (std::int64_t e = 0; e < E; ++e) {
-        const auto p0 = packed.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * H / 2);
-        half_packed.insert(half_packed.end(), p0, p0 + static_cast<std::ptrdiff_t>(I * H / 2));
-        const auto s0 = scales.begin() + static_cast<std::ptrdiff_t>((e * 2 * I + first) * H / block);
-        half_scales.insert(half_scales.end(), s0, s0 + static_cast<std::ptrdiff_t>(I * H / block));
-      }
-      const MmaLayout copied = mma_layout(half_packed, half_scales, E * I, H, block);
+      const StackedRows half = copy_stacked_rows(packed, scales, E, 2 * I, first, I, H, block);
+      const MmaLayout copied = mma_layout(half.packed, half.scales, E * I, H, block);
       const MmaLayout in_place = mma_layout(packed, scales, E * I, H, block, {I, 2 * I, first});
       EXPECT_EQ(in_place.words, copied.words) << "block " << block << " first " << first;
       EXPECT_EQ(in_place.scales, copied.scales) << "block " << block << " first " << first;
