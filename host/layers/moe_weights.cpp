@@ -213,7 +213,7 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
         "split",
         [&](int part) {
           // FC1: rows [0, I) (gate) or [I, 2I) (up) of each expert's 2I rows of w13, read in place.
-          if (part < 2) return split_layout(ex.w13_packed, ex.w13_scales, E, I, H, block, 0, 2 * I, part * I);
+          if (part < 2) return split_layout(ex.w13_packed, ex.w13_scales, E, I, H, block, 0, {I, 2 * I, part * I});
           return split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
         },
         {&w.split_gate, &w.split_gate_scales, &w.split_up, &w.split_up_scales, &w.split_w2, &w.split_w2_scales});

@@ -86,23 +86,18 @@ std::uint64_t load_codes(const std::uint8_t* p, bool nvfp4, std::uint8_t sb) {
 }  // namespace
 
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
-                     std::int64_t K, std::int64_t block, const MmaSourceRows& source) {
+                     std::int64_t K, std::int64_t block, const SourceRows& source) {
   if (R % 16 != 0 || K % 64 != 0)
     fail("the MMA layout needs rows = {} to be a multiple of 16 and K = {} a multiple of 64", R, K);
   if (block != 16 && block != 32) fail("the MMA layout needs FP4 blocks of 16 or 32 elements, not {}", block);
-  const bool mapped = source.rows != 0;
-  if (mapped &&
-      (source.rows < 0 || R % source.rows != 0 || source.first < 0 || source.stride < source.first + source.rows))
+  if (!source.fits(R))
     fail("the MMA layout of [{}, {}]: source rows {} .. {} of every {} do not tile its rows", R, K, source.first,
          source.first + source.rows - 1, source.stride);
-  const std::int64_t src_rows = mapped ? R / source.rows * source.stride : R;
+  const std::int64_t src_rows = source.source_rows(R);
   if (packed.size() != static_cast<std::size_t>(src_rows * K / 2) ||
       scales.size() != static_cast<std::size_t>(src_rows * K / block))
     fail("the MMA layout of [{}, {}]: {} code bytes and {} scale bytes given, {} and {} expected (source rows: {})", R,
          K, packed.size(), scales.size(), src_rows * K / 2, src_rows * K / block, src_rows);
-  const auto src_row = [&](std::int64_t r) {
-    return mapped ? r / source.rows * source.stride + source.first + r % source.rows : r;
-  };
   const MmaLayoutTables& tables = mma_layout_tables();
   const bool nvfp4 = block == 16;
   MmaLayout out;
@@ -124,7 +119,7 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
     for (std::int64_t rt = rt_begin; rt < rt_end; ++rt) {
       for (std::int64_t c = 0; c < chunks; ++c) {
         for (std::int64_t g = 0; g < 8; ++g) {
-          const std::int64_t r0 = src_row(16 * rt + g), r1 = src_row(16 * rt + g + 8);
+          const std::int64_t r0 = source(16 * rt + g), r1 = source(16 * rt + g + 8);
           for (std::int64_t t = 0; t < 4; ++t) {
             const std::int64_t k = 64 * c + 16 * t, b = k / block;
             const std::uint64_t x0 = load_codes(codes + (r0 * K + k) / 2, nvfp4, sbytes[r0 * blocks + b]);
@@ -140,7 +135,7 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
         for (std::int64_t g = 0; g < 8; ++g) {
           for (std::int64_t upper = 0; upper < 2; ++upper) {
             for (std::int64_t j = 0; j < per_chunk; ++j) {
-              const std::int64_t from = src_row(16 * rt + g + 8 * upper), b = per_chunk * c + j;
+              const std::int64_t from = source(16 * rt + g + 8 * upper), b = per_chunk * c + j;
               const std::uint8_t sb = sbytes[from * blocks + b];
               if (!nvfp4) {
                 *scale++ = sb;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "fp4cl/weights.hpp"
+#include "prepare/source_rows.hpp"
 #include "support/uninitialized_allocator.hpp"
 
 namespace fp4cl {
@@ -62,19 +63,12 @@ struct MmaLayout {
   std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>> scales;   // R/16 · K/64 · 8 · (64/block)
 };
 
-// Which rows of `packed` and `scales` the layout's R rows are: row r is source row (r / rows) ·
-// stride + first + r % rows, i.e. rows first .. first + rows - 1 of each matrix of an [R / rows,
-// stride, K] stack (FC1's gate or up half of every expert, without copying it out first). The
-// default (rows 0): the R rows as they are.
-struct MmaSourceRows {
-  std::int64_t rows = 0, stride = 0, first = 0;
-};
-
 // `packed`: the source's rows of K/2 bytes (the checkpoint's nibble order: element k in byte k/2,
-// low nibble first), `scales`: its rows of K/block bytes. Fails unless R % 16 == 0, K % 64 == 0,
-// block is 16 or 32 and the source rows fit.
+// low nibble first), `scales`: its rows of K/block bytes; `source`: which of them the layout's R
+// rows are (prepare/source_rows.hpp). Fails unless R % 16 == 0, K % 64 == 0, block is 16 or 32 and
+// the source rows fit.
 MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales, std::int64_t R,
-                     std::int64_t K, std::int64_t block, const MmaSourceRows& source = {});
+                     std::int64_t K, std::int64_t block, const SourceRows& source = {});
 
 // Where element (row, k) of the matrix lands: words index and "nibble" 4h + i (its bits:
 // mma_code_bits; tests, debugging).

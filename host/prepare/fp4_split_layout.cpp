@@ -19,17 +19,17 @@ int split_lanes(std::int64_t k) {
 
 SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
                          std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block, int lanes,
-                         std::int64_t stride, std::int64_t first) {
+                         const SourceRows& source) {
   const std::int64_t L = lanes > 0 ? lanes : split_lanes(K);
   if (L < 1 || K % (32 * L) != 0) fail("the split layout needs K = {} to be a multiple of 32·{}", K, L < 1 ? 1 : L);
-  const std::int64_t S = stride > 0 ? stride : N;
-  if (first < 0 || first + N > S)
-    fail("the split layout of [{}, {}, {}]: source rows {} .. {} of every {} do not fit", E, N, K, first, first + N - 1,
-         S);
-  if (packed.size() != static_cast<std::size_t>(E * S * K / 2) ||
-      scales.size() != static_cast<std::size_t>(E * S * K / block))
+  if ((source.mapped() && source.rows != N) || !source.fits(E * N))
+    fail("the split layout of [{}, {}, {}]: source rows {} .. {} of every {} do not tile its rows", E, N, K,
+         source.first, source.first + source.rows - 1, source.stride);
+  const std::int64_t src_rows = source.source_rows(E * N);
+  if (packed.size() != static_cast<std::size_t>(src_rows * K / 2) ||
+      scales.size() != static_cast<std::size_t>(src_rows * K / block))
     fail("the split layout of [{}, {}, {}]: {} code bytes and {} scale bytes given, {} and {} expected", E, N, K,
-         packed.size(), scales.size(), E * S * K / 2, E * S * K / block);
+         packed.size(), scales.size(), src_rows * K / 2, src_rows * K / block);
   const std::int64_t steps = K / (32 * L), G = std::max<std::int64_t>(1, 4 * L / block), blocks = K / block;
   SplitLayout out;
   out.words.assign(static_cast<std::size_t>(E * N * K / 8), 0u);
@@ -37,7 +37,7 @@ SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vec
   // Rows are independent: ranges of them on host_threads() threads, at least 1 MiB of codes each.
   const auto rows = [&](std::int64_t row_begin, std::int64_t row_end) {
     for (std::int64_t row = row_begin; row < row_end; ++row) {
-      const std::int64_t src = row / N * S + first + row % N;
+      const std::int64_t src = source(row);
       const std::uint8_t* bytes = &packed[static_cast<std::size_t>(src * K / 2)];
       const auto nibble = [&](std::int64_t k) -> std::uint32_t {
         const std::uint8_t b = bytes[k / 2];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fp4cl/weights.hpp"
+#include "prepare/source_rows.hpp"
 
 namespace fp4cl {
 
@@ -18,17 +19,17 @@ int split_lanes(std::int64_t k);
 
 // The split layout of rows stacked as [E, N, K] (host side, for upload and for tests): `packed`
 // holds E·N rows of K/2 bytes (the checkpoint's nibble order), `scales` E·N rows of K/block
-// bytes. `lanes` = L (0: split_lanes(K)); K must be a multiple of 32·L. With `stride` > 0 the
-// source is [E, stride, K] instead and each matrix's N rows are its rows first .. first + N - 1
-// (FC1's gate or up half of every expert, read in place). Rows are laid out on host_threads()
-// threads where there are enough of them; the same bits at any count.
+// bytes. `lanes` = L (0: split_lanes(K)); K must be a multiple of 32·L. A mapped `source`
+// (prepare/source_rows.hpp, its rows = N) reads the E·N rows from a larger stack instead (FC1's
+// gate or up half of every expert, in place). Rows are laid out on host_threads() threads where
+// there are enough of them; the same bits at any count.
 struct SplitLayout {
   std::vector<std::uint32_t> words;   // E·N·K/8
   std::vector<std::uint8_t> scales;   // E·N · K/(32L) steps · G · 8
 };
 SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vector<std::uint8_t>& scales,
                          std::int64_t E, std::int64_t N, std::int64_t K, std::int64_t block, int lanes = 0,
-                         std::int64_t stride = 0, std::int64_t first = 0);
+                         const SourceRows& source = {});
 
 // MXFP4 block scales are decoded as 2^(byte + scale_exp - 127): the scale_exp that comes as close
 // to undoing the E2M1 decode's 2^e2m1_exp as the biased scale bytes [lo, hi] allow. Hard limits:

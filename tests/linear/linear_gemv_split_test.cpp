@@ -218,18 +218,20 @@ TEST(LinearGemvSplit, LayoutOfRowsReadInPlaceAndOnThreadsMatchesOneThreadsOfACop
     }
     {
       const test::ScopedEnv env("FP4CL_HOST_THREADS", "3");
-      in_place = split_layout(packed, scales, E, I, K, block, 0, 2 * I, first);
+      in_place = split_layout(packed, scales, E, I, K, block, 0, {I, 2 * I, first});
     }
     EXPECT_EQ(in_place.words, copied.words) << "first " << first;
     EXPECT_EQ(in_place.scales, copied.scales) << "first " << first;
   }
   try {
-    split_layout(packed, scales, E, I, K, block, 0, 2 * I, I + 1);
+    split_layout(packed, scales, E, I, K, block, 0, {I, 2 * I, I + 1});
     ADD_FAILURE() << "source rows past each matrix accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("source rows 257 .. 512 of every 512 do not fit"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("source rows 257 .. 512 of every 512 do not tile its rows"),
+              std::string::npos)
         << e.what();
   }
+  EXPECT_THROW(split_layout(packed, scales, E, I, K, block, 0, {2 * I, 2 * I, 0}), Error);  // rows != N
   EXPECT_THROW(split_layout(packed, scales, E, I, K, block), Error);  // [E, I, K] is half of what is given
 }
 

@@ -215,7 +215,7 @@ void fill_layout_input(std::vector<std::uint8_t>& packed, std::vector<std::uint8
   }
 }
 
-// Rows of a stack read in place (FC1's gate or up half of each expert, MmaSourceRows) give the
+// Rows of a stack read in place (FC1's gate or up half of each expert, SourceRows) give the
 // layout of those rows copied out first, bit for bit, for both halves and both block sizes.
 TEST(MmaLayout, SourceRowsReadInPlaceMatchTheRowsCopiedOut) {
   const std::int64_t E = 3, I = 48, H = 128;  // I = 3 row tiles; the halves' tiles never straddle
