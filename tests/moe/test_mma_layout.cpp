@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/error.hpp"
@@ -216,19 +217,22 @@ void fill_layout_input(std::vector<std::uint8_t>& packed, std::vector<std::uint8
 }
 
 // Rows of a stack read in place (FC1's gate or up half of each expert, SourceRows) give the
-// layout of those rows copied out first, bit for bit, for both halves and both block sizes.
+// layout of those rows copied out first, bit for bit, for both halves and both block sizes, where
+// each expert's rows are whole row tiles (I = 48) and where a row tile spans two experts (I = 24).
 TEST(MmaLayout, SourceRowsReadInPlaceMatchTheRowsCopiedOut) {
-  const std::int64_t E = 3, I = 48, H = 128;  // I = 3 row tiles; the halves' tiles never straddle
-  for (std::int64_t block : {16, 32}) {
-    std::vector<std::uint8_t> packed(static_cast<std::size_t>(E * 2 * I * H / 2)),
-        scales(static_cast<std::size_t>(E * 2 * I * H / block));
-    fill_layout_input(packed, scales, block, 7u + static_cast<std::uint32_t>(block));
-    for (std::int64_t first : {std::int64_t{0}, I}) {
-      const StackedRows half = copy_stacked_rows(packed, scales, E, 2 * I, first, I, H, block);
-      const MmaLayout copied = mma_layout(half.packed, half.scales, E * I, H, block);
-      const MmaLayout in_place = mma_layout(packed, scales, E * I, H, block, {I, 2 * I, first});
-      EXPECT_EQ(in_place.words, copied.words) << "block " << block << " first " << first;
-      EXPECT_EQ(in_place.scales, copied.scales) << "block " << block << " first " << first;
+  const std::int64_t H = 128;
+  for (const auto& [E, I] : {std::pair<std::int64_t, std::int64_t>{3, 48}, {2, 24}}) {
+    for (std::int64_t block : {16, 32}) {
+      std::vector<std::uint8_t> packed(static_cast<std::size_t>(E * 2 * I * H / 2)),
+          scales(static_cast<std::size_t>(E * 2 * I * H / block));
+      fill_layout_input(packed, scales, block, 7u + static_cast<std::uint32_t>(block));
+      for (std::int64_t first : {std::int64_t{0}, I}) {
+        const StackedRows half = copy_stacked_rows(packed, scales, E, 2 * I, first, I, H, block);
+        const MmaLayout copied = mma_layout(half.packed, half.scales, E * I, H, block);
+        const MmaLayout in_place = mma_layout(packed, scales, E * I, H, block, {I, 2 * I, first});
+        EXPECT_EQ(in_place.words, copied.words) << "I " << I << " block " << block << " first " << first;
+        EXPECT_EQ(in_place.scales, copied.scales) << "I " << I << " block " << block << " first " << first;
+      }
     }
   }
 }
