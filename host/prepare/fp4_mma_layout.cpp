@@ -153,7 +153,7 @@ MmaLayout mma_layout(const std::vector<std::uint8_t>& packed, const std::vector<
       }
     }
   };
-  parallel_ranges(R / 16, std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (8 * K)), host_threads(), row_tiles);
+  parallel_ranges(R / 16, 8 * K, row_tiles);  // a row tile: 16 rows of K/2 code bytes
   return out;
 }
 

@@ -34,7 +34,7 @@ SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vec
   SplitLayout out;
   out.words.assign(static_cast<std::size_t>(E * N * K / 8), 0u);
   out.scales.assign(static_cast<std::size_t>(E * N * steps * G * 8), 0u);
-  // Rows are independent: ranges of them on host_threads() threads, at least 1 MiB of codes each.
+  // Rows are independent: ranges of them on threads (parallel_ranges).
   const auto rows = [&](std::int64_t row_begin, std::int64_t row_end) {
     for (std::int64_t row = row_begin; row < row_end; ++row) {
       const std::int64_t src = source(row);
@@ -65,7 +65,7 @@ SplitLayout split_layout(const std::vector<std::uint8_t>& packed, const std::vec
       }
     }
   };
-  parallel_ranges(E * N, std::max<std::int64_t>(1, (std::int64_t{1} << 21) / K), host_threads(), rows);
+  parallel_ranges(E * N, K / 2, rows);
   return out;
 }
 

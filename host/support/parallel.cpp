@@ -24,11 +24,13 @@ int host_threads() {
   return static_cast<int>(std::clamp(hw, 1u, 16u));
 }
 
-void parallel_ranges(std::int64_t n, std::int64_t min_items, int threads,
+void parallel_ranges(std::int64_t n, std::int64_t item_bytes,
                      const std::function<void(std::int64_t, std::int64_t)>& body) {
   if (n <= 0) return;
-  const std::int64_t most = std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_items));
-  const auto count = static_cast<int>(std::clamp<std::int64_t>(threads, 1, most));
+  constexpr std::int64_t kMinRangeBytes = std::int64_t{1} << 20;
+  const std::int64_t min_items = std::max<std::int64_t>(1, kMinRangeBytes / std::max<std::int64_t>(1, item_bytes));
+  const std::int64_t most = std::max<std::int64_t>(1, n / min_items);
+  const auto count = static_cast<int>(std::clamp<std::int64_t>(host_threads(), 1, most));
   if (count == 1) {
     body(0, n);
     return;
