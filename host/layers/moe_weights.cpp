@@ -89,8 +89,7 @@ Interleaved<Scale> interleave_rows(const std::vector<std::uint8_t>& packed,
   Interleaved<Scale> out;
   out.words.assign(static_cast<std::size_t>(E * groups * group * words_per_row), 0u);
   out.scales.assign(static_cast<std::size_t>(E * groups * group * blocks), scale(pad_scale));
-  // Experts write disjoint parts: ranges of them on host_threads() threads (at least 1 MiB of codes
-  // each; no step can fail).
+  // Experts write disjoint parts: ranges of them on threads (parallel_ranges; no step can fail).
   const auto experts = [&](std::int64_t e_begin, std::int64_t e_end) {
     for (std::int64_t e = e_begin; e < e_end; ++e) {
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -108,8 +107,7 @@ Interleaved<Scale> interleave_rows(const std::vector<std::uint8_t>& packed,
       }
     }
   };
-  parallel_ranges(E, std::max<std::int64_t>(1, (std::int64_t{1} << 20) / std::max<std::int64_t>(1, rows * K / 2)),
-                  host_threads(), experts);
+  parallel_ranges(E, rows * K / 2, experts);
   return out;
 }
 
@@ -185,36 +183,42 @@ MoeDeviceWeights upload_moe_weights(const Context& ctx, const Fp4Experts& ex, co
   const std::uint8_t pad = nv ? 0 : *std::min_element(ex.w2_scales.begin(), ex.w2_scales.end());
   const std::int64_t block = block_size(ex.format);
   // One layout's gate, up and w2 uploaded into `out` (codes and scales of each), each part made
-  // (`make(part)`, 0 gate, 1 up, 2 w2) and uploaded before the next is made, so that one part's
-  // host copy at a time is held. Returns the layout's FP4 bytes per expert.
+  // (`make(packed, scales, N, K, source)` lays out an [E, N, K] stack) and uploaded before the next
+  // is made, so that one part's host copy at a time is held. FC1's gate and up are rows [0, I) and
+  // [I, 2I) of each expert's 2I rows of w13, read in place. Returns the layout's FP4 bytes per expert.
+  struct Part {
+    const char *rows_name, *scales_name;
+    const std::vector<std::uint8_t>&packed, &scales;
+    std::int64_t N, K;
+    SourceRows source;
+  };
+  const Part parts[3] = {{"w13 gate rows", "w13 gate scales", ex.w13_packed, ex.w13_scales, I, H, {I, 2 * I, 0}},
+                         {"w13 up rows", "w13 up scales", ex.w13_packed, ex.w13_scales, I, H, {I, 2 * I, I}},
+                         {"w2", "w2 scales", ex.w2_packed, ex.w2_scales, H, I, {}}};
   const auto upload_layout = [&](const char* name, const auto& make, const std::array<cl::Buffer*, 6>& out) {
-    static constexpr const char* kParts[3][2] = {
-        {"w13 gate rows", "w13 gate scales"}, {"w13 up rows", "w13 up scales"}, {"w2", "w2 scales"}};
     std::uint64_t bytes = 0;
-    for (int part = 0; part < 3; ++part) {
-      const auto m = make(part);
-      *out[2 * part] = upload(ctx, fmt::format("{} ({} layout)", kParts[part][0], name), m.words);
-      *out[2 * part + 1] = upload(ctx, fmt::format("{} ({} layout)", kParts[part][1], name), m.scales);
+    for (int p = 0; p < 3; ++p) {
+      const Part& part = parts[p];
+      const auto m = make(part.packed, part.scales, part.N, part.K, part.source);
+      *out[2 * p] = upload(ctx, fmt::format("{} ({} layout)", part.rows_name, name), m.words);
+      *out[2 * p + 1] = upload(ctx, fmt::format("{} ({} layout)", part.scales_name, name), m.scales);
       bytes += static_cast<std::uint64_t>(4 * m.words.size() + m.scales.size());
     }
     return bytes / static_cast<std::uint64_t>(E);
   };
+  using Bytes = std::vector<std::uint8_t>;
   if (mma)
     w.mma_bytes_per_expert = upload_layout(
         "MMA",
-        [&](int part) {
-          // FC1: rows [0, I) (gate) or [I, 2I) (up) of each expert's 2I rows of w13, read in place.
-          if (part < 2) return mma_layout(ex.w13_packed, ex.w13_scales, E * I, H, block, {I, 2 * I, part * I});
-          return mma_layout(ex.w2_packed, ex.w2_scales, E * H, I, block);
+        [&](const Bytes& packed, const Bytes& scales, std::int64_t N, std::int64_t K, const SourceRows& source) {
+          return mma_layout(packed, scales, E * N, K, block, source);
         },
         {&w.mma_gate, &w.mma_gate_scales, &w.mma_up, &w.mma_up_scales, &w.mma_w2, &w.mma_w2_scales});
   if (split)
     w.split_bytes_per_expert = upload_layout(
         "split",
-        [&](int part) {
-          // FC1: rows [0, I) (gate) or [I, 2I) (up) of each expert's 2I rows of w13, read in place.
-          if (part < 2) return split_layout(ex.w13_packed, ex.w13_scales, E, I, H, block, 0, {I, 2 * I, part * I});
-          return split_layout(ex.w2_packed, ex.w2_scales, E, H, I, block);
+        [&](const Bytes& packed, const Bytes& scales, std::int64_t N, std::int64_t K, const SourceRows& source) {
+          return split_layout(packed, scales, E, N, K, block, 0, source);
         },
         {&w.split_gate, &w.split_gate_scales, &w.split_up, &w.split_up_scales, &w.split_w2, &w.split_w2_scales});
   if (interleaved) {
