@@ -115,6 +115,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   const std::vector<std::int32_t> map = resolve_expert_map(config.expert_map, experts.num_experts);
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
+  check_moe_logit_routing(config.logit_routing, static_cast<std::int64_t>(map.size()), config.top_k);
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
   if (config.max_tokens > INT_MAX / config.top_k)
     fail("MoE: max_tokens = {} × top_k = {} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
@@ -144,7 +145,7 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
                                      interleaved, split, mma);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
-  impl->router = std::make_unique<MoeRouter>(ctx);
+  impl->router = std::make_unique<MoeRouter>(ctx, impl->shape, config.logit_routing);
   for (const auto& entry : impl->selection.usable)
     impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
@@ -166,7 +167,7 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection, from.weights.biases);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
-  impl->router = std::make_unique<MoeRouter>(ctx);
+  impl->router = std::make_unique<MoeRouter>(ctx, impl->shape, from.config.logit_routing);
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
   for (const auto& entry : impl->selection.usable)
@@ -228,6 +229,9 @@ MoeCall MoeLayer::enqueue_topk(const cl::Buffer& x, const cl::Buffer& topk_ids, 
 
 MoeCall MoeLayer::enqueue_logits(const cl::Buffer& x, const cl::Buffer& router_logits, const cl::Buffer& out,
                                  std::int64_t tokens, const std::vector<cl::Event>& wait) {
+  if (!impl_->config.logit_routing.unsupported.empty())
+    fail("MoE: this layer cannot route router logits: {}; pass topk_ids and topk_weights (enqueue_topk)",
+         impl_->config.logit_routing.unsupported);
   MoeRoutingInput routing;
   routing.logits = &router_logits;
   routing.renormalize = impl_->config.renormalize;

@@ -121,4 +121,35 @@ void check_moe_activation(const MoeActivation& act) {
   fail("MoE: unknown activation kind {}", static_cast<int>(act.kind));
 }
 
+void check_moe_logit_routing(const MoeLogitRouting& r, std::int64_t global_experts, int top_k) {
+  if (r.scoring != MoeLogitRouting::Scoring::softmax && r.scoring != MoeLogitRouting::Scoring::sigmoid)
+    fail("MoE: MoeConfig::logit_routing.scoring = {} is neither softmax nor sigmoid", static_cast<int>(r.scoring));
+  if (r.groups < 1 || r.groups > kMaxRoutingGroups || global_experts % r.groups != 0)
+    fail("MoE: MoeConfig::logit_routing.groups = {} must divide the {} global experts and be in [1, {}]", r.groups,
+         global_experts, kMaxRoutingGroups);
+  if (r.top_groups < 1 || r.top_groups > r.groups)
+    fail("MoE: MoeConfig::logit_routing.top_groups = {} must be in [1, groups = {}]", r.top_groups, r.groups);
+  const std::int64_t per_group = global_experts / r.groups;
+  if (top_k > r.top_groups * per_group)
+    fail("MoE: top_k = {} exceeds the {} experts that logit_routing's top_groups = {} groups of {} leave", top_k,
+         r.top_groups * per_group, r.top_groups, per_group);
+  if (!r.correction_bias.empty()) {
+    if (static_cast<std::int64_t>(r.correction_bias.size()) != global_experts)
+      fail("MoE: MoeConfig::logit_routing.correction_bias has {} values; expected one per global expert ({})",
+           r.correction_bias.size(), global_experts);
+    for (std::size_t e = 0; e < r.correction_bias.size(); ++e)
+      if (!std::isfinite(r.correction_bias[e]))
+        fail("MoE: MoeConfig::logit_routing.correction_bias[{}] = {} is not finite", e, r.correction_bias[e]);
+    if (r.groups > 1 && per_group < 2)
+      fail("MoE: logit_routing ranks groups by their two best keys where there is a correction bias, but its "
+           "groups = {} leave {} expert a group",
+           r.groups, per_group);
+  }
+  if (!std::isfinite(r.scaling_factor) || !(r.scaling_factor > 0.0f))
+    fail("MoE: MoeConfig::logit_routing.scaling_factor = {} must be finite and > 0", r.scaling_factor);
+  if (!r.plain_softmax() && r.unsupported.empty() && global_experts > kMaxGroupedRoutingExperts)
+    fail("MoE: logit_routing other than plain softmax serves at most {} global experts, not {}",
+         kMaxGroupedRoutingExperts, global_experts);
+}
+
 }  // namespace fp4cl

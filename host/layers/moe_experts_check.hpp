@@ -2,7 +2,10 @@
 // and block-scale bytes. Pure host code, shared by the layer and the scalar reference.
 #pragma once
 
+#include <cstdint>
+
 #include "fp4cl/moe_activation.hpp"
+#include "fp4cl/moe_logit_routing.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
 
@@ -22,5 +25,17 @@ void check_moe_experts(const Fp4Experts& experts, const QuantScheme& scheme, boo
 // Throws fp4cl::Error unless the activation's parameters are usable (the clamped SwiGLU's alpha
 // and limit finite and > 0).
 void check_moe_activation(const MoeActivation& activation);
+
+// The most expert groups a logit routing may have, and the most global experts a routing other
+// than plain softmax may serve (the grouped router keeps a token's scores in local memory).
+constexpr int kMaxRoutingGroups = 64;
+constexpr std::int64_t kMaxGroupedRoutingExperts = 2048;
+
+// Throws fp4cl::Error naming the MoeConfig::logit_routing field that does not fit E_global
+// experts and top_k: groups dividing E_global (at most kMaxRoutingGroups), 1 <= top_groups <=
+// groups, top_k <= top_groups × E_global / groups, two experts a group when a bias ranks groups
+// by their two best keys, a correction bias of E_global finite values or none, a finite
+// scaling factor > 0, and at most kMaxGroupedRoutingExperts experts unless plain softmax.
+void check_moe_logit_routing(const MoeLogitRouting& routing, std::int64_t global_experts, int top_k);
 
 }  // namespace fp4cl

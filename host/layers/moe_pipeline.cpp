@@ -120,16 +120,43 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
   if (event) last = e;
 }
 
-MoeRouter::MoeRouter(const Context& ctx)
+MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& r)
     : topk_(ctx.programs().kernel("moe_route.cl", "moe_route_topk")),
-      logits_(ctx.programs().kernel("moe_route.cl", "moe_route_logits")) {}
+      logits_(ctx.programs().kernel("moe_route.cl", "moe_route_logits")) {
+  if (r.plain_softmax() || !r.unsupported.empty()) return;
+  // A power of two (the softmax sums' tree) covering the experts, at most 256 and the device's
+  // work-group limit.
+  std::size_t local = 1;
+  while (local < 256 && local < static_cast<std::size_t>(shape.global_experts) &&
+         local * 2 <= ctx.info().max_work_group_size)
+    local *= 2;
+  grouped_local_ = local;
+  BuildOptions o;
+  o.define("ROUTE_EXPERTS", shape.global_experts)
+      .define("ROUTE_GROUPS", r.groups)
+      .define("ROUTE_TOP_GROUPS", r.top_groups)
+      .define("ROUTE_TOPK", shape.top_k)
+      .define("ROUTE_LOCAL", static_cast<long long>(local))
+      .define("ROUTE_SIGMOID", r.scoring == MoeLogitRouting::Scoring::sigmoid ? 1 : 0)
+      .define("ROUTE_BIAS", r.correction_bias.empty() ? 0 : 1);
+  grouped_ = ctx.programs().kernel("moe_route_grouped.cl", "moe_route_grouped", o);
+  const std::vector<float> bias = r.correction_bias.empty() ? std::vector<float>{0.0f} : r.correction_bias;
+  bias_ = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bias.size() * sizeof(float), bias.data(),
+                          "MoE: the router's correction bias");
+  scaling_ = r.scaling_factor;
+}
 
 void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                         const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches, cl::Event& last) {
   const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset), k = s.top_k;
   const cl_int E_global = as_int(s.global_experts), E_local = as_int(s.local_experts);
   const cl::NDRange global(static_cast<std::size_t>(c.tokens));
-  if (c.routing.logits) {
+  if (c.routing.logits && grouped_()) {
+    set_args(grouped_, "moe_route_grouped", *c.routing.logits, T, offset, cl_int{c.routing.renormalize ? 1 : 0},
+             scaling_, bias_, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
+    moe_launch(queue, grouped_, "moe_route_grouped", cl::NDRange(static_cast<std::size_t>(c.tokens) * grouped_local_),
+               cl::NDRange(grouped_local_), c, false, launches, last);
+  } else if (c.routing.logits) {
     set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
              E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
     moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c, false, launches, last);

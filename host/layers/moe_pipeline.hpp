@@ -76,15 +76,22 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
                 const cl::NDRange& local, const MoeChunk& c, bool chunk_end, std::vector<MoeLaunch>& launches,
                 cl::Event& last);
 
-// Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs.
+// Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs, from
+// top-k ids (moe_route_topk) or router logits: plain softmax top-k (moe_route_logits) or, for any
+// other MoeLogitRouting (checked by check_moe_logit_routing), moe_route_grouped with the
+// correction bias uploaded here.
 class MoeRouter {
  public:
-  explicit MoeRouter(const Context& ctx);
+  MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& logit_routing);
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
 
  private:
   cl::Kernel topk_, logits_;
+  cl::Kernel grouped_;  // null for plain softmax
+  cl::Buffer bias_;     // [E_global] fp32 (one zero where there is none)
+  float scaling_ = 1.0f;
+  std::size_t grouped_local_ = 0;  // work-items a token
 };
 
 // What the programs of a layer are built with besides the tiles.

@@ -480,6 +480,111 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
   return r;
 }
 
+MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
+                               int top_k, bool renormalize, const MoeLogitRouting& routing) {
+  if (!routing.unsupported.empty()) fail("reference routing: the router is not computable: {}", routing.unsupported);
+  if (routing.plain_softmax()) return routing_from_logits(logits, tokens, num_experts, top_k, renormalize);
+  if (logits.size() != static_cast<std::size_t>(tokens * num_experts))
+    fail("reference routing: {} logits for {} tokens × {} experts", logits.size(), tokens, num_experts);
+  check_moe_logit_routing(routing, num_experts, top_k);
+  const bool sigmoid = routing.scoring == MoeLogitRouting::Scoring::sigmoid, bias = !routing.correction_bias.empty();
+  const std::int64_t per_group = num_experts / routing.groups;
+  MoeRouting r;
+  r.tokens = tokens;
+  r.top_k = top_k;
+  // A device score's relative error: sigmoid, exp (4 ulp) over 1 + e^-l (1 rounding) and the
+  // division (2.5 ulp); softmax as routing_from_logits' (the subtraction's rounding, exp, the sum,
+  // the division), with Δ the largest finite distance below a row's max.
+  double max_delta = 0;
+  std::vector<double> score(static_cast<std::size_t>(num_experts)), key(score.size());
+  std::vector<std::pair<double, std::int32_t>> ranked;
+  struct Row {
+    std::vector<double> score, key;
+  };
+  std::vector<Row> token_rows;
+  token_rows.reserve(static_cast<std::size_t>(tokens));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const float* l = &logits[static_cast<std::size_t>(t * num_experts)];
+    if (sigmoid) {
+      for (std::int64_t e = 0; e < num_experts; ++e) score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+    } else {
+      float m = -INFINITY;
+      for (std::int64_t e = 0; e < num_experts; ++e) m = std::fmax(m, l[e]);
+      double sum = 0;
+      for (std::int64_t e = 0; e < num_experts; ++e) {
+        score[e] = std::exp(static_cast<double>(l[e]) - m);
+        sum += score[e];
+        if (std::isfinite(l[e])) max_delta = std::max(max_delta, static_cast<double>(m) - l[e]);
+      }
+      for (double& v : score) v /= sum;
+    }
+    for (std::int64_t e = 0; e < num_experts; ++e) {
+      const double c = score[e] + (bias ? routing.correction_bias[static_cast<std::size_t>(e)] : 0.0);
+      key[e] = std::isnan(c) ? -INFINITY : c;
+    }
+    token_rows.push_back({score, key});
+  }
+  const double e_score = sigmoid ? 8 * kU : 2 * (kU * max_delta + 8 * kU) + gamma(static_cast<double>(num_experts)) + 5 * kU;
+  // (key desc, index asc): the device's order.
+  auto ahead = [](const std::pair<double, std::int32_t>& a, const std::pair<double, std::int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const std::vector<double>& sc = token_rows[static_cast<std::size_t>(t)].score;
+    const std::vector<double>& k = token_rows[static_cast<std::size_t>(t)].key;
+    // A key's device error: its score's, and the bias addition's rounding.
+    auto key_error = [&](std::int64_t e) { return e_score * std::fabs(sc[e]) + (bias ? kU * std::fabs(k[e]) : 0.0); };
+    std::vector<char> kept(static_cast<std::size_t>(routing.groups), 1);
+    if (routing.groups > 1) {
+      std::vector<std::pair<double, std::int32_t>> groups;
+      std::vector<double> group_error;
+      for (int g = 0; g < routing.groups; ++g) {
+        std::vector<std::pair<double, std::int32_t>> members;
+        for (std::int64_t j = 0; j < per_group; ++j)
+          members.push_back({k[g * per_group + j], static_cast<std::int32_t>(g * per_group + j)});
+        std::sort(members.begin(), members.end(), ahead);
+        double v = members[0].first, err = key_error(members[0].second);
+        if (bias) {
+          v += members[1].first;
+          err += key_error(members[1].second) + kU * std::fabs(v);
+          if (std::isnan(v)) v = -INFINITY;
+        }
+        groups.push_back({v, g});
+        group_error.push_back(err);
+      }
+      std::sort(groups.begin(), groups.end(), ahead);
+      std::fill(kept.begin(), kept.end(), 0);
+      for (int i = 0; i < routing.top_groups; ++i) kept[static_cast<std::size_t>(groups[i].second)] = 1;
+      if (routing.top_groups < routing.groups) {
+        const auto& a = groups[static_cast<std::size_t>(routing.top_groups - 1)];
+        const auto& b = groups[static_cast<std::size_t>(routing.top_groups)];
+        if (std::isfinite(a.first) && a.first - b.first <= group_error[a.second] + group_error[b.second]) r.ambiguous = true;
+      }
+    }
+    ranked.clear();
+    for (std::int64_t e = 0; e < num_experts; ++e)
+      if (kept[static_cast<std::size_t>(e / per_group)]) ranked.push_back({k[e], static_cast<std::int32_t>(e)});
+    std::sort(ranked.begin(), ranked.end(), ahead);
+    const std::size_t decided = std::min(ranked.size() - 1, static_cast<std::size_t>(top_k));
+    for (std::size_t i = 0; i < decided; ++i) {
+      const auto& a = ranked[i];
+      const auto& b = ranked[i + 1];
+      if (std::isfinite(a.first) && a.first - b.first <= key_error(a.second) + key_error(b.second)) r.ambiguous = true;
+    }
+    double psum = 0;
+    for (int s = 0; s < top_k; ++s) psum += sc[ranked[static_cast<std::size_t>(s)].second];
+    for (int s = 0; s < top_k; ++s) {
+      const std::int32_t e = ranked[static_cast<std::size_t>(s)].second;
+      r.ids.push_back(e);
+      r.weights.push_back((renormalize ? sc[e] / psum : sc[e]) * routing.scaling_factor);
+    }
+  }
+  // Renormalization: γ(k) and a division; the scaling one rounding.
+  const double e_w = (renormalize ? 2 * e_score + gamma(top_k) + 5 * kU : e_score) + kU;
+  r.weight_rel_error = e_w * 1.01;
+  return r;
+}
+
 MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOptions& options,
                                  const std::vector<std::uint16_t>& x_bf16, const MoeRouting& routing) {
   check_moe_experts(experts, options.scheme, options.calibrated_fc2_input_scale);

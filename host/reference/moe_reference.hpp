@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "fp4cl/moe_activation.hpp"
+#include "fp4cl/moe_logit_routing.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
 
@@ -50,6 +51,10 @@ struct MoeRouting {
   std::vector<std::int32_t> ids;  // [T, k] global expert ids
   std::vector<double> weights;    // [T, k]
   double weight_rel_error = 0.0;  // |device weight - weight| <= weight_rel_error × |weight|
+  // Logit routing other than plain softmax: true where some choice (the kept groups, or an
+  // expert's slot among the top k + 1) rests on keys closer than the device's fp32 keys may be
+  // off, so that a conforming device may choose otherwise. Tests assert that their data is not.
+  bool ambiguous = false;
 };
 
 // Precomputed ids and fp32 weights (the device uses the weights as given: no error).
@@ -60,6 +65,12 @@ MoeRouting routing_from_topk(const std::vector<std::int32_t>& ids, const std::ve
 // index; NaN ranks below every number), optional renormalization: the layer's device routing.
 MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
                                int top_k, bool renormalize);
+
+// The same for any MoeLogitRouting (fp4cl/moe_logit_routing.hpp: scores, groups, correction
+// bias, scaling), in fp64; plain softmax gives routing_from_logits' result. Throws
+// fp4cl::Error where the routing does not fit (check_moe_logit_routing).
+MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
+                               int top_k, bool renormalize, const MoeLogitRouting& routing);
 
 struct MoeReferenceOptions {
   QuantScheme scheme;

@@ -36,7 +36,9 @@
 //
 // Routing: either router logits [T, E_global] fp32 (softmax over all experts, top-k chosen by
 // logit value with ties to the lower expert index, optional renormalization, computed on the
-// device), or precomputed topk_ids [T, k] int32 with topk_weights [T, k] fp32.
+// device; or, with MoeConfig::logit_routing, sigmoid scores, expert groups, a correction bias and
+// a scaling factor: DeepSeek-V3's gate, fp4cl/moe_logit_routing.hpp), or precomputed topk_ids
+// [T, k] int32 with topk_weights [T, k] fp32.
 // A row may name the same expert twice: each slot contributes its own weighted term (the
 // expert's output is then added twice, with each slot's weight), exactly as the formula reads.
 //
@@ -62,6 +64,7 @@
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/moe_activation.hpp"
+#include "fp4cl/moe_logit_routing.hpp"
 #include "fp4cl/opencl.hpp"
 #include "fp4cl/scheme.hpp"
 #include "fp4cl/weights.hpp"
@@ -83,6 +86,9 @@ struct MoeConfig {
   QuantScheme scheme;   // its weight format must be the experts' format
   int top_k = 1;        // k, 1 <= k <= E_global
   bool renormalize = true;  // router-logit path: divide the k weights by their sum
+  // Router-logit path: how logits become ids and weights (default: softmax top-k). Checked at
+  // creation against E_global and top_k.
+  MoeLogitRouting logit_routing;
   // Workspace capacity in tokens, allocated once at creation. A larger batch is processed in
   // chunks of this many tokens (never refused), with the strategy chosen for the whole call.
   // The capacity is lowered where a workspace buffer would exceed the device's largest
