@@ -1,6 +1,8 @@
 // fp4cl::ModelConfig: the routing facts of a model's config.json.
 #include "fp4cl/model_config.hpp"
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -45,6 +47,20 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     }
     if (!c.norm_topk_prob) c.norm_topk_prob = detail::bool_member(*object, "norm_topk_prob", at);
     if (!c.scoring_func) c.scoring_func = detail::string_member(*object, "scoring_func", at);
+    if (!c.topk_method) c.topk_method = detail::string_member(*object, "topk_method", at);
+    for (auto [key, field] : {std::pair{"n_group", &c.n_group}, std::pair{"topk_group", &c.topk_group}}) {
+      if (*field) continue;
+      if (const std::optional<std::int64_t> v = detail::integer_member(*object, key, at)) {
+        if (*v < 1 || *v > std::numeric_limits<int>::max()) (at / key).fail("must be a positive integer, got {}", *v);
+        *field = static_cast<int>(*v);
+      }
+    }
+    if (!c.routed_scaling_factor) {
+      c.routed_scaling_factor = detail::number_member(*object, "routed_scaling_factor", at);
+      if (c.routed_scaling_factor &&
+          !(*c.routed_scaling_factor > 0 && *c.routed_scaling_factor <= std::numeric_limits<float>::max()))
+        (at / "routed_scaling_factor").fail("must be a finite number > 0 (as a float), got {}", *c.routed_scaling_factor);
+    }
     if (!c.swiglu_limit) {
       c.swiglu_limit = detail::number_member(*object, "swiglu_limit", at);
       // The kernels take it as a float: finite there too.
@@ -60,10 +76,40 @@ std::optional<bool> ModelConfig::renormalize() const {
   // transformers: MixtralSparseMoeBlock always divides by the top-k sum, and GptOssTopKRouter's
   // softmax over the top-k logits is the same weights; Qwen2MoeConfig and Qwen3MoeConfig default
   // norm_topk_prob to False.
-  if (model_type == "mixtral" || model_type == "gpt_oss") return true;
-  for (std::string_view t : {"qwen2_moe", "qwen3_moe"})
+  // DeepseekV3Config and Glm4MoeConfig default it to True (Kimi-K2 is a DeepSeek-V3),
+  // DeepseekV2Config to False.
+  for (std::string_view t : {"mixtral", "gpt_oss", "deepseek_v3", "kimi_k2", "glm4_moe"})
+    if (model_type == t) return true;
+  for (std::string_view t : {"qwen2_moe", "qwen3_moe", "deepseek_v2"})
     if (model_type == t) return false;
   return std::nullopt;
+}
+
+MoeLogitRouting ModelConfig::logit_routing() const {
+  MoeLogitRouting r;
+  const bool glm = model_type == "glm4_moe";  // transformers' Glm4MoeTopkRouter: DeepSeek-V3's gate
+  const std::string scoring = scoring_func.value_or(glm ? "sigmoid" : "softmax");
+  if (scoring == "sigmoid") {
+    r.scoring = MoeLogitRouting::Scoring::sigmoid;
+  } else if (scoring != "softmax") {
+    r.unsupported = fmt::format("{}'s scoring_func '{}' is neither softmax nor sigmoid", source, scoring);
+    return r;
+  }
+  const std::string method = topk_method.value_or(glm ? "noaux_tc" : "greedy");
+  if (method == "group_limited_greedy" || method == "noaux_tc") {
+    r.groups = n_group.value_or(1);
+    r.top_groups = topk_group.value_or(r.groups);
+  } else if (method != "greedy") {
+    r.unsupported = fmt::format("{}'s topk_method '{}' is none of greedy, group_limited_greedy and noaux_tc", source,
+                                method);
+    return r;
+  }
+  if (routed_scaling_factor) r.scaling_factor = static_cast<float>(*routed_scaling_factor);
+  return r;
+}
+
+bool ModelConfig::router_correction_bias() const {
+  return topk_method ? *topk_method == "noaux_tc" : model_type == "glm4_moe";
 }
 
 }  // namespace fp4cl

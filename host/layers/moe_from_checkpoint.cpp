@@ -1,11 +1,35 @@
-// MoeConfig::from_checkpoint and MoeLayer::from_checkpoint: a checkpoint's MoE layer, with the
-// routing its config.json describes, as a layer on the device.
+// MoeConfig::from_checkpoint, MoeLogitRouting::from_checkpoint and MoeLayer::from_checkpoint: a
+// checkpoint's MoE layer, with the routing its config.json (and its gate's correction bias)
+// describes, as a layer on the device.
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/model_config.hpp"
 #include "fp4cl/moe.hpp"
+#include "checkpoint/quantized_module.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
+
+MoeLogitRouting MoeLogitRouting::from_checkpoint(const Checkpoint& checkpoint, std::string_view layer) {
+  const CheckpointLayer& moe = checkpoint.moe_layer(layer);
+  const ModelConfig model = ModelConfig::load(checkpoint.directory());
+  MoeLogitRouting routing = model.logit_routing();
+  if (!routing.unsupported.empty() || !model.router_correction_bias()) return routing;
+  const std::string source = model.source.empty() ? (checkpoint.directory() / "config.json").string() : model.source;
+  const std::size_t dot = moe.name.rfind('.');
+  const std::string name =
+      (dot == std::string::npos ? std::string() : moe.name.substr(0, dot + 1)) + "gate.e_score_correction_bias";
+  const std::optional<TensorView> t = checkpoint.tensors().find(name);
+  if (!t) {
+    routing.unsupported =
+        fmt::format("{} routes with a correction bias, but the checkpoint has no tensor '{}'", source, name);
+    return routing;
+  }
+  if (t->shape() != std::vector<std::int64_t>{moe.num_experts} || (t->dtype() != Dtype::f32 && t->dtype() != Dtype::bf16))
+    fail("tensor '{}' in '{}' is {} {}; the router's correction bias must be F32 or BF16 [{}] (one per expert)", name,
+         t->file(), dtype_name(t->dtype()), shape_string(t->shape()), moe.num_experts);
+  routing.correction_bias = detail::bias_values(*t, fmt::format("MoE layer '{}'", moe.name));
+  return routing;
+}
 
 MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_view layer) {
   const CheckpointLayer& moe = checkpoint.moe_layer(layer);
@@ -25,6 +49,7 @@ MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_v
   config.top_k = *model.experts_per_token;
   config.renormalize = *renormalize;
   config.activation = model.activation();
+  config.logit_routing = MoeLogitRouting::from_checkpoint(checkpoint, layer);
   return config;
 }
 

@@ -15,10 +15,13 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace fp4cl {
+
+class Checkpoint;  // fp4cl/checkpoint.hpp
 
 struct MoeLogitRouting {
   enum class Scoring {
@@ -42,6 +45,14 @@ struct MoeLogitRouting {
     return scoring == Scoring::softmax && groups == 1 && correction_bias.empty() && scaling_factor == 1.0f &&
            unsupported.empty();
   }
+
+  // The routing of MoE layer `layer` of a checkpoint (its name or its decoder layer's prefix):
+  // ModelConfig::logit_routing() of its config.json, with the gate's correction bias
+  // ("<p>.gate.e_score_correction_bias" beside the experts "<p>.experts", F32 or BF16 [E]) where
+  // ModelConfig::router_correction_bias(). A checkpoint without that tensor gives a routing
+  // whose `unsupported` names it; one of another shape or dtype, or with a value that is not
+  // finite, is an fp4cl::Error naming the tensor.
+  static MoeLogitRouting from_checkpoint(const Checkpoint& checkpoint, std::string_view layer);
 
   // DeepSeek-V3 / R1: sigmoid, 8 groups of which 4 are kept, the layer's correction bias, × 2.5 (with
   // MoeConfig::renormalize = true: config.json's norm_topk_prob).

@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/formats.cl"
@@ -102,6 +104,38 @@ void copy_with_extra_tensors(const std::filesystem::path& from, const std::files
     writer.add(name, scalar_shape ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1},
                std::vector<float>{value});
   writer.write((to / "model.safetensors").string());
+}
+
+std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const std::vector<float>* bias, Dtype dtype,
+                                          std::vector<std::int64_t> shape) {
+  const std::filesystem::path from =
+      quantized_model({QuantProducer::compressed_tensors, {WeightFormat::nvfp4, Activations::fp4_dynamic}, {}});
+  std::filesystem::create_directories(to);
+  for (const auto& entry : std::filesystem::directory_iterator(from))
+    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
+  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
+  SafetensorsWriter writer;
+  for (const TensorInfo& t : file.tensors()) writer.add(file.tensor(t.name));
+  if (bias) {
+    const std::string name = "model.layers.0.mlp.gate.e_score_correction_bias";
+    if (dtype == Dtype::bf16) {
+      std::vector<std::uint16_t> bits;
+      for (float v : *bias) bits.push_back(static_cast<std::uint16_t>(float_to_bf16(v)));
+      writer.add(name, Dtype::bf16, std::move(shape), bits.data(), bits.size() * 2);
+    } else {
+      writer.add(name, std::move(shape), *bias);
+    }
+  }
+  writer.write((to / "model.safetensors").string());
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(to / "config.json"));
+  config["model_type"] = "deepseek_v3";
+  config["scoring_func"] = "sigmoid";
+  config["topk_method"] = "noaux_tc";
+  config["n_group"] = 2;
+  config["topk_group"] = 1;
+  config["routed_scaling_factor"] = 2.5;
+  std::ofstream(to / "config.json") << config.dump(2);
+  return to;
 }
 
 std::vector<std::uint16_t> gaussian_bf16(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {

@@ -19,6 +19,7 @@
 #include "fp4cl/linear.hpp"
 #include "fp4cl/model_writer.hpp"
 #include "fp4cl/moe.hpp"
+#include "fp4cl/safetensors.hpp"
 #include "reference/moe_reference.hpp"
 #include "support/temp_dir.hpp"
 
@@ -51,6 +52,13 @@ std::string variant_name(const Variant& v);
 // Copies `from` (a single-file checkpoint) to `to`, adding F32 tensors to its model.safetensors.
 void copy_with_extra_tensors(const std::filesystem::path& from, const std::filesystem::path& to,
                              const std::map<std::string, float>& extra, bool scalar_shape);
+
+// Writes to `to` a copy of the NVFP4 W4A4 compressed-tensors checkpoint (4 experts, top-2) made a
+// DeepSeek-V3-style model: config.json's sigmoid gate with 2 groups of 2, 1 kept, × 2.5
+// (topk_method noaux_tc), and, unless `bias` is null, the gate's e_score_correction_bias of
+// dtype `dtype` (F32 or BF16) and shape `shape`. Returns `to`.
+std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const std::vector<float>* bias,
+                                          Dtype dtype = Dtype::f32, std::vector<std::int64_t> shape = {4});
 
 // Deterministic N(0, 1) BF16 activations [rows, cols] and router logits [rows, cols].
 std::vector<std::uint16_t> gaussian_bf16(std::int64_t rows, std::int64_t cols, std::uint32_t seed);

@@ -14,7 +14,10 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/error.hpp"
 #include "fp4cl/linear.hpp"
+#include "fp4cl/formats.hpp"
 #include "fp4cl/moe.hpp"
+#include "fp4cl/safetensors.hpp"
+#include "reference/moe_reference.hpp"
 #include "support/errors.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
@@ -71,6 +74,14 @@ TEST(ModelConfig, DefaultsNestingAndErrors) {
   EXPECT_EQ(nested.renormalize(), false);  // stated beats the model type's default
   write_config(dir.path(), R"({"scoring_func": "sigmoid", "num_experts_per_tok": 8})");
   EXPECT_FALSE(ModelConfig::load(dir.path()).softmax_routing());
+  for (const char* bad : {R"({"n_group": 0})", R"({"topk_group": -2})", R"({"n_group": 1.5})"}) {
+    write_config(dir.path(), bad);
+    EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("must be a"), std::string::npos) << bad;
+  }
+  write_config(dir.path(), R"({"routed_scaling_factor": 0})");
+  EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); })
+                .find("routed_scaling_factor must be a finite number > 0 (as a float), got 0"),
+            std::string::npos);
 
   write_config(dir.path(), R"({"num_experts_per_tok": "8"})");
   EXPECT_NE(error_of([&] { ModelConfig::load(dir.path()); }).find("num_experts_per_tok must be an integer"),
@@ -115,6 +126,124 @@ TEST(MoeFromCheckpoint, GptOssConfigChoosesTheClampedSwiglu) {
                                        "model.layers.0")
                 .activation.kind,
             MoeActivation::Kind::swiglu);
+}
+
+// DeepSeek's, Kimi-K2's and GLM-4.5's gates from config.json's keys.
+TEST(ModelConfig, LogitRoutingOfTheModelFamilies) {
+  TempDir dir;
+  using S = MoeLogitRouting::Scoring;
+  write_config(dir.path(), R"({"model_type": "deepseek_v3", "num_experts_per_tok": 8, "n_routed_experts": 256,
+      "scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 8, "topk_group": 4,
+      "routed_scaling_factor": 2.5})");
+  ModelConfig c = ModelConfig::load(dir.path());
+  MoeLogitRouting r = c.logit_routing();
+  EXPECT_TRUE(r.unsupported.empty()) << r.unsupported;
+  EXPECT_EQ(r.scoring, S::sigmoid);
+  EXPECT_EQ(r.groups, 8);
+  EXPECT_EQ(r.top_groups, 4);
+  EXPECT_EQ(r.scaling_factor, 2.5f);
+  EXPECT_TRUE(r.correction_bias.empty());  // a tensor: MoeLogitRouting::from_checkpoint reads it
+  EXPECT_TRUE(c.router_correction_bias());
+  EXPECT_EQ(c.renormalize(), true);  // DeepseekV3Config's default
+  EXPECT_FALSE(c.softmax_routing());
+  // Kimi-K2: one group.
+  write_config(dir.path(), R"({"model_type": "kimi_k2", "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+      "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.827})");
+  r = ModelConfig::load(dir.path()).logit_routing();
+  EXPECT_EQ(r.groups, 1);
+  EXPECT_EQ(r.scaling_factor, 2.827f);
+  // GLM-4.5 states neither scoring_func nor topk_method: its router is DeepSeek-V3's.
+  write_config(dir.path(), R"({"model_type": "glm4_moe", "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.5})");
+  c = ModelConfig::load(dir.path());
+  EXPECT_EQ(c.logit_routing().scoring, S::sigmoid);
+  EXPECT_TRUE(c.router_correction_bias());
+  EXPECT_EQ(c.renormalize(), true);
+  // DeepSeek-V2: softmax, groups ranked by their best expert, no bias; topk_group defaults to n_group.
+  write_config(dir.path(), R"({"model_type": "deepseek_v2", "topk_method": "group_limited_greedy", "n_group": 8,
+      "routed_scaling_factor": 16.0})");
+  c = ModelConfig::load(dir.path());
+  r = c.logit_routing();
+  EXPECT_EQ(r.scoring, S::softmax);
+  EXPECT_EQ(r.groups, 8);
+  EXPECT_EQ(r.top_groups, 8);
+  EXPECT_EQ(r.scaling_factor, 16.0f);
+  EXPECT_FALSE(c.router_correction_bias());
+  EXPECT_EQ(c.renormalize(), false);
+  // "greedy": no groups whatever n_group says.
+  write_config(dir.path(), R"({"topk_method": "greedy", "n_group": 8, "topk_group": 3})");
+  EXPECT_TRUE(ModelConfig::load(dir.path()).logit_routing().plain_softmax());
+  // What fp4cl does not compute is said, not guessed.
+  write_config(dir.path(), R"({"scoring_func": "sqrtsoftplus"})");
+  r = ModelConfig::load(dir.path()).logit_routing();
+  EXPECT_NE(r.unsupported.find("scoring_func 'sqrtsoftplus' is neither softmax nor sigmoid"), std::string::npos)
+      << r.unsupported;
+  EXPECT_FALSE(r.plain_softmax());
+  write_config(dir.path(), R"({"scoring_func": "sigmoid", "topk_method": "ranked_sampling"})");
+  EXPECT_NE(ModelConfig::load(dir.path()).logit_routing().unsupported.find("topk_method 'ranked_sampling'"),
+            std::string::npos);
+}
+
+TEST(MoeFromCheckpoint, DeepSeekGateRoutesOnTheDevice) {
+  TempDir dir;
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  const Checkpoint ckpt = Checkpoint::open(deepseek_checkpoint(dir.path() / "model", &bias, Dtype::f32, {4}));
+  const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  EXPECT_EQ(config.logit_routing.scoring, MoeLogitRouting::Scoring::sigmoid);
+  EXPECT_EQ(config.logit_routing.groups, 2);
+  EXPECT_EQ(config.logit_routing.top_groups, 1);
+  EXPECT_EQ(config.logit_routing.correction_bias, bias);
+  EXPECT_EQ(config.logit_routing.scaling_factor, 2.5f);
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0");
+  const std::int64_t T = 6;
+  const std::vector<std::uint16_t> x = gaussian_bf16(T, 64, 3);
+  const std::vector<float> logits = gaussian_logits(T, 4, 4);
+  const MoeRun run = run_moe_logits(layer, config, x, logits, T);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = config.scheme;
+  const auto routing = reference::routing_from_logits(logits, T, 4, config.top_k, true, config.logit_routing);
+  ASSERT_FALSE(routing.ambiguous);
+  const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x, routing);
+  EXPECT_EQ(moe_outside_bound(ref, run, config.output, "deepseek gate"), 0u);
+  // The same routing with softmax top-k would differ: the gate is what ran.
+  const auto softmax = reference::routing_from_logits(logits, T, 4, config.top_k, true);
+  EXPECT_NE(softmax.ids, routing.ids);
+}
+
+TEST(MoeFromCheckpoint, TheCorrectionBiasTensorIsChecked) {
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  {
+    TempDir dir;  // BF16: widened exactly
+    const Checkpoint ckpt = Checkpoint::open(deepseek_checkpoint(dir.path() / "model", &bias, Dtype::bf16, {4}));
+    EXPECT_EQ(MoeLogitRouting::from_checkpoint(ckpt, "model.layers.0").correction_bias, bias);
+  }
+  {
+    TempDir dir;  // absent: router logits refused naming the tensor; top-k ids still run
+    const Checkpoint ckpt = Checkpoint::open(deepseek_checkpoint(dir.path() / "model", nullptr, Dtype::f32, {4}));
+    const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+    EXPECT_NE(config.logit_routing.unsupported.find("no tensor 'model.layers.0.mlp.gate.e_score_correction_bias'"),
+              std::string::npos)
+        << config.logit_routing.unsupported;
+    MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0");
+    const std::string e = error_of([&] {
+      run_moe_logits(layer, config, gaussian_bf16(1, 64, 5), gaussian_logits(1, 4, 6), 1);
+    });
+    EXPECT_NE(e.find("cannot route router logits"), std::string::npos) << e;
+    EXPECT_NE(e.find("e_score_correction_bias"), std::string::npos) << e;
+    EXPECT_NE(e.find("pass topk_ids and topk_weights"), std::string::npos) << e;
+  }
+  {
+    TempDir dir;
+    const std::vector<float> three = {0.0f, 0.0f, 0.0f};
+    const Checkpoint ckpt = Checkpoint::open(deepseek_checkpoint(dir.path() / "model", &three, Dtype::f32, {3}));
+    EXPECT_ERROR_HAS(MoeConfig::from_checkpoint(ckpt, "model.layers.0"),
+                     "is F32 [3]; the router's correction bias must be F32 or BF16 [4]");
+  }
+  {
+    TempDir dir;
+    const std::vector<float> nan = {0.0f, NAN, 0.0f, 0.0f};
+    const Checkpoint ckpt = Checkpoint::open(deepseek_checkpoint(dir.path() / "model", &nan, Dtype::f32, {4}));
+    EXPECT_ERROR_HAS(MoeConfig::from_checkpoint(ckpt, "model.layers.0"), "e_score_correction_bias");
+  }
 }
 
 TEST(MoeFromCheckpoint, NamesTheLayerByNameOrPrefix) {

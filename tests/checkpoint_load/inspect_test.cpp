@@ -151,14 +151,15 @@ TEST_F(Inspect, ToolSaysHowTheMoeLayersRun) {
   config["model_type"] = "gpt_oss";
   config["swiglu_limit"] = 5.5;
   config.erase("norm_topk_prob");  // gpt-oss renormalizes
-  config["scoring_func"] = "sigmoid";
+  config["scoring_func"] = "sqrtsoftplus";
   std::ofstream(model_.path() / "config.json") << config.dump(2);
   const ToolRun gpt = run_tool("inspect '" + model_.str() + "'", scratch_);
   ASSERT_EQ(gpt.status, 0) << gpt.err;
-  EXPECT_NE(gpt.out.find(", renormalized, precomputed routing only (scoring_func sigmoid), gpt-oss's clamped SwiGLU "
+  EXPECT_NE(gpt.out.find("'s scoring_func 'sqrtsoftplus' is neither softmax nor sigmoid), gpt-oss's clamped SwiGLU "
                          "(alpha 1.702, limit 5.5)\n"),
             std::string::npos)
       << gpt.out;
+  EXPECT_NE(gpt.out.find(", renormalized, precomputed routing only ("), std::string::npos) << gpt.out;
   const ToolRun json = run_tool("inspect --json '" + model_.str() + "'", scratch_);
   ASSERT_EQ(json.status, 0) << json.err;
   const nlohmann::json moe = nlohmann::json::parse(json.out).at("moe");
@@ -168,6 +169,29 @@ TEST_F(Inspect, ToolSaysHowTheMoeLayersRun) {
   EXPECT_EQ(moe.at("activation").at("kind"), "swiglu_clamped");
   EXPECT_EQ(moe.at("activation").at("limit").get<float>(), 5.5f);
   EXPECT_EQ(moe.at("activation").at("alpha").get<float>(), 1.702f);
+
+  // DeepSeek-V3's gate: routed on the device.
+  config["model_type"] = "deepseek_v3";
+  config["scoring_func"] = "sigmoid";
+  config["topk_method"] = "noaux_tc";
+  config["n_group"] = 2;
+  config["topk_group"] = 1;
+  config["routed_scaling_factor"] = 2.5;
+  std::ofstream(model_.path() / "config.json") << config.dump(2);
+  const ToolRun ds = run_tool("inspect '" + model_.str() + "'", scratch_);
+  ASSERT_EQ(ds.status, 0) << ds.err;
+  EXPECT_NE(ds.out.find(", sigmoid, 2 groups (1 kept), correction bias, × 2.5 routing on the device or precomputed, "),
+            std::string::npos)
+      << ds.out;
+  const ToolRun ds_json = run_tool("inspect --json '" + model_.str() + "'", scratch_);
+  ASSERT_EQ(ds_json.status, 0) << ds_json.err;
+  const nlohmann::json ds_moe = nlohmann::json::parse(ds_json.out).at("moe");
+  EXPECT_EQ(ds_moe.at("routing"), "grouped");
+  EXPECT_EQ(ds_moe.at("logit_routing").at("scoring"), "sigmoid");
+  EXPECT_EQ(ds_moe.at("logit_routing").at("groups"), 2);
+  EXPECT_EQ(ds_moe.at("logit_routing").at("top_groups"), 1);
+  EXPECT_EQ(ds_moe.at("logit_routing").at("correction_bias"), true);
+  EXPECT_EQ(ds_moe.at("logit_routing").at("scaling_factor").get<float>(), 2.5f);
 }
 
 TEST_F(Inspect, ToolJsonParsesBackToTheReport) {

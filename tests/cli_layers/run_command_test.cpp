@@ -252,6 +252,36 @@ TEST_F(RunCommand, MoeRoutingOptionsOverrideConfigJson) {
   EXPECT_EQ(moe_outside_bound(ref, bf16_moe_run(bits), MoeOutput::bf16, "fp4cl run --topk 3 --no-renormalize"), 0u);
 }
 
+// A DeepSeek-V3-style gate (config.json's sigmoid, groups and scaling, the checkpoint's correction
+// bias) is what `fp4cl run` routes router logits with: it says so, its check passes, and its
+// bits are the library's for MoeConfig::from_checkpoint. Without the bias tensor it refuses the
+// logits, naming the tensor.
+TEST_F(RunCommand, MoeRoutesWithTheCheckpointsDeepSeekGate) {
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  const std::filesystem::path model = deepseek_checkpoint(scratch.path() / "deepseek", &bias);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 43);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 44);
+  const ToolRun r = run_moe_logits_f32(model, x, logits);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("router logits (sigmoid, 2 groups (1 kept), correction bias, × 2.5), top-2 (config.json), "
+                       "renormalized"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
+  const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").to_vector<float>();
+  MoeConfig config;
+  EXPECT_EQ(as_bits(y), library_moe_logits_bits(Checkpoint::open(model), x, logits, config));
+  EXPECT_EQ(config.logit_routing.correction_bias, bias);
+
+  const std::filesystem::path no_bias = deepseek_checkpoint(scratch.path() / "no-bias", nullptr);
+  const ToolRun refused = run_moe_logits_f32(no_bias, x, logits);
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("no tensor 'model.layers.0.mlp.gate.e_score_correction_bias'; pass topk_ids and "
+                             "topk_weights instead of router_logits"),
+            std::string::npos)
+      << describe(refused);
+}
+
 TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kMxfp4A16, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);

@@ -87,7 +87,14 @@ Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
   j["top_k"] = m.experts_per_token ? Json(*m.experts_per_token) : Json(nullptr);
   const std::optional<bool> renormalize = m.renormalize();
   j["renormalize"] = renormalize ? Json(*renormalize) : Json(nullptr);
-  j["routing"] = m.softmax_routing() ? "softmax" : "precomputed";
+  const MoeLogitRouting routing = m.logit_routing();
+  j["routing"] = !routing.unsupported.empty() ? "precomputed" : routing.plain_softmax() ? "softmax" : "grouped";
+  if (routing.unsupported.empty() && !routing.plain_softmax())
+    j["logit_routing"] = Json{{"scoring", routing.scoring == MoeLogitRouting::Scoring::sigmoid ? "sigmoid" : "softmax"},
+                              {"groups", routing.groups},
+                              {"top_groups", routing.top_groups},
+                              {"correction_bias", m.router_correction_bias()},
+                              {"scaling_factor", routing.scaling_factor}};
   const MoeActivation a = m.activation();
   if (a.kind == MoeActivation::Kind::swiglu_clamped) {
     j["activation"] = Json{{"kind", "swiglu_clamped"}, {"alpha", a.alpha}, {"limit", a.limit}};
@@ -97,6 +104,15 @@ Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
   return j;
 }
 
+// "softmax routing on the device or precomputed", "sigmoid, 8 groups (4 kept), correction bias, ×
+// 2.5 routing on the device or precomputed" or "precomputed routing only (why)".
+std::string logit_routing_text(const ModelConfig& m) {
+  MoeLogitRouting r = m.logit_routing();
+  if (!r.unsupported.empty()) return fmt::format("precomputed routing only ({})", r.unsupported);
+  if (m.router_correction_bias()) r.correction_bias.assign(1, 0.0f);  // for describe(): the checkpoint has it
+  return fmt::format("{} routing on the device or precomputed", describe(r));
+}
+
 std::string moe_text(const ModelConfig& m) {
   const std::optional<bool> renormalize = m.renormalize();
   return fmt::format(
@@ -104,8 +120,7 @@ std::string moe_text(const ModelConfig& m) {
       m.experts_per_token ? fmt::format("top-{}", *m.experts_per_token) : "top-k not in config.json (set it to run)",
       !renormalize ? "renormalization not in config.json (set it to run)"
                    : (*renormalize ? "renormalized" : "not renormalized"),
-      m.softmax_routing() ? "softmax routing on the device or precomputed"
-                          : fmt::format("precomputed routing only (scoring_func {})", *m.scoring_func),
+      logit_routing_text(m),
       describe(m.activation()));
 }
 

@@ -94,14 +94,27 @@ MoeRun run_moe(const Context& ctx, MoeLayer& layer, MoeOutput output, const std:
 }
 
 std::string describe(const CheckResult& r) {
-  if (r.ok()) return fmt::format("{} outputs within bounds, worst |error|/bound {:.3f}", r.checked, r.worst_ratio);
-  return fmt::format("{} of {} outputs OUT OF BOUNDS, worst |error|/bound {:.3g} at {}", r.outside, r.checked,
-                     r.worst_ratio, r.worst);
+  const char* note = r.ambiguous_routing ? " (the routing of some token rests on keys closer than fp32 resolves: "
+                                           "a device may route it otherwise)"
+                                         : "";
+  if (r.ok())
+    return fmt::format("{} outputs within bounds, worst |error|/bound {:.3f}{}", r.checked, r.worst_ratio, note);
+  return fmt::format("{} of {} outputs OUT OF BOUNDS, worst |error|/bound {:.3g} at {}{}", r.outside, r.checked,
+                     r.worst_ratio, r.worst, note);
 }
 
 std::string describe(const MoeActivation& a) {
   if (a.kind == MoeActivation::Kind::swiglu) return "SwiGLU";
   return fmt::format("gpt-oss's clamped SwiGLU (alpha {}, limit {})", a.alpha, a.limit);
+}
+
+std::string describe(const MoeLogitRouting& r) {
+  if (!r.unsupported.empty()) return fmt::format("not computed by fp4cl ({})", r.unsupported);
+  std::string s = r.scoring == MoeLogitRouting::Scoring::sigmoid ? "sigmoid" : "softmax";
+  if (r.groups > 1) s += fmt::format(", {} groups ({} kept)", r.groups, r.top_groups);
+  if (!r.correction_bias.empty()) s += ", correction bias";
+  if (r.scaling_factor != 1.0f) s += fmt::format(", × {}", r.scaling_factor);
+  return s;
 }
 
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,
@@ -129,12 +142,14 @@ CheckResult check_moe(const Fp4Experts& experts, const MoeConfig& config, const 
       config.expert_map.empty() ? experts.num_experts : static_cast<std::int64_t>(config.expert_map.size());
   const reference::MoeRouting route =
       routing.from_logits
-          ? reference::routing_from_logits(routing.router_logits, tokens, global, config.top_k, config.renormalize)
+          ? reference::routing_from_logits(routing.router_logits, tokens, global, config.top_k, config.renormalize,
+                                           config.logit_routing)
           : reference::routing_from_topk(routing.topk_ids, routing.topk_weights, tokens, config.top_k);
   const reference::MoeReferenceResult ref = reference::moe_reference(experts, options, x, route);
   if (ref.value.size() != y.size())
     fail("check: the layer wrote {} outputs, the reference has {}", y.size(), ref.value.size());
   CheckResult r;
+  r.ambiguous_routing = route.ambiguous;
   for (std::size_t i = 0; i < ref.value.size(); ++i) {
     const double v = ref.value[i], b = ref.bound[i], d = y.value(i);
     // BF16: the reference accepts the BF16 roundings of v ± b, within about half a BF16 ulp more.

@@ -46,12 +46,17 @@ struct CheckResult {
   std::size_t outside = 0;   // outputs beyond the bound
   double worst_ratio = 0.0;  // max |device - reference| / allowed error (> 1: out of bounds)
   std::string worst;         // where the worst ratio is, with values
+  // Router logits whose routing rests on keys closer than fp32 resolves (reference::MoeRouting::
+  // ambiguous): a device may route otherwise, so outputs out of bounds are not conclusive.
+  bool ambiguous_routing = false;
   bool ok() const { return outside == 0; }
 };
 // "320 outputs within bounds, worst |error|/bound 0.42" or "... 3 of 320 outputs OUT OF BOUNDS ...".
 std::string describe(const CheckResult& r);
 // "SwiGLU" or "gpt-oss's clamped SwiGLU (alpha 1.702, limit 7)".
 std::string describe(const MoeActivation& a);
+// "softmax" or "sigmoid, 8 groups (4 kept), correction bias, × 2.5" (or why fp4cl does not compute it).
+std::string describe(const MoeLogitRouting& r);
 
 // `bias`: the layer's LinearOptions::bias (empty: none).
 CheckResult check_linear(const QuantScheme& scheme, const Fp4Weight& weight, const std::vector<std::uint16_t>& x,

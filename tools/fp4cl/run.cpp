@@ -139,15 +139,13 @@ void run_linear_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ck
 
 // Routing from router_logits [T, E]: top-k and renormalization from the options, else config.json.
 MoeRoutingInput logits_routing(const RunArgs& a, const ModelConfig& model, const std::string& config_json,
-                               LayerInputs& in, const CheckpointLayer& l, std::int64_t tokens, MoeConfig& config,
+                               const Checkpoint& ckpt, LayerInputs& in, const CheckpointLayer& l, std::int64_t tokens, MoeConfig& config,
                                std::string& description) {
   if (in.has("topk_ids") || in.has("topk_weights"))
     fail("{}: give either router_logits or topk_ids with topk_weights, not both", in.path());
-  if (!model.softmax_routing())
-    fail(
-        "{}: the model routes with scoring_func '{}', but the layer's router computes softmax top-k; pass "
-        "topk_ids and topk_weights instead of router_logits",
-        config_json, *model.scoring_func);
+  config.logit_routing = MoeLogitRouting::from_checkpoint(ckpt, l.name);
+  if (!config.logit_routing.unsupported.empty())
+    fail("{}; pass topk_ids and topk_weights instead of router_logits", config.logit_routing.unsupported);
   MoeRoutingInput routing;
   routing.router_logits =
       in.f32_matrix("router_logits", tokens, l.num_experts,
@@ -161,8 +159,8 @@ MoeRoutingInput logits_routing(const RunArgs& a, const ModelConfig& model, const
         "--no-renormalize",
         config_json);
   config.renormalize = a.renormalize || (!a.no_renormalize && *model.renormalize());
-  description = fmt::format("router logits, top-{}{}{}", config.top_k, a.top_k ? "" : " (config.json)",
-                            config.renormalize ? ", renormalized" : ", not renormalized");
+  description = fmt::format("router logits ({}), top-{}{}{}", describe(config.logit_routing), config.top_k,
+                            a.top_k ? "" : " (config.json)", config.renormalize ? ", renormalized" : ", not renormalized");
   return routing;
 }
 
@@ -202,7 +200,7 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   config.activation = activation_of(a, model);  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
   std::string routing_text;
   const MoeRoutingInput routing = in.has("router_logits")
-                                      ? logits_routing(a, model, config_json, in, l, tokens, config, routing_text)
+                                      ? logits_routing(a, model, config_json, ckpt, in, l, tokens, config, routing_text)
                                       : topk_routing(a, in, l, tokens, config, routing_text);
   report_unread(in);
   const LoadedExperts loaded = ckpt.load_moe(l.name);
