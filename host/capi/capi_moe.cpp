@@ -79,6 +79,9 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
     raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->batch_invariant = {}: must be 0 or 1", o.batch_invariant);
   config.batch_invariant = o.batch_invariant == 1;
   config.activation = model.config.activation();  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
+  // config.json's gate (DeepSeek's, GLM-4.5's: sigmoid, groups, the checkpoint's correction bias,
+  // scaling), or why router logits cannot be routed (fp4cl_moe_enqueue_logits then fails with it).
+  config.logit_routing = fp4cl::MoeLogitRouting::from_checkpoint(model.checkpoint, layer.name);
   return config;
 }
 

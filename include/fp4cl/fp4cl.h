@@ -262,7 +262,12 @@ FP4CL_API fp4cl_status fp4cl_linear_run(fp4cl_linear* layer, const uint16_t* x, 
  * alpha 1.702: g = min(gate sum, limit), u = clamp(up sum, -limit, limit), bf16(g / (1 +
  * e^(-alpha · g)) · (u + 1)) (MoeActivation and ModelConfig::activation in the C++ API).
  * Routing comes either precomputed (topk_ids int32 [T, k], topk_weights fp32 [T, k]) or as router
- * logits fp32 [T, E_global] (softmax over all experts, top-k on the device). x and out are
+ * logits fp32 [T, E_global], routed on the device as config.json's model does: softmax over all
+ * experts, then top-k; or DeepSeek-V3's gate (scoring_func sigmoid, topk_method noaux_tc or
+ * group_limited_greedy with n_group / topk_group, routed_scaling_factor, and the checkpoint's
+ * "<p>.gate.e_score_correction_bias"; also Kimi-K2 and GLM-4.5: MoeLogitRouting in the C++ API).
+ * Where fp4cl does not compute the model's routing (another scoring_func, or the bias tensor
+ * missing), the logit calls fail naming why and precomputed top-k ids still run. x and out are
  * [T, H]. A batch larger than max_tokens runs in chunks (never refused). */
 typedef struct fp4cl_moe fp4cl_moe;
 

@@ -158,6 +158,47 @@ TEST(CapiMoe, ConfigJsonsActivationIsTheCppApis) {
   EXPECT_NE(out, cpp_topk(ckpt, config, x, r, kTokens));
 }
 
+// config.json's DeepSeek-V3 gate with the checkpoint's correction bias routes C API logits as it
+// routes MoeConfig::from_checkpoint's: the same bits, not softmax top-k's. Without the bias the
+// logit call fails naming the tensor, and top-k ids still run.
+TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
+  TempDir scratch("fp4cl-capi-gate");
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  const std::filesystem::path dir = deepseek_checkpoint(scratch.path() / "model", &bias);
+  fp4cl_model* m = nullptr;
+  ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+  ModelPtr model(m);
+  MoePtr layer = get_moe(model.get(), "model.layers.0");
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 36);
+  std::vector<std::uint16_t> out(x.size());
+  ASSERT_EQ(fp4cl_moe_run_logits(layer.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                 out.data(), out.size() * 2),
+            FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  ASSERT_EQ(config.logit_routing.correction_bias, bias);
+  MoeLayer cpp = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  EXPECT_EQ(std::vector<std::uint32_t>(out.begin(), out.end()), run_moe_logits(cpp, config, x, logits, kTokens).bits);
+  config.logit_routing = MoeLogitRouting{};
+  MoeLayer softmax = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+  EXPECT_NE(std::vector<std::uint32_t>(out.begin(), out.end()),
+            run_moe_logits(softmax, config, x, logits, kTokens).bits);
+
+  const std::filesystem::path no_bias = deepseek_checkpoint(scratch.path() / "no-bias", nullptr);
+  ASSERT_EQ(fp4cl_model_open(c_context(), no_bias.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+  ModelPtr unbiased(m);
+  MoePtr refusing = get_moe(unbiased.get(), "model.layers.0");
+  EXPECT_NE(fp4cl_moe_run_logits(refusing.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                 out.data(), out.size() * 2),
+            FP4CL_SUCCESS);
+  EXPECT_NE(std::string(fp4cl_last_error()).find("no tensor 'model.layers.0.mlp.gate.e_score_correction_bias'"),
+            std::string::npos)
+      << fp4cl_last_error();
+  EXPECT_EQ(c_topk(refusing.get(), x, routing(kTokens), kTokens).size(), x.size());
+}
+
 // fp4cl_model_get_moe_with_activation: the caller's activation replaces config.json's (here plain
 // SwiGLU's checkpoint given gpt-oss's clamped form, by name and by index), with the C++ API's bits;
 // NULL keeps config.json's; bad kinds and parameters are refused naming the field.

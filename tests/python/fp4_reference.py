@@ -377,6 +377,35 @@ def softmax_topk(logits, top_k, renormalize):
     return ids, w, rel
 
 
+def grouped_topk(logits, top_k, renormalize, scoring="softmax", groups=1, top_groups=1, bias=None, scaling=1.0):
+    """vLLM's grouped_topk (DeepSeek-V3's noaux_tc gate with a bias): (ids int32 [T, k], weights
+    float64 [T, k], relative error bound of fp32 weights). Scores are softmax or sigmoid; experts
+    are chosen by score + bias among the top_groups groups (ranked by their two best keys with a
+    bias, else their best); the weights are the chosen scores, renormalized, times scaling. Ties
+    go to the lower index (stable sorts)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    t, e = logits.shape
+    if scoring == "softmax":
+        z = np.exp(logits - logits.max(axis=1, keepdims=True))
+        scores = z / z.sum(axis=1, keepdims=True)
+    else:
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    choice = scores if bias is None else scores + np.asarray(bias, dtype=np.float64)[None, :]
+    per_group = choice.reshape(t, groups, e // groups)
+    group_scores = np.sort(per_group, axis=2)[:, :, -2:].sum(axis=2) if bias is not None else per_group.max(axis=2)
+    kept_groups = np.argsort(-group_scores, axis=1, kind="stable")[:, :top_groups]
+    kept = np.zeros((t, groups), dtype=bool)
+    np.put_along_axis(kept, kept_groups, True, axis=1)
+    masked = np.where(np.repeat(kept, e // groups, axis=1), choice, -np.inf)
+    ids = np.argsort(-masked, axis=1, kind="stable")[:, :top_k].astype(np.int32)
+    w = np.take_along_axis(scores, ids, axis=1)
+    if renormalize:
+        w = w / w.sum(axis=1, keepdims=True)
+    w = w * scaling
+    rel = 2 * (8 + (e + 4 if scoring == "softmax" else 0) + (top_k + 4 if renormalize else 0) + 1) * U
+    return ids, w, rel
+
+
 def _silu(g):
     return g / (1.0 + np.exp(-g))
 

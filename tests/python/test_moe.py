@@ -1,10 +1,17 @@
 """MoE layers through the binding, every scheme and layout, against the independent NumPy
-reference: precomputed top-k and router logits, BF16 and fp32 outputs, expert parallelism, batch
+reference: precomputed top-k and router logits (softmax top-k, and DeepSeek-V3's gate from
+config.json and the checkpoint's correction bias), BF16 and fp32 outputs, expert parallelism, batch
 invariance."""
+
+import json
+import os
+import shutil
+import struct
 
 import ml_dtypes
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 import fp4_reference as ref
 from conftest import MODEL, MOE_PREFIX
@@ -64,6 +71,44 @@ def test_moe_router_logits_match_reference(fp4cl, context, checkpoint):
                 y = moe.run_logits(x, logits)
             result, _ = reference.run_logits(x.view(np.uint16), logits, MODEL["topk"], renormalize)
             check(result, y, f"{scheme} {layout} logits renormalize={renormalize}")
+
+
+def deepseek_copy(source, directory, bias):
+    """A copy of checkpoint `source` whose config.json routes as DeepSeek-V3 does (sigmoid, 2 groups
+    of 2 experts with 1 kept, x 2.5), its gate's e_score_correction_bias F32 [4] in a shard of its
+    own that an index lists beside the original file."""
+    shutil.copytree(source, directory)
+    with open(os.path.join(directory, "model.safetensors"), "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        names = [n for n in json.loads(f.read(size)) if n != "__metadata__"]
+    save_file({"model.layers.0.mlp.gate.e_score_correction_bias": np.asarray(bias, dtype=np.float32)},
+              os.path.join(directory, "router.safetensors"))
+    weight_map = {n: "model.safetensors" for n in names}
+    weight_map["model.layers.0.mlp.gate.e_score_correction_bias"] = "router.safetensors"
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    with open(os.path.join(directory, "config.json")) as f:
+        config = json.load(f)
+    config.update(model_type="deepseek_v3", scoring_func="sigmoid", topk_method="noaux_tc", n_group=2, topk_group=1,
+                  routed_scaling_factor=2.5)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+    return directory
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4a16"])
+def test_moe_router_logits_through_deepseeks_gate_match_numpy(fp4cl, context, checkpoints, tmp_path, scheme):
+    bias = [0.25, -0.125, 0.0, 0.5]
+    path = deepseek_copy(checkpoints.get(scheme, "compressed-tensors"), str(tmp_path / "deepseek"), bias)
+    reference = ref.Moe(ref.Checkpoint(path), MOE_PREFIX)
+    with context.open(path) as model:
+        with model.moe(MOE_PREFIX, output="fp32") as moe:
+            x, _, _, logits = inputs(moe.hidden, seed=9)
+            y = moe.run_logits(x, logits)
+    ids, w, rel = ref.grouped_topk(logits, MODEL["topk"], True, "sigmoid", 2, 1, bias, 2.5)
+    softmax_ids, _, _ = ref.softmax_topk(logits, MODEL["topk"], True)
+    assert not np.array_equal(ids, softmax_ids)  # the gate, not softmax top-k, decides the experts
+    check(reference.run(x.view(np.uint16), ids, w, rel), y, f"{scheme} DeepSeek gate")
 
 
 def test_moe_expert_map_splits_experts_over_ranks(fp4cl, context, checkpoints):
