@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,7 @@ struct MoeArgs {
   std::string activation;  // "" (the preset's), "swiglu" or "gpt-oss"
   int routings = 0;        // routings rotated per row; 0: as many as the rotation span needs
   std::string tiles;       // FP4CL_MOE_TILES settings separated by ';' ("": the environment's)
+  std::string router = "topk";  // topk (precomputed ids), logits (the preset's router), softmax, deepseek-v3
 };
 
 // --tiles' settings: each item FP4CL_MOE_TILES's "key=value,..." text; none (the variable as the
@@ -94,7 +96,8 @@ struct MoeShape {
   std::string label;
   std::int64_t hidden, inter, experts;
   int topk;
-  bool gpt_oss = false;  // gpt-oss's clamped SwiGLU and expert biases
+  bool gpt_oss = false;        // gpt-oss's clamped SwiGLU and expert biases
+  bool deepseek_gate = false;  // --router-logits: DeepSeek-V3's gate
 };
 
 MoeShape shape_of_preset_or_args(const MoeArgs& a);
@@ -114,7 +117,7 @@ MoeShape shape_of_preset_or_args(const MoeArgs& a) {
   if (!a.preset.empty()) {
     if (explicit_shape) throw Error("give either --preset or --hidden/--inter/--experts/--topk, not both");
     const ModelPreset p = find_preset(a.preset);
-    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k, p.gpt_oss_activation};
+    return {p.name, p.hidden, p.intermediate, p.experts, p.top_k, p.gpt_oss_activation, p.deepseek_gate};
   }
   if (!explicit_shape) {
     const ModelPreset p = find_preset("qwen3-30b-a3b");
@@ -125,6 +128,15 @@ MoeShape shape_of_preset_or_args(const MoeArgs& a) {
   if (a.topk > a.experts) throw Error(fmt::format("--topk {} exceeds --experts {}", a.topk, a.experts));
   return {fmt::format("H={} I={} E={} k={}", a.hidden, a.inter, a.experts, a.topk), a.hidden, a.inter, a.experts,
           a.topk};
+}
+
+// A DeepSeek-V3-like correction bias for --router-logits: E values in [-0.05, 0.05].
+std::vector<float> gate_bias(std::int64_t experts) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> d(-0.05f, 0.05f);
+  std::vector<float> b(static_cast<std::size_t>(experts));
+  for (float& v : b) v = d(rng);
+  return b;
 }
 
 template <typename T>
@@ -154,6 +166,7 @@ std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& sc
   if (a.batch_invariant) cmd += " --batch-invariant";
   if (!a.activation.empty()) cmd += " --activation " + a.activation;
   if (a.routings > 0) cmd += fmt::format(" --routings {}", a.routings);
+  if (a.router != "topk") cmd += " --router " + a.router;
   return cmd + common_command_options(a.run);
 }
 
@@ -168,6 +181,7 @@ void run_moe(const MoeArgs& a) {
     for (const std::optional<std::string>& tiles : tile_settings(a.tiles)) variants.emplace_back(kernel, tiles);
   const std::int64_t max_tokens = *std::max_element(a.run.tokens.begin(), a.run.tokens.end());
   const bool bf16_out = a.output == "bf16";
+  const bool router_logits = a.router != "topk";
 
   Context ctx = bench_context();
   BenchRun run(ctx, "fp4cl-bench moe", schemes.size() * variants.size() * a.run.tokens.size(), a.run);
@@ -189,6 +203,8 @@ void run_moe(const MoeArgs& a) {
       config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
       config.batch_invariant = a.batch_invariant;
       if (shape.gpt_oss) config.activation = MoeActivation::gpt_oss();
+      if (router_logits && (a.router == "deepseek-v3" || (a.router == "logits" && shape.deepseek_gate)))
+        config.logit_routing = MoeLogitRouting::deepseek_v3(gate_bias(shape.experts));
       std::vector<MoeLayer> layers;
       std::size_t copies = 1;
       double create_s = 0.0;  // the first layer's creation: weights prepared and uploaded, kernels built
@@ -217,13 +233,23 @@ void run_moe(const MoeArgs& a) {
         // tuner times 16).
         const std::size_t routings = a.routings > 0 ? static_cast<std::size_t>(a.routings)
                                                     : copies_for_rotation(rotation, bytes_per_call_estimate, 64);
+        // Top-k ids and weights, or router logits and the reference's routing of them.
         std::vector<Routing> routing;
-        std::vector<cl::Buffer> ids, weights;
+        std::vector<reference::MoeRouting> logit_routing;
+        std::vector<cl::Buffer> ids, weights, logits;
         double distinct = 0.0;
         for (std::size_t r = 0; r < routings; ++r) {
-          routing.push_back(make_routing(tokens, shape.topk, shape.experts, 1000 + r));
-          ids.push_back(device_buffer(ctx, routing.back().ids));
-          weights.push_back(device_buffer(ctx, routing.back().weights));
+          if (router_logits) {
+            const std::vector<float> l = make_logits(tokens, shape.experts, 1000 + r);
+            logits.push_back(device_buffer(ctx, l));
+            logit_routing.push_back(reference::routing_from_logits(l, tokens, shape.experts, shape.topk,
+                                                                   config.renormalize, config.logit_routing));
+            routing.push_back({logit_routing.back().ids, {}});
+          } else {
+            routing.push_back(make_routing(tokens, shape.topk, shape.experts, 1000 + r));
+            ids.push_back(device_buffer(ctx, routing.back().ids));
+            weights.push_back(device_buffer(ctx, routing.back().weights));
+          }
           distinct += static_cast<double>(distinct_experts(routing.back()));
         }
         const cl::Buffer xb = device_buffer(ctx, x);
@@ -235,10 +261,13 @@ void run_moe(const MoeArgs& a) {
         row.shape = shape.label;
         row.scheme = tuning::scheme_key(scheme);
         row.kernel = layers[0].strategy_for(tokens);
-        row.detail = fmt::format("{}; {} pair(s) per weight pass, {} routings x {} layer copies rotated{}; layer "
+        row.detail = fmt::format("{}; {} pair(s) per weight pass, {} routings x {} layer copies rotated{}{}; layer "
                                  "created in {:.1f} s",
                                  layers[0].kernel_description(tokens), layers[0].tile_pairs_for(tokens), routings,
                                  copies, shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "",
+                                 !router_logits                         ? ""
+                                 : config.logit_routing.plain_softmax() ? "; router logits (softmax top-k)"
+                                                                        : "; router logits (DeepSeek-V3's gate)",
                                  create_s);
         row.series = fmt::format("{} {} {}{}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel,
                                  tiles ? " " + *tiles : std::string());
@@ -251,7 +280,8 @@ void run_moe(const MoeArgs& a) {
         if (a.run.no_check) {
           row.check = "skipped";
         } else {
-          layers[0].forward_topk(xb, ids[0], weights[0], out, tokens);
+          if (router_logits) layers[0].forward_logits(xb, logits[0], out, tokens);
+          else layers[0].forward_topk(xb, ids[0], weights[0], out, tokens);
           std::vector<std::uint16_t> out16;
           std::vector<float> out32;
           if (bf16_out) out16.resize(out_bytes / 2);
@@ -259,7 +289,11 @@ void run_moe(const MoeArgs& a) {
           const cl_int err = ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, out_bytes,
                                                            bf16_out ? static_cast<void*>(out16.data()) : out32.data());
           if (err != CL_SUCCESS) throw Error("reading the MoE output back", err);
-          row.check = check_moe_output(experts[0], config, x, routing[0], tokens, out16, out32);
+          row.check = !router_logits ? check_moe_output(experts[0], config, x, routing[0], tokens, out16, out32)
+                      : logit_routing[0].ambiguous
+                          ? "skipped: the logits' routing is ambiguous in fp32"
+                          : check_moe_output(moe_check_reference(experts[0], config, x, logit_routing[0], tokens), out16,
+                                             out32);
         }
         const std::size_t cycle = routings * copies;
         MoeLayer* last_layer = nullptr;
@@ -269,7 +303,8 @@ void run_moe(const MoeArgs& a) {
             const auto n = static_cast<std::size_t>(i);
             last_layer = &layers[n % copies];
             const std::size_t r = (n % cycle) / copies;
-            last_call = last_layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
+            last_call = router_logits ? last_layer->enqueue_logits(xb, logits[r], out, tokens)
+                                        : last_layer->enqueue_topk(xb, ids[r], weights[r], out, tokens);
             return last_call.events();
           });
           last_layer->finish(last_call);  // throws on a status error (the timing would be meaningless)
@@ -320,6 +355,12 @@ void register_moe(CLI::App& app) {
                   "random routings each row's timed calls cycle through (default: as many as keep the weights a call "
                   "reads out of the cache, 1 to 64; at least --iters for each to be timed)")
       ->check(CLI::Range(1, 4096));
+  moe->add_option("--router", a->router,
+                  "topk: precomputed top-k ids and weights; logits: random router logits routed on the device by the "
+                  "preset's router (deepseek-v3: DeepSeek-V3's gate with a random correction bias, else softmax "
+                  "top-k); softmax or deepseek-v3: that router")
+      ->check(CLI::IsMember({"topk", "logits", "softmax", "deepseek-v3"}))
+      ->capture_default_str();
   moe->add_option("--tiles", a->tiles,
                   "FP4CL_MOE_TILES settings separated by ';' (\"mma.row_loop=1;mma.row_loop=2,mma.unroll=4\"), each "
                   "timed with its own layer over the same experts (one process: the experts are made once); "

@@ -10,7 +10,8 @@ const std::vector<ModelPreset>& model_presets() {
       {"qwen3-30b-a3b", 2048, 768, 128, 8, "softmax top-k, renormalize", "48 layers"},
       {"qwen3-235b-a22b", 4096, 1536, 128, 8, "softmax top-k, renormalize", "94 layers"},
       {"mixtral-8x7b", 4096, 14336, 8, 2, "softmax top-k, renormalize", "32 layers"},
-      {"deepseek-v3", 7168, 2048, 256, 8, "sigmoid, grouped top-k, bias, scaling factor", "plus one shared expert"},
+      {"deepseek-v3", 7168, 2048, 256, 8, "sigmoid, grouped top-k, bias, scaling factor", "plus one shared expert",
+       false, true},
       {"gpt-oss-20b", 2880, 2880, 32, 4, "softmax over top-k", "clamped SwiGLU with biases; 2880 % 128 != 0", true},
   };
   return presets;

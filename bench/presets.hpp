@@ -18,6 +18,7 @@ struct ModelPreset {
   const char* routing;
   const char* notes;
   bool gpt_oss_activation = false;  // gpt-oss's clamped SwiGLU and expert biases (MoeActivation::gpt_oss)
+  bool deepseek_gate = false;       // router logits: MoeLogitRouting::deepseek_v3 (sigmoid, 8 groups, 4 kept, × 2.5)
 };
 
 const std::vector<ModelPreset>& model_presets();

@@ -37,7 +37,7 @@ std::string check_linear_output(const QuantScheme& scheme, const Fp4Weight& w, c
 }
 
 MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig& config,
-                                      const std::vector<std::uint16_t>& x, const Routing& routing,
+                                      const std::vector<std::uint16_t>& x, const reference::MoeRouting& routing,
                                       std::int64_t tokens) {
   const std::int64_t H = experts.hidden;
   const int k = config.top_k;
@@ -46,21 +46,29 @@ MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig
   c.picked = {0};
   if (tokens > 1) c.picked.push_back(tokens - 1);
   std::vector<std::uint16_t> xs;
-  std::vector<std::int32_t> ids;
-  std::vector<float> weights;
+  reference::MoeRouting picked;
+  picked.tokens = static_cast<std::int64_t>(c.picked.size());
+  picked.top_k = k;
+  picked.weight_rel_error = routing.weight_rel_error;
   for (std::int64_t t : c.picked) {
     xs.insert(xs.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
-    ids.insert(ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);
-    weights.insert(weights.end(), routing.weights.begin() + t * k, routing.weights.begin() + (t + 1) * k);
+    picked.ids.insert(picked.ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);
+    picked.weights.insert(picked.weights.end(), routing.weights.begin() + t * k, routing.weights.begin() + (t + 1) * k);
   }
-  const auto n = static_cast<std::int64_t>(c.picked.size());
   reference::MoeReferenceOptions opt;
   opt.scheme = config.scheme;
   opt.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   opt.expert_map = config.expert_map;
   opt.activation = config.activation;
-  c.ref = reference::moe_reference(experts, opt, xs, reference::routing_from_topk(ids, weights, n, k));
+  c.ref = reference::moe_reference(experts, opt, xs, picked);
   return c;
+}
+
+MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig& config,
+                                      const std::vector<std::uint16_t>& x, const Routing& routing,
+                                      std::int64_t tokens) {
+  return moe_check_reference(experts, config, x,
+                             reference::routing_from_topk(routing.ids, routing.weights, tokens, config.top_k), tokens);
 }
 
 std::string check_moe_output(const MoeCheckReference& c, const std::vector<std::uint16_t>& out_bf16,

@@ -35,6 +35,10 @@ struct MoeCheckReference {
 MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig& config,
                                       const std::vector<std::uint16_t>& x, const Routing& routing,
                                       std::int64_t tokens);
+// The same for a reference routing of all `tokens` tokens (router logits: its weights' error kept).
+MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig& config,
+                                      const std::vector<std::uint16_t>& x, const reference::MoeRouting& routing,
+                                      std::int64_t tokens);
 std::string check_moe_output(const MoeCheckReference& check, const std::vector<std::uint16_t>& out_bf16,
                              const std::vector<float>& out_fp32);
 

@@ -110,6 +110,14 @@ Routing make_routing(std::int64_t tokens, int top_k, std::int64_t experts, std::
   return r;
 }
 
+std::vector<float> make_logits(std::int64_t tokens, std::int64_t experts, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> l(static_cast<std::size_t>(tokens * experts));
+  for (float& v : l) v = d(rng);
+  return l;
+}
+
 std::int64_t distinct_experts(const Routing& r) {
   return static_cast<std::int64_t>(std::set<std::int32_t>(r.ids.begin(), r.ids.end()).size());
 }

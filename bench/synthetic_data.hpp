@@ -29,6 +29,9 @@ struct Routing {
 };
 Routing make_routing(std::int64_t tokens, int top_k, std::int64_t experts, std::uint64_t seed);
 
+// [T, E] router logits, N(0, 2) (seeded).
+std::vector<float> make_logits(std::int64_t tokens, std::int64_t experts, std::uint64_t seed);
+
 // The number of distinct experts a routing sends tokens to.
 std::int64_t distinct_experts(const Routing& r);
 

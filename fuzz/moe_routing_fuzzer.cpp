@@ -5,10 +5,15 @@
 //   (routing_from_topk / routing_from_logits) and the scalar reference layer over small fixed
 //   experts: each returns or throws fp4cl::Error, and an id outside [0, E_global) or an invalid
 //   map is always refused.
+//   Logit routings (MoeLogitRouting) with groups, bias and scaling from the input: the
+//   reference routes or throws fp4cl::Error, and a routing it accepts chooses distinct experts
+//   in range.
 //   Device (when an OpenCL device opens; FP4CL_FUZZ_MOE_DEVICE=0 turns it off): the same ids and
-//   weights, or logits, through two fixed layers (NVFP4 W4A16 with every expert local; NVFP4
-//   W4A4 with an expert_map sharding 8 global experts onto 4): an invalid id is reported as
-//   fp4cl::Error, never read; otherwise every output element is one the reference accepts.
+//   weights, or logits, through three fixed layers (NVFP4 W4A16 with every expert local; NVFP4
+//   W4A4 with an expert_map sharding 8 global experts onto 4; NVFP4 W4A16 with DeepSeek's gate:
+//   sigmoid, 2 groups of 2 with 1 kept, a bias, × 2.5): an invalid id is reported as
+//   fp4cl::Error, never read; otherwise every output element is one the reference accepts (for
+//   the gate, where its routing is not ambiguous).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,12 +68,21 @@ const fp4cl::Fp4Experts& experts() {
   return x;
 }
 
-// The two device layers; null when no device opens (or FP4CL_FUZZ_MOE_DEVICE=0).
+// The three device layers; null when no device opens (or FP4CL_FUZZ_MOE_DEVICE=0).
 struct DeviceLayers {
   fp4cl::Context ctx;
-  fp4cl::MoeLayer local, sharded;
+  fp4cl::MoeLayer local, sharded, gated;
 };
 const std::vector<std::int32_t> kShardMap = {-1, 0, -1, 1, 2, -1, 3, -1};
+fp4cl::MoeLogitRouting gate() {
+  fp4cl::MoeLogitRouting r;
+  r.scoring = fp4cl::MoeLogitRouting::Scoring::sigmoid;
+  r.groups = 2;
+  r.top_groups = 1;
+  r.correction_bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  r.scaling_factor = 2.5f;
+  return r;
+}
 
 DeviceLayers* device_layers() {
   static std::unique_ptr<DeviceLayers> layers = []() -> std::unique_ptr<DeviceLayers> {
@@ -85,8 +99,11 @@ DeviceLayers* device_layers() {
     sharded.top_k = 3;
     sharded.expert_map = kShardMap;
     sharded.renormalize = false;
+    fp4cl::MoeConfig gated = local;
+    gated.logit_routing = gate();
     return std::unique_ptr<DeviceLayers>(new DeviceLayers{*ctx, fp4cl::MoeLayer::create(*ctx, experts(), local),
-                                                          fp4cl::MoeLayer::create(*ctx, experts(), sharded)});
+                                                          fp4cl::MoeLayer::create(*ctx, experts(), sharded),
+                                                          fp4cl::MoeLayer::create(*ctx, experts(), gated)});
   }();
   return layers.get();
 }
@@ -109,8 +126,8 @@ bool all_finite(const ref::MoeReferenceResult& r) {
 void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int64_t tokens) {
   DeviceLayers* d = device_layers();
   if (!d) return;
-  const bool use_sharded = in.u8() & 1, use_logits = in.u8() & 1;
-  fp4cl::MoeLayer& layer = use_sharded ? d->sharded : d->local;
+  const bool use_sharded = in.u8() & 1, use_logits = in.u8() & 1, use_gate = use_logits && !use_sharded && in.u8() & 1;
+  fp4cl::MoeLayer& layer = use_sharded ? d->sharded : use_gate ? d->gated : d->local;
   const int k = layer.top_k();
   const std::int64_t global = layer.num_global_experts();
   ref::MoeReferenceOptions opts;
@@ -122,7 +139,8 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
   std::vector<float> weights, logits;
   if (use_logits) {
     for (std::int64_t i = 0; i < tokens * global; ++i) logits.push_back(in.u8() & 1 ? in.f32() : in.grid(-8, 8, 0.25f));
-    routing = ref::routing_from_logits(logits, tokens, global, k, !use_sharded);
+    routing = use_gate ? ref::routing_from_logits(logits, tokens, global, k, true, gate())
+                       : ref::routing_from_logits(logits, tokens, global, k, !use_sharded);
   } else {
     for (std::int64_t i = 0; i < tokens * k; ++i) {
       ids.push_back(in.u8() < 16 ? static_cast<std::int32_t>(in.u32()) : static_cast<std::int32_t>(in.range(-1, global)));
@@ -144,13 +162,13 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
     }
   });
   if (ran != valid) finding(valid ? "the device refused routing the reference accepts" : "the device accepted an invalid id");
-  if (!ran || !all_finite(*expected)) return;
+  if (!ran || !all_finite(*expected) || routing->ambiguous) return;
   std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * kHidden));
   if (!y.empty()) ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data());
   for (std::size_t i = 0; i < y.size(); ++i)
     if (!ref::accepts_bf16(*expected, i, y[i]))
       finding("device output " + std::to_string(i) + " outside the reference's bound (" +
-              (use_logits ? "logits" : "topk") + (use_sharded ? ", sharded" : ", local") + ")");
+              (use_logits ? "logits" : "topk") + (use_sharded ? ", sharded" : use_gate ? ", gate" : ", local") + ")");
 }
 
 }  // namespace
@@ -215,6 +233,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (from_logits->ids[j] == id) finding("routing_from_logits chose an expert twice for one token");
     }
     if (resolved) accepts([&] { (void)ref::moe_reference(experts(), opts, x, *from_logits); });
+  }
+
+  // A logit routing from the input: routed, or refused with fp4cl::Error.
+  fp4cl::MoeLogitRouting grouped;
+  grouped.scoring = in.u8() & 1 ? fp4cl::MoeLogitRouting::Scoring::sigmoid : fp4cl::MoeLogitRouting::Scoring::softmax;
+  grouped.groups = static_cast<int>(in.range(0, 5));
+  grouped.top_groups = static_cast<int>(in.range(0, 5));
+  const std::int64_t biases = in.u8() & 1 ? in.range(e_global - 1, e_global + 2) : 0;
+  for (std::int64_t e = 0; e < biases; ++e)
+    grouped.correction_bias.push_back(in.u8() < 16 ? in.f32() : in.grid(-1, 1, 0.125f));
+  grouped.scaling_factor = in.u8() < 16 ? in.f32() : in.grid(0, 4, 0.25f);
+  std::optional<ref::MoeRouting> gated;
+  if (accepts([&] { gated = ref::routing_from_logits(logits, tokens, e_global, top_k, renormalize, grouped); })) {
+    for (std::size_t i = 0; i < gated->ids.size(); ++i) {
+      const std::int32_t id = gated->ids[i];
+      if (id < 0 || id >= e_global) finding("a grouped routing chose an expert out of range");
+      for (std::size_t j = i - i % static_cast<std::size_t>(top_k); j < i; ++j)
+        if (gated->ids[j] == id) finding("a grouped routing chose an expert twice for one token");
+    }
   }
 
   // The same kind of routing through the device layers.

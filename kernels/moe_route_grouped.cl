@@ -18,6 +18,8 @@
 #include "moe_expert_map.cl"
 
 #define ROUTE_PER_GROUP (ROUTE_EXPERTS / ROUTE_GROUPS)
+// Experts compared between two looks at whether the rank reached k.
+#define ROUTE_RANK_STEP 32
 
 inline float route_key(float v) { return isnan(v) ? -INFINITY : v; }
 // Whether (key a, index ia) comes before (key b, index ib): larger key first, then lower index.
@@ -107,13 +109,18 @@ __kernel __attribute__((reqd_work_group_size(ROUTE_LOCAL, 1, 1))) void moe_route
 #endif
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  // The rank of each kept expert among the kept ones; counting stops at k (not chosen).
+  // The rank of each kept expert among the kept ones (the kept groups' experts only); counting
+  // stops at k (not chosen).
   for (int e = lid; e < ROUTE_EXPERTS; e += ROUTE_LOCAL) {
     if (!kept[e / ROUTE_PER_GROUP]) continue;
     const float c = key[e];
     int rank = 0;
-    for (int f = 0; f < ROUTE_EXPERTS && rank < ROUTE_TOPK; ++f)
-      rank += kept[f / ROUTE_PER_GROUP] && route_ahead(key[f], f, c, e);
+    for (int g = 0; g < ROUTE_GROUPS && rank < ROUTE_TOPK; ++g) {
+      if (!kept[g]) continue;
+      const int end = (g + 1) * ROUTE_PER_GROUP;
+      for (int f0 = g * ROUTE_PER_GROUP; f0 < end && rank < ROUTE_TOPK; f0 += ROUTE_RANK_STEP)
+        for (int f = f0; f < min(f0 + ROUTE_RANK_STEP, end); ++f) rank += route_ahead(key[f], f, c, e);
+    }
     if (rank < ROUTE_TOPK) chosen[rank] = e;
   }
   barrier(CLK_LOCAL_MEM_FENCE);

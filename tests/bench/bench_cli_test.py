@@ -111,6 +111,22 @@ class Outputs(unittest.TestCase):
         self.assertEqual(out.count("gpt-oss's clamped SwiGLU and expert biases"), 2, out)
         self.assertEqual(out.count("--activation gpt-oss"), 2, out)
 
+    def test_router_logits_are_routed_checked_and_reproduced(self):
+        # Router logits routed on the device (softmax top-k, DeepSeek-V3's gate: 16 experts in its
+        # 8 groups), checked against the reference's routing of them, named and reproduced.
+        moe16 = ["moe", "--hidden", "64", "--inter", "64", "--experts", "16", "--topk", "4", *FAST]
+        for router, named in (("softmax", "router logits (softmax top-k)"),
+                              ("deepseek-v3", "router logits (DeepSeek-V3's gate)")):
+            _, out, _ = run(*moe16, "--tokens", "1,5", "--router", router, check=0)
+            self.assertEqual(out.count("ok: "), 2, out)
+            self.assertEqual(out.count(named), 2, out)
+            self.assertEqual(out.count("--router " + router), 2, out)
+        for args, fragment in (([*TINY_MOE, "--router", "deepseek-v3"], "groups = 8 must divide the 4 global experts"),
+                               ([*TINY_MOE, "--router", "sigmoid"], "--router")):
+            code, out, err = run(*args)
+            self.assertNotEqual(code, 0, out)
+            self.assertIn(fragment, out + err)
+
     def test_csv(self):
         _, out, _ = run(*TINY_LINEAR, "--tokens", "1,3", "--scheme", "nvfp4-w4a16,mxfp4-w4a4", "--csv", check=0)
         rows = list(csv.DictReader(io.StringIO(out)))

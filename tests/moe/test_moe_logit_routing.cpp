@@ -108,6 +108,19 @@ TEST_P(MoeLogitRoutingTest, OtherGroupedFormsMatchReference) {
       << "sigmoid, groups";
 }
 
+TEST_P(MoeLogitRoutingTest, GroupsOfManyExpertsMatchReference) {
+  // More experts a group than the router compares between its looks at the rank (32), not a
+  // multiple of them: 2 groups of 48 (1 kept) and one group of 80.
+  const std::int64_t T = 5;
+  for (const auto& [E, groups] : {std::pair<std::int64_t, int>{96, 2}, {80, 1}}) {
+    const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 251});
+    const auto logits = make_logits(T, E, 252);
+    EXPECT_TRUE(matches(ex, config(kNvW4A16, 8, grouped(MoeLogitRouting::Scoring::sigmoid, groups, 1, make_bias(E, 253), 2.5f)),
+                        T, 254, logits))
+        << E << " experts in " << groups << " groups";
+  }
+}
+
 TEST_P(MoeLogitRoutingTest, DroppedGroupsContributeNothing) {
   // 16 experts in 4 groups of 4, 1 group kept, k = 2. Every token's best expert alone sits in group
   // 3, but group 1's two best keys sum higher: slots go to group 1's experts 5 and 6.
