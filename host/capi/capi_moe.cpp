@@ -253,6 +253,24 @@ fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activati
   });
 }
 
+fp4cl_status fp4cl_moe_get_routing(const fp4cl_moe* layer, fp4cl_moe_routing* routing) {
+  return guarded("fp4cl_moe_get_routing", FP4CL_ERROR_INTERNAL, [&] {
+    require(layer, "layer");
+    require(routing, "routing");
+    const fp4cl::MoeLogitRouting& r = layer->config.logit_routing;
+    fp4cl_moe_routing out{};
+    out.logits = r.unsupported.empty() ? 1 : 0;
+    out.scoring = r.scoring == fp4cl::MoeLogitRouting::Scoring::sigmoid ? FP4CL_MOE_SCORING_SIGMOID
+                                                                        : FP4CL_MOE_SCORING_SOFTMAX;
+    out.groups = r.groups;
+    out.top_groups = r.top_groups;
+    out.correction_bias = r.correction_bias.empty() ? 0 : 1;
+    out.renormalize = layer->config.renormalize ? 1 : 0;
+    out.scaling_factor = r.scaling_factor;
+    *routing = out;
+  });
+}
+
 fp4cl_status fp4cl_moe_describe_kernel(const fp4cl_moe* layer, int64_t tokens, char* buffer, size_t size,
                                        size_t* length) {
   return guarded("fp4cl_moe_describe_kernel", FP4CL_ERROR_INTERNAL, [&] {

@@ -331,6 +331,26 @@ typedef struct fp4cl_moe_activation {
 /* The activation `layer` runs. */
 FP4CL_API fp4cl_status fp4cl_moe_get_activation(const fp4cl_moe* layer, fp4cl_moe_activation* activation);
 
+/* How the layer routes router logits (the formula in MoeLogitRouting, fp4cl/moe_logit_routing.hpp). */
+typedef enum fp4cl_moe_scoring {
+  FP4CL_MOE_SCORING_SOFTMAX = 0, /* softmax over the token's E_global logits */
+  FP4CL_MOE_SCORING_SIGMOID = 1  /* sigmoid of each logit (DeepSeek-V3, Kimi-K2, GLM-4.5) */
+} fp4cl_moe_scoring;
+
+typedef struct fp4cl_moe_routing {
+  int32_t logits;          /* 1: the logit calls route on the device; 0: they fail, naming why (config.json's
+                              router is not one fp4cl computes, or its bias tensor is missing) */
+  int32_t scoring;         /* fp4cl_moe_scoring */
+  int32_t groups;          /* expert groups (n_group; 1: none) */
+  int32_t top_groups;      /* groups kept (topk_group) */
+  int32_t correction_bias; /* 1: keys are scores + the gate's e_score_correction_bias */
+  int32_t renormalize;     /* 1: the k weights are divided by their sum */
+  float scaling_factor;    /* × every weight (routed_scaling_factor) */
+} fp4cl_moe_routing;
+
+/* The router `layer` runs on logits, as config.json and the checkpoint chose it. */
+FP4CL_API fp4cl_status fp4cl_moe_get_routing(const fp4cl_moe* layer, fp4cl_moe_routing* routing);
+
 /* fp4cl_model_get_moe / fp4cl_model_get_moe_at with FC1's activation chosen by the caller instead
  * of config.json (a checkpoint whose config.json does not say it; MoeConfig::activation in the
  * C++ API). activation NULL: config.json's, as fp4cl_model_get_moe. SWIGLU takes alpha = limit =

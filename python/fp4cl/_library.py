@@ -83,6 +83,18 @@ class MoeActivation(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("alpha", ctypes.c_float), ("limit", ctypes.c_float)]
 
 
+class MoeRouting(ctypes.Structure):
+    _fields_ = [
+        ("logits", ctypes.c_int32),
+        ("scoring", ctypes.c_int32),
+        ("groups", ctypes.c_int32),
+        ("top_groups", ctypes.c_int32),
+        ("correction_bias", ctypes.c_int32),
+        ("renormalize", ctypes.c_int32),
+        ("scaling_factor", ctypes.c_float),
+    ]
+
+
 _p = ctypes.c_void_p  # opaque handles
 _pp = ctypes.POINTER(ctypes.c_void_p)
 _size = ctypes.c_size_t
@@ -121,6 +133,7 @@ _PROTOTYPES = {
     "fp4cl_moe_release": (None, [_p]),
     "fp4cl_moe_get_info": (_c_status, [_p, ctypes.POINTER(MoeInfo)]),
     "fp4cl_moe_get_activation": (_c_status, [_p, ctypes.POINTER(MoeActivation)]),
+    "fp4cl_moe_get_routing": (_c_status, [_p, ctypes.POINTER(MoeRouting)]),
     "fp4cl_moe_run": (_c_status, [_p, _p, _size, _p, _size, _p, _size, _i64, _p, _size]),
     "fp4cl_moe_describe_kernel": (_c_status, [_p, _i64, ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
     "fp4cl_moe_run_logits": (_c_status, [_p, _p, _size, _p, _size, _i64, _p, _size]),

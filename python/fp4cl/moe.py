@@ -21,7 +21,9 @@ class Moe(Handle):
     """Created by Model.moe(). Attributes: num_experts (E_global, the range of valid ids),
     num_local_experts, hidden (H), intermediate (I), top_k (k), max_tokens, scheme, output_dtype,
     activation ("swiglu" or gpt-oss's "swiglu_clamped") with swiglu_alpha and swiglu_limit (the
-    clamped form's; None for "swiglu")."""
+    clamped form's; None for "swiglu"), routing (how run_logits routes, from config.json and the
+    checkpoint: {"logits": False where it cannot, "scoring": "softmax" or "sigmoid", "groups",
+    "top_groups", "correction_bias", "renormalize", "scaling_factor"})."""
 
     _release = "fp4cl_moe_release"
     _kind = "MoE layer"
@@ -42,6 +44,11 @@ class Moe(Handle):
         self.activation = "swiglu_clamped" if clamped else "swiglu"
         self.swiglu_alpha = act.alpha if clamped else None
         self.swiglu_limit = act.limit if clamped else None
+        r = _library.MoeRouting()
+        self._check(self._lib.fp4cl_moe_get_routing(handle, ctypes.byref(r)), "fp4cl_moe_get_routing")
+        self.routing = {"logits": bool(r.logits), "scoring": "sigmoid" if r.scoring == 1 else "softmax",
+                        "groups": r.groups, "top_groups": r.top_groups, "correction_bias": bool(r.correction_bias),
+                        "renormalize": bool(r.renormalize), "scaling_factor": r.scaling_factor}
 
     def kernel_description(self, tokens):
         """The strategy that runs a call of `tokens` tokens (>= 1), its tiles and where they come

@@ -78,6 +78,8 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   expect_error(fp4cl_moe_get_info(nullptr, &moe_info), bad, {"layer is NULL"});
   fp4cl_moe_activation moe_activation;
   expect_error(fp4cl_moe_get_activation(nullptr, &moe_activation), bad, {"layer is NULL"});
+  fp4cl_moe_routing moe_routing;
+  expect_error(fp4cl_moe_get_routing(nullptr, &moe_routing), bad, {"layer is NULL"});
   expect_error(fp4cl_moe_run(nullptr, x, sizeof x, nullptr, 0, nullptr, 0, 1, x, sizeof x), bad, {"layer is NULL"});
   expect_error(fp4cl_moe_run_logits(nullptr, x, sizeof x, nullptr, 0, 1, x, sizeof x), bad, {"layer is NULL"});
   expect_error(fp4cl_moe_enqueue(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 0, nullptr, nullptr), bad,
@@ -106,6 +108,7 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   MoePtr e = get_moe(m.get(), "model.layers.0");
   expect_error(fp4cl_moe_get_info(e.get(), nullptr), bad, {"info is NULL"});
   expect_error(fp4cl_moe_get_activation(e.get(), nullptr), bad, {"activation is NULL"});
+  expect_error(fp4cl_moe_get_routing(e.get(), nullptr), bad, {"routing is NULL"});
 }
 
 TEST(CapiRelease, NullIsANoOp) {

@@ -169,6 +169,15 @@ TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
   ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
   ModelPtr model(m);
   MoePtr layer = get_moe(model.get(), "model.layers.0");
+  fp4cl_moe_routing gate;
+  ASSERT_EQ(fp4cl_moe_get_routing(layer.get(), &gate), FP4CL_SUCCESS) << fp4cl_last_error();
+  EXPECT_EQ(gate.logits, 1);
+  EXPECT_EQ(gate.scoring, FP4CL_MOE_SCORING_SIGMOID);
+  EXPECT_EQ(gate.groups, 2);
+  EXPECT_EQ(gate.top_groups, 1);
+  EXPECT_EQ(gate.correction_bias, 1);
+  EXPECT_EQ(gate.renormalize, 1);
+  EXPECT_EQ(gate.scaling_factor, 2.5f);
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 35);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 36);
   std::vector<std::uint16_t> out(x.size());
@@ -190,6 +199,16 @@ TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
   ASSERT_EQ(fp4cl_model_open(c_context(), no_bias.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
   ModelPtr unbiased(m);
   MoePtr refusing = get_moe(unbiased.get(), "model.layers.0");
+  ASSERT_EQ(fp4cl_moe_get_routing(refusing.get(), &gate), FP4CL_SUCCESS) << fp4cl_last_error();
+  EXPECT_EQ(gate.logits, 0);
+  ModelPtr plain_model = open_model();
+  MoePtr plain = get_moe(plain_model.get(), "model.layers.0");
+  ASSERT_EQ(fp4cl_moe_get_routing(plain.get(), &gate), FP4CL_SUCCESS) << fp4cl_last_error();
+  EXPECT_EQ(gate.logits, 1);
+  EXPECT_EQ(gate.scoring, FP4CL_MOE_SCORING_SOFTMAX);
+  EXPECT_EQ(gate.groups, 1);
+  EXPECT_EQ(gate.correction_bias, 0);
+  EXPECT_EQ(gate.scaling_factor, 1.0f);
   EXPECT_NE(fp4cl_moe_run_logits(refusing.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
                                  out.data(), out.size() * 2),
             FP4CL_SUCCESS);

@@ -103,6 +103,8 @@ def test_moe_router_logits_through_deepseeks_gate_match_numpy(fp4cl, context, ch
     reference = ref.Moe(ref.Checkpoint(path), MOE_PREFIX)
     with context.open(path) as model:
         with model.moe(MOE_PREFIX, output="fp32") as moe:
+            assert moe.routing == {"logits": True, "scoring": "sigmoid", "groups": 2, "top_groups": 1,
+                                   "correction_bias": True, "renormalize": True, "scaling_factor": 2.5}
             x, _, _, logits = inputs(moe.hidden, seed=9)
             y = moe.run_logits(x, logits)
     ids, w, rel = ref.grouped_topk(logits, MODEL["topk"], True, "sigmoid", 2, 1, bias, 2.5)
