@@ -193,6 +193,40 @@ TEST(ExpertParallelMaps, RoundRobinOverThreeShardsWithLogits) {
   EXPECT_EQ(empty.local_pairs, 0);
 }
 
+// DeepSeek-V3's gate over two shards: each routes the full logits with the same gate and keeps
+// its experts' slots; together they give the reference's routing.
+TEST(ExpertParallelMaps, ShardsRouteWithTheSameGate) {
+  const std::vector<Context>& devices = shard_contexts(ShardDevices::separate_contexts, 2);
+  const std::int64_t T = 9, E = 16, H = 64, I = 64;
+  const int k = 4;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 311});
+  const auto x = make_activations(T, H, Data::exact, 312);
+  const auto logits = make_logits(T, E, 313);
+  std::vector<std::vector<std::int32_t>> maps(2, std::vector<std::int32_t>(E, -1));
+  for (std::int64_t g = 0; g < E; ++g)
+    maps[static_cast<std::size_t>(g / 8)][static_cast<std::size_t>(g)] = static_cast<std::int32_t>(g % 8);
+  MoeConfig cfg;
+  cfg.scheme = {WeightFormat::nvfp4, Activations::bf16};
+  cfg.top_k = k;
+  cfg.logit_routing.scoring = MoeLogitRouting::Scoring::sigmoid;
+  cfg.logit_routing.groups = 4;
+  cfg.logit_routing.top_groups = 2;
+  for (std::int64_t e = 0; e < E; ++e) cfg.logit_routing.correction_bias.push_back(0.03125f * static_cast<float>(e % 5));
+  cfg.logit_routing.scaling_factor = 2.5f;
+  ExpertParallelMoe ep = ExpertParallelMoe::create(devices, ex, cfg, maps);
+  std::vector<std::uint16_t> out;
+  const MoeStats stats = ep.forward_logits(x, logits, T, out);
+  const auto routing = reference::routing_from_logits(logits, T, E, k, true, cfg.logit_routing);
+  ASSERT_FALSE(routing.ambiguous);
+  const auto ref = reference::moe_reference(ex, reference_options(cfg), x, routing);
+  EXPECT_TRUE(matches_reference(ref, as_result(out), MoeOutput::bf16));
+  EXPECT_EQ(stats.local_pairs, T * k);
+  std::int64_t first = 0;
+  for (auto id : routing.ids) first += id < 8;
+  EXPECT_EQ(ep.shard_stats()[0].local_pairs, first);
+  EXPECT_EQ(ep.shard_stats()[1].local_pairs, T * k - first);
+}
+
 template <typename T>
 cl::Buffer upload_to(const Context& ctx, const std::vector<T>& v) {
   cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_WRITE, std::max<std::size_t>(4, v.size() * sizeof(T)));
