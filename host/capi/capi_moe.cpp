@@ -195,6 +195,50 @@ fp4cl_status fp4cl_model_get_moe_at(fp4cl_model* model, size_t index, const fp4c
   });
 }
 
+fp4cl_status fp4cl_model_get_mlp(fp4cl_model* model, const char* prefix, const fp4cl_moe_options* options,
+                                 fp4cl_moe** out) {
+  return guarded("fp4cl_model_get_mlp", FP4CL_ERROR_INVALID_MODEL, [&] {
+    require(model, "model");
+    require(prefix, "prefix");
+    require(out, "out");
+    fp4cl_moe_options o;
+    fp4cl_moe_options_init(&o);
+    if (options) o = *options;
+    if (o.max_tokens < 1 || o.max_tokens > INT32_MAX)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->max_tokens = {}: must be in 1 .. 2^31-1", o.max_tokens);
+    if (o.output != FP4CL_DTYPE_BF16 && o.output != FP4CL_DTYPE_FP32)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->output = {}: must be FP4CL_DTYPE_BF16 (0) or FP4CL_DTYPE_FP32 (1)",
+            o.output);
+    if (o.top_k != 0 && o.top_k != 1)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->top_k = {}: an MLP is one expert, k = 1 (or 0)", o.top_k);
+    if (o.renormalize != -1)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->renormalize = {}: an MLP has no router (leave it -1)",
+            o.renormalize);
+    if (o.expert_map || o.expert_map_size)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->expert_map: an MLP has no experts to map (leave it NULL)");
+    if (o.batch_invariant != 0 && o.batch_invariant != 1)
+      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->batch_invariant = {}: must be 0 or 1", o.batch_invariant);
+    fp4cl::LoadedExperts loaded;
+    try {
+      loaded = model->checkpoint.load_mlp(prefix);
+    } catch (const fp4cl::Error& e) {
+      raise(FP4CL_ERROR_NOT_FOUND, "{}", e.what());
+    }
+    fp4cl::MoeConfig config;
+    config.scheme = loaded.scheme;
+    config.top_k = 1;
+    config.renormalize = false;
+    config.max_tokens = o.max_tokens;
+    config.output = o.output == FP4CL_DTYPE_BF16 ? fp4cl::MoeOutput::bf16 : fp4cl::MoeOutput::fp32;
+    config.batch_invariant = o.batch_invariant == 1;
+    config.logit_routing.unsupported = fmt::format("'{}' is an MLP: pass topk_ids 0 and topk_weights 1", prefix);
+    fp4cl::MoeLayer moe = fp4cl::MoeLayer::create(model->ctx, loaded.experts, config);
+    auto handle =
+        std::unique_ptr<fp4cl_moe>(new fp4cl_moe{model->ctx, std::move(moe), config, std::nullopt, {}, {}, {}, {}});
+    *out = handle.release();
+  });
+}
+
 fp4cl_status fp4cl_model_get_moe_with_activation(fp4cl_model* model, const char* name, const fp4cl_moe_options* options,
                                                  const fp4cl_moe_activation* activation, fp4cl_moe** out) {
   return guarded("fp4cl_model_get_moe_with_activation", FP4CL_ERROR_INVALID_MODEL, [&] {

@@ -89,6 +89,23 @@ LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions&
   return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
 }
 
+LoadedExperts Checkpoint::load_mlp(std::string_view prefix, const MoeLoadOptions& options) const {
+  detail::ExpertModules mlp;
+  for (const auto& [field, projection] : {std::pair{&mlp.gate, "gate_proj"}, std::pair{&mlp.up, "up_proj"},
+                                          std::pair{&mlp.down, "down_proj"}}) {
+    const std::string module = fmt::format("{}.{}", prefix, projection);
+    *field = index_->find_module(module);
+    if (!*field)
+      fail("checkpoint '{}' has no quantized linear module '{}' for the MLP '{}' (it needs gate_proj, up_proj and "
+           "down_proj); the config says: {}",
+           index_->directory.string(), module, prefix, index_->config.explain(module));
+  }
+  if (mlp.up->scheme != mlp.gate->scheme || mlp.down->scheme != mlp.gate->scheme)
+    fail("the MLP '{}' of checkpoint '{}' mixes schemes: gate_proj {}, up_proj {}, down_proj {}", prefix,
+         index_->directory.string(), mlp.gate->scheme.name(), mlp.up->scheme.name(), mlp.down->scheme.name());
+  return {detail::stack_experts({mlp}, options.input_scales), mlp.gate->scheme};
+}
+
 LoadedExperts Checkpoint::load_moe(std::size_t index, const MoeLoadOptions& options) const {
   if (index >= index_->moe.size()) {
     fail("checkpoint '{}': MoE layer index {} is out of range (it has {} MoE layers)", index_->directory.string(),

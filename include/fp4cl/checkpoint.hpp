@@ -155,6 +155,13 @@ class Checkpoint {
   // moe_layers() from 0.
   LoadedExperts load_moe(std::string_view layer, const MoeLoadOptions& options = {}) const;
   LoadedExperts load_moe(std::size_t index, const MoeLoadOptions& options = {}) const;
+  // A gated MLP y = down(bf16(silu(x·gateᵀ) × x·upᵀ)) whose quantized projections are
+  // "<prefix>.gate_proj", "<prefix>.up_proj" and "<prefix>.down_proj", as one expert (E = 1,
+  // checked as load_moe() checks each expert): an MoE layer's shared expert
+  // ("model.layers.3.mlp.shared_experts": DeepSeek-V3, Kimi-K2, GLM-4.5) or a dense layer's MLP
+  // ("model.layers.0.mlp"). Run it as an MoE layer of one expert with top_k 1 and every weight 1
+  // (README, "Routing"). Throws fp4cl::Error naming the projection that is missing or unquantized.
+  LoadedExperts load_mlp(std::string_view prefix, const MoeLoadOptions& options = {}) const;
 
  private:
   friend CheckpointReport inspect_checkpoint(const Checkpoint& checkpoint);

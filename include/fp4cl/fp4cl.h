@@ -300,6 +300,16 @@ FP4CL_API fp4cl_status fp4cl_model_get_moe(fp4cl_model* model, const char* name,
 FP4CL_API fp4cl_status fp4cl_model_get_moe_at(fp4cl_model* model, size_t index, const fp4cl_moe_options* options,
                                               fp4cl_moe** out);
 
+/* The gated MLP whose quantized projections are "<prefix>.gate_proj", "<prefix>.up_proj" and
+ * "<prefix>.down_proj" (an MoE layer's shared expert, "model.layers.3.mlp.shared_experts", or a
+ * dense layer's MLP, "model.layers.0.mlp"), as an MoE layer of one expert with k = 1: run it with
+ * every topk id 0 and every weight 1 (fp4cl_moe_run); it has no router (the logit calls fail).
+ * options: max_tokens, output and batch_invariant as for fp4cl_model_get_moe; top_k 0 or 1,
+ * renormalize -1, no expert_map. FP4CL_ERROR_NOT_FOUND when a projection is not a quantized
+ * linear module of the checkpoint (Checkpoint::load_mlp in the C++ API). */
+FP4CL_API fp4cl_status fp4cl_model_get_mlp(fp4cl_model* model, const char* prefix, const fp4cl_moe_options* options,
+                                           fp4cl_moe** out);
+
 FP4CL_API void fp4cl_moe_release(fp4cl_moe* layer);
 
 typedef struct fp4cl_moe_info {

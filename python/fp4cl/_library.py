@@ -125,6 +125,7 @@ _PROTOTYPES = {
     "fp4cl_linear_describe_kernel": (_c_status, [_p, _i64, ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
     "fp4cl_moe_options_init": (None, [ctypes.POINTER(MoeOptions)]),
     "fp4cl_model_get_moe": (_c_status, [_p, ctypes.c_char_p, ctypes.POINTER(MoeOptions), _pp]),
+    "fp4cl_model_get_mlp": (_c_status, [_p, ctypes.c_char_p, ctypes.POINTER(MoeOptions), _pp]),
     "fp4cl_model_get_moe_at": (_c_status, [_p, _size, ctypes.POINTER(MoeOptions), _pp]),
     "fp4cl_model_get_moe_with_activation": (_c_status, [_p, ctypes.c_char_p, ctypes.POINTER(MoeOptions),
                                                         ctypes.POINTER(MoeActivation), _pp]),

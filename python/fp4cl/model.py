@@ -165,6 +165,22 @@ class Model(Handle):
         self._check(status, "fp4cl_model_get_moe")
         return Moe(out, self)
 
+    def mlp(self, prefix, max_tokens=256, output="bf16", batch_invariant=False):
+        """The gated MLP whose projections are "<prefix>.gate_proj", ".up_proj" and ".down_proj" (an
+        MoE layer's shared expert, "model.layers.3.mlp.shared_experts", or a dense layer's MLP) as
+        an fp4cl.Moe of one expert with top_k 1: run it with every id 0 and every weight 1
+        (Moe.run); it has no router."""
+        from .moe import Moe
+        options = _library.MoeOptions()
+        self._lib.fp4cl_moe_options_init(ctypes.byref(options))
+        options.max_tokens = _positive(max_tokens, "max_tokens", "Model.mlp")
+        options.output = dtype_code(output, "Model.mlp")
+        options.batch_invariant = 1 if batch_invariant else 0
+        out = ctypes.c_void_p()
+        self._check(self._lib.fp4cl_model_get_mlp(self.handle, _name(prefix), ctypes.byref(options), ctypes.byref(out)),
+                    "fp4cl_model_get_mlp")
+        return Moe(out, self)
+
     def __repr__(self):
         return f"<fp4cl.Model {self.directory!r}{' closed' if self.closed else ''}>"
 

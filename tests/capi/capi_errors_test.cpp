@@ -70,6 +70,7 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   expect_error(fp4cl_model_get_linear_at(nullptr, 0, nullptr, &linear), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe(nullptr, "x", nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_at(nullptr, 0, nullptr, &moe), bad, {"model is NULL"});
+  expect_error(fp4cl_model_get_mlp(nullptr, "x", nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_with_activation(nullptr, "x", nullptr, nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_at_with_activation(nullptr, 0, nullptr, nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_linear_get_info(nullptr, &linear_info), bad, {"layer is NULL"});
@@ -103,6 +104,7 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
                {"out is NULL"});
   expect_error(fp4cl_model_get_moe(m.get(), nullptr, nullptr, &moe), bad, {"name is NULL"});
   expect_error(fp4cl_model_get_moe(m.get(), "model.layers.0", nullptr, nullptr), bad, {"out is NULL"});
+  expect_error(fp4cl_model_get_mlp(m.get(), nullptr, nullptr, &moe), bad, {"prefix is NULL"});
   LinearPtr l = get_linear(m.get(), "model.layers.0.self_attn.q_proj");
   expect_error(fp4cl_linear_get_info(l.get(), nullptr), bad, {"info is NULL"});
   MoePtr e = get_moe(m.get(), "model.layers.0");

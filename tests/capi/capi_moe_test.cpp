@@ -18,6 +18,7 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/formats.hpp"
 #include "fp4cl/moe.hpp"
+#include "fp4cl/safetensors.hpp"
 #include "reference/moe_reference.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -216,6 +217,105 @@ TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
             std::string::npos)
       << fp4cl_last_error();
   EXPECT_EQ(c_topk(refusing.get(), x, routing(kTokens), kTokens).size(), x.size());
+}
+
+// fp4cl_model_get_mlp: a shared expert (here expert 1's projections again, under
+// "model.layers.0.mlp.shared_experts") as one expert with k = 1: the C++ API's bits for
+// Checkpoint::load_mlp, the same as routing every token to expert 1 of the MoE layer with weight 1
+// within the reference's bound; it has no router; bad names and options are refused.
+TEST(CapiMoe, SharedExpertAsAnMlpIsTheCppApis) {
+  TempDir scratch("fp4cl-capi-mlp");
+  const std::filesystem::path dir = scratch.path() / "model";
+  const std::filesystem::path from = quantized_model(default_variant());
+  std::filesystem::create_directories(dir);
+  for (const auto& entry : std::filesystem::directory_iterator(from))
+    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), dir / entry.path().filename());
+  {
+    const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
+    SafetensorsWriter writer;
+    const std::string expert = "model.layers.0.mlp.experts.1.";
+    for (const TensorInfo& t : file.tensors()) {
+      writer.add(file.tensor(t.name));
+      if (t.name.rfind(expert, 0) == 0)
+        writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
+    }
+    writer.write((dir / "model.safetensors").string());
+  }
+  fp4cl_model* m = nullptr;
+  ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+  ModelPtr model(m);
+  fp4cl_moe* raw = nullptr;
+  ASSERT_EQ(fp4cl_model_get_mlp(model.get(), "model.layers.0.mlp.shared_experts", nullptr, &raw), FP4CL_SUCCESS)
+      << fp4cl_last_error();
+  MoePtr mlp(raw);
+  fp4cl_moe_info info;
+  ASSERT_EQ(fp4cl_moe_get_info(mlp.get(), &info), FP4CL_SUCCESS);
+  EXPECT_EQ(info.num_experts, 1);
+  EXPECT_EQ(info.top_k, 1);
+  Routing ones;
+  ones.ids.assign(kTokens, 0);
+  ones.weights.assign(kTokens, 1.0f);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 61);
+  const std::vector<std::uint16_t> out = c_topk(mlp.get(), x, ones, kTokens);
+
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  const LoadedExperts loaded = ckpt.load_mlp("model.layers.0.mlp.shared_experts");
+  MoeConfig config;
+  config.scheme = loaded.scheme;
+  config.top_k = 1;
+  MoeLayer cpp = MoeLayer::create(shared_context(), loaded.experts, config);
+  const Context& ctx = shared_context();
+  auto copy = [&](const void* data, std::size_t bytes) {
+    return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+  };
+  const cl::Buffer xb = copy(x.data(), x.size() * 2), ib = copy(ones.ids.data(), kTokens * 4),
+                   wb = copy(ones.weights.data(), kTokens * 4);
+  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 2);
+  cpp.forward_topk(xb, ib, wb, ob, kTokens);
+  std::vector<std::uint16_t> expected(x.size());
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, expected.size() * 2, expected.data()), CL_SUCCESS);
+  EXPECT_EQ(out, expected);
+  // The routed layer's expert 1 with weight 1: the same function (within the reference's bound).
+  Routing to_one;
+  to_one.ids.assign(kTokens, 1);
+  to_one.weights.assign(kTokens, 1.0f);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = loaded.scheme;
+  const auto ref = reference::moe_reference(ckpt.load_moe("model.layers.0").experts, ro, x,
+                                            reference::routing_from_topk(to_one.ids, to_one.weights, kTokens, 1));
+  MoeRun run;
+  for (std::uint16_t b : out) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, "shared expert"), 0u);
+
+  fp4cl_moe_routing routing;
+  ASSERT_EQ(fp4cl_moe_get_routing(mlp.get(), &routing), FP4CL_SUCCESS);
+  EXPECT_EQ(routing.logits, 0);
+  std::vector<float> logits(kTokens, 0.0f);
+  std::vector<std::uint16_t> y(x.size());
+  EXPECT_NE(fp4cl_moe_run_logits(mlp.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                 y.data(), y.size() * 2),
+            FP4CL_SUCCESS);
+  EXPECT_NE(std::string(fp4cl_last_error()).find("is an MLP: pass topk_ids 0 and topk_weights 1"), std::string::npos)
+      << fp4cl_last_error();
+
+  fp4cl_moe* none = nullptr;
+  EXPECT_EQ(fp4cl_model_get_mlp(model.get(), "model.layers.0.mlp", nullptr, &none), FP4CL_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(fp4cl_last_error()).find("'model.layers.0.mlp.gate_proj'"), std::string::npos)
+      << fp4cl_last_error();
+  fp4cl_moe_options o;
+  fp4cl_moe_options_init(&o);
+  o.top_k = 2;
+  EXPECT_EQ(fp4cl_model_get_mlp(model.get(), "model.layers.0.mlp.shared_experts", &o, &none),
+            FP4CL_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fp4cl_last_error()).find("options->top_k = 2: an MLP is one expert"), std::string::npos);
+  fp4cl_moe_options_init(&o);
+  o.renormalize = 1;
+  EXPECT_EQ(fp4cl_model_get_mlp(model.get(), "model.layers.0.mlp.shared_experts", &o, &none),
+            FP4CL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(none, nullptr);
 }
 
 // fp4cl_model_get_moe_with_activation: the caller's activation replaces config.json's (here plain

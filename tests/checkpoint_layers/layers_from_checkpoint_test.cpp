@@ -4,14 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/linear.hpp"
+#include "fp4cl/formats.hpp"
 #include "fp4cl/moe.hpp"
+#include "fp4cl/safetensors.hpp"
 #include "reference/moe_reference.hpp"
+#include "support/errors.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
 
 namespace fp4cl::test {
@@ -61,6 +67,82 @@ TEST_P(LayersFromCheckpoint, AttentionProjectionsMatchTheReference) {
                 0u);
     }
   }
+}
+
+// A copy of `from` whose MoE layer 0 also has a shared expert: expert 1's tensors again as
+// "model.layers.0.mlp.shared_experts.<projection>.<suffix>".
+std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::filesystem::create_directories(to);
+  for (const auto& entry : std::filesystem::directory_iterator(from))
+    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
+  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
+  SafetensorsWriter writer;
+  const std::string expert = "model.layers.0.mlp.experts.1.";
+  for (const TensorInfo& t : file.tensors()) {
+    writer.add(file.tensor(t.name));
+    if (t.name.rfind(expert, 0) == 0)
+      writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
+  }
+  writer.write((to / "model.safetensors").string());
+  return to;
+}
+
+// Checkpoint::load_mlp: the shared expert's projections as one expert, the very arrays of the
+// expert they copy, run as an MoE layer of one expert (top-k 1, weight 1) against the reference.
+TEST_P(LayersFromCheckpoint, SharedExpertLoadsAsOneExpertAndRuns) {
+  TempDir scratch("fp4cl-shared-expert");
+  const Checkpoint ckpt = Checkpoint::open(with_shared_expert(quantized_model(GetParam()), scratch.path() / "model"));
+  const LoadedExperts mlp = ckpt.load_mlp("model.layers.0.mlp.shared_experts");
+  const LoadedExperts routed = ckpt.load_moe("model.layers.0");
+  EXPECT_EQ(mlp.scheme, GetParam().scheme);
+  const Fp4Experts& m = mlp.experts;
+  const Fp4Experts& r = routed.experts;
+  ASSERT_EQ(m.num_experts, 1);
+  EXPECT_EQ(m.hidden, r.hidden);
+  EXPECT_EQ(m.intermediate, r.intermediate);
+  const auto expert_1 = [](const auto& v, std::int64_t experts) {
+    const std::size_t per = v.size() / static_cast<std::size_t>(experts);
+    return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + per, v.begin() + 2 * per);
+  };
+  EXPECT_EQ(m.w13_packed, expert_1(r.w13_packed, r.num_experts));
+  EXPECT_EQ(m.w13_scales, expert_1(r.w13_scales, r.num_experts));
+  EXPECT_EQ(m.w2_packed, expert_1(r.w2_packed, r.num_experts));
+  EXPECT_EQ(m.w2_scales, expert_1(r.w2_scales, r.num_experts));
+  EXPECT_EQ(m.w13_global_scale, expert_1(r.w13_global_scale, r.num_experts));
+  EXPECT_EQ(m.w2_global_scale, expert_1(r.w2_global_scale, r.num_experts));
+
+  MoeConfig config;
+  config.scheme = mlp.scheme;
+  config.top_k = 1;
+  MoeLayer layer = MoeLayer::create(shared_context(), m, config);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 7);
+  const std::vector<std::int32_t> ids(kTokens, 0);
+  const std::vector<float> weights(kTokens, 1.0f);
+  const Context& ctx = shared_context();
+  auto copy = [&](const void* data, std::size_t bytes) {
+    return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+  };
+  const cl::Buffer xb = copy(x.data(), x.size() * 2), ib = copy(ids.data(), ids.size() * 4),
+                   wb = copy(weights.data(), weights.size() * 4);
+  const cl::Buffer out(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 2);
+  layer.forward_topk(xb, ib, wb, out, kTokens);
+  std::vector<std::uint16_t> y(x.size());
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data()), CL_SUCCESS);
+  MoeRun run;
+  for (std::uint16_t b : y) {
+    run.values.push_back(bf16_to_float(b));
+    run.bits.push_back(b);
+  }
+  reference::MoeReferenceOptions ro;
+  ro.scheme = mlp.scheme;
+  const auto ref = reference::moe_reference(m, ro, x, reference::routing_from_topk(ids, weights, kTokens, 1));
+  EXPECT_EQ(moe_outside_bound(ref, run, MoeOutput::bf16, variant_name(GetParam()) + " shared expert"), 0u);
+  EXPECT_GT(std::count_if(run.values.begin(), run.values.end(), [](float v) { return v != 0.0f; }), 200);
+
+  const std::string e = error_of([&] { ckpt.load_mlp("model.layers.0.mlp"); });
+  EXPECT_NE(e.find("no quantized linear module 'model.layers.0.mlp.gate_proj' for the MLP 'model.layers.0.mlp'"),
+            std::string::npos)
+      << e;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, LayersFromCheckpoint, testing::ValuesIn(every_layout_and_scheme()),

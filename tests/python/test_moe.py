@@ -113,6 +113,47 @@ def test_moe_router_logits_through_deepseeks_gate_match_numpy(fp4cl, context, ch
     check(reference.run(x.view(np.uint16), ids, w, rel), y, f"{scheme} DeepSeek gate")
 
 
+def test_shared_expert_as_an_mlp_matches_numpy(fp4cl, context, checkpoints, tmp_path):
+    # Expert 1's projections again as "model.layers.0.mlp.shared_experts" (a shard of their own
+    # that an index lists): Model.mlp runs them as one expert, which the NumPy reference's expert 1
+    # with weight 1 computes.
+    source = checkpoints.get("nvfp4", "compressed-tensors")
+    directory = str(tmp_path / "shared")
+    shutil.copytree(source, directory)
+    prefix = MOE_PREFIX + ".mlp.experts.1."
+    with open(os.path.join(directory, "model.safetensors"), "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        data_start = 8 + size
+        shared_header, blobs, offset = {}, [], 0
+        for name in sorted(n for n in header if n != "__metadata__"):
+            if not name.startswith(prefix):
+                continue
+            entry = header[name]
+            begin, end = entry["data_offsets"]
+            f.seek(data_start + begin)
+            blob = f.read(end - begin)
+            shared_header[MOE_PREFIX + ".mlp.shared_experts." + name[len(prefix):]] = {
+                "dtype": entry["dtype"], "shape": entry["shape"], "data_offsets": [offset, offset + len(blob)]}
+            blobs.append(blob)
+            offset += len(blob)
+    encoded = json.dumps(shared_header).encode()
+    with open(os.path.join(directory, "shared.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+    weight_map = {n: "model.safetensors" for n in header if n != "__metadata__"}
+    weight_map.update({n: "shared.safetensors" for n in shared_header})
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    reference = ref.Moe(ref.Checkpoint(source), MOE_PREFIX)
+    with context.open(directory) as model:
+        with model.mlp(MOE_PREFIX + ".mlp.shared_experts", output="fp32") as mlp:
+            assert (mlp.num_experts, mlp.top_k, mlp.routing["logits"]) == (1, 1, False)
+            x, _, _, _ = inputs(mlp.hidden, seed=10)
+            ones = np.ones((T, 1), dtype=np.float32)
+            y = mlp.run(x, np.zeros((T, 1), dtype=np.int32), ones)
+    check(reference.run(x.view(np.uint16), np.ones((T, 1), dtype=np.int32), ones), y, "shared expert")
+
+
 def test_moe_expert_map_splits_experts_over_ranks(fp4cl, context, checkpoints):
     # Two "ranks" each hold every expert but answer for half of the global ids: their outputs
     # are each rank's reference, and they sum to the whole layer within the bounds.
