@@ -110,6 +110,16 @@ void require(const T* p, const char* what) {
   if (p == nullptr) raise(FP4CL_ERROR_INVALID_ARGUMENT, "{} is NULL", what);
 }
 
+// The options every layer takes: max_tokens in 1 .. 2^31-1 and output FP4CL_DTYPE_BF16 or
+// FP4CL_DTYPE_FP32; FP4CL_ERROR_INVALID_ARGUMENT naming the field otherwise.
+inline void check_capacity_and_output(std::int64_t max_tokens, std::int32_t output) {
+  if (max_tokens < 1 || max_tokens > INT32_MAX)
+    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->max_tokens = {}: must be in 1 .. 2^31-1", max_tokens);
+  if (output != FP4CL_DTYPE_BF16 && output != FP4CL_DTYPE_FP32)
+    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->output = {}: must be FP4CL_DTYPE_BF16 (0) or FP4CL_DTYPE_FP32 (1)",
+          output);
+}
+
 // The caller's buffer, retained; FP4CL_ERROR_INVALID_ARGUMENT when it is NULL or belongs to
 // another OpenCL context than `ctx`'s.
 cl::Buffer wrap_buffer(const fp4cl::Context& ctx, cl_mem mem, const char* what);

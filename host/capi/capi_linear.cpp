@@ -16,11 +16,7 @@ fp4cl::LinearOptions linear_options(const fp4cl_linear_options* options) {
   fp4cl_linear_options o;
   fp4cl_linear_options_init(&o);
   if (options) o = *options;
-  if (o.max_tokens < 1 || o.max_tokens > INT32_MAX)
-    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->max_tokens = {}: must be in 1 .. 2^31-1", o.max_tokens);
-  if (o.output != FP4CL_DTYPE_BF16 && o.output != FP4CL_DTYPE_FP32)
-    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->output = {}: must be FP4CL_DTYPE_BF16 (0) or FP4CL_DTYPE_FP32 (1)",
-          o.output);
+  fp4cl::capi::check_capacity_and_output(o.max_tokens, o.output);
   fp4cl::LinearOptions out;
   out.max_tokens = o.max_tokens;
   out.output = o.output == FP4CL_DTYPE_BF16 ? fp4cl::OutputType::bf16 : fp4cl::OutputType::fp32;

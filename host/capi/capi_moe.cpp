@@ -20,12 +20,8 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
   if (options) o = *options;
   fp4cl::MoeConfig config;
   config.scheme = layer.scheme;
-  if (o.max_tokens < 1 || o.max_tokens > INT32_MAX)
-    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->max_tokens = {}: must be in 1 .. 2^31-1", o.max_tokens);
+  fp4cl::capi::check_capacity_and_output(o.max_tokens, o.output);
   config.max_tokens = o.max_tokens;
-  if (o.output != FP4CL_DTYPE_BF16 && o.output != FP4CL_DTYPE_FP32)
-    raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->output = {}: must be FP4CL_DTYPE_BF16 (0) or FP4CL_DTYPE_FP32 (1)",
-          o.output);
   config.output = o.output == FP4CL_DTYPE_BF16 ? fp4cl::MoeOutput::bf16 : fp4cl::MoeOutput::fp32;
 
   const std::string source = model.config.source.empty()
@@ -204,11 +200,7 @@ fp4cl_status fp4cl_model_get_mlp(fp4cl_model* model, const char* prefix, const f
     fp4cl_moe_options o;
     fp4cl_moe_options_init(&o);
     if (options) o = *options;
-    if (o.max_tokens < 1 || o.max_tokens > INT32_MAX)
-      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->max_tokens = {}: must be in 1 .. 2^31-1", o.max_tokens);
-    if (o.output != FP4CL_DTYPE_BF16 && o.output != FP4CL_DTYPE_FP32)
-      raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->output = {}: must be FP4CL_DTYPE_BF16 (0) or FP4CL_DTYPE_FP32 (1)",
-            o.output);
+    fp4cl::capi::check_capacity_and_output(o.max_tokens, o.output);
     if (o.top_k != 0 && o.top_k != 1)
       raise(FP4CL_ERROR_INVALID_ARGUMENT, "options->top_k = {}: an MLP is one expert, k = 1 (or 0)", o.top_k);
     if (o.renormalize != -1)

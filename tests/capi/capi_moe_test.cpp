@@ -225,22 +225,7 @@ TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
 // within the reference's bound; it has no router; bad names and options are refused.
 TEST(CapiMoe, SharedExpertAsAnMlpIsTheCppApis) {
   TempDir scratch("fp4cl-capi-mlp");
-  const std::filesystem::path dir = scratch.path() / "model";
-  const std::filesystem::path from = quantized_model(default_variant());
-  std::filesystem::create_directories(dir);
-  for (const auto& entry : std::filesystem::directory_iterator(from))
-    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), dir / entry.path().filename());
-  {
-    const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
-    SafetensorsWriter writer;
-    const std::string expert = "model.layers.0.mlp.experts.1.";
-    for (const TensorInfo& t : file.tensors()) {
-      writer.add(file.tensor(t.name));
-      if (t.name.rfind(expert, 0) == 0)
-        writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
-    }
-    writer.write((dir / "model.safetensors").string());
-  }
+  const std::filesystem::path dir = with_shared_expert(quantized_model(default_variant()), scratch.path() / "model");
   fp4cl_model* m = nullptr;
   ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
   ModelPtr model(m);

@@ -138,6 +138,22 @@ std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const
   return to;
 }
 
+std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::filesystem::create_directories(to);
+  for (const auto& entry : std::filesystem::directory_iterator(from))
+    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
+  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
+  SafetensorsWriter writer;
+  const std::string expert = "model.layers.0.mlp.experts.1.";
+  for (const TensorInfo& t : file.tensors()) {
+    writer.add(file.tensor(t.name));
+    if (t.name.rfind(expert, 0) == 0)
+      writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
+  }
+  writer.write((to / "model.safetensors").string());
+  return to;
+}
+
 std::vector<std::uint16_t> gaussian_bf16(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -60,6 +60,11 @@ void copy_with_extra_tensors(const std::filesystem::path& from, const std::files
 std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const std::vector<float>* bias,
                                           Dtype dtype = Dtype::f32, std::vector<std::int64_t> shape = {4});
 
+// Writes to `to` a copy of the single-file checkpoint `from` whose MoE layer 0 also has a shared
+// expert: expert 1's tensors again as "model.layers.0.mlp.shared_experts.<projection>.<suffix>".
+// Returns `to`.
+std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // Deterministic N(0, 1) BF16 activations [rows, cols] and router logits [rows, cols].
 std::vector<std::uint16_t> gaussian_bf16(std::int64_t rows, std::int64_t cols, std::uint32_t seed);
 std::vector<float> gaussian_logits(std::int64_t rows, std::int64_t cols, std::uint32_t seed);

@@ -69,24 +69,6 @@ TEST_P(LayersFromCheckpoint, AttentionProjectionsMatchTheReference) {
   }
 }
 
-// A copy of `from` whose MoE layer 0 also has a shared expert: expert 1's tensors again as
-// "model.layers.0.mlp.shared_experts.<projection>.<suffix>".
-std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to) {
-  std::filesystem::create_directories(to);
-  for (const auto& entry : std::filesystem::directory_iterator(from))
-    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
-  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
-  SafetensorsWriter writer;
-  const std::string expert = "model.layers.0.mlp.experts.1.";
-  for (const TensorInfo& t : file.tensors()) {
-    writer.add(file.tensor(t.name));
-    if (t.name.rfind(expert, 0) == 0)
-      writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
-  }
-  writer.write((to / "model.safetensors").string());
-  return to;
-}
-
 // Checkpoint::load_mlp: the shared expert's projections as one expert, the very arrays of the
 // expert they copy, run as an MoE layer of one expert (top-k 1, weight 1) against the reference.
 TEST_P(LayersFromCheckpoint, SharedExpertLoadsAsOneExpertAndRuns) {
