@@ -41,7 +41,8 @@ for internal in 'fp4cl::detail::' 'fp4cl::fail' 'fp4cl::capi::' 'fp4cl::MoeRoute
   ! grep -q "^$internal" "$work/cxx_exports" || fail "exports internal symbols $internal"
 done
 for api in 'fp4cl::Context::create' 'fp4cl::Checkpoint::open' 'fp4cl::Linear::from_checkpoint' \
-           'fp4cl::MoeLayer::from_checkpoint' 'fp4cl::select_device'; do
+           'fp4cl::MoeLayer::from_checkpoint' 'fp4cl::MoeLogitRouting::from_checkpoint' 'fp4cl::Checkpoint::load_mlp' \
+           'fp4cl::select_device'; do
   grep -q "^$api" "$work/cxx_exports" || fail "does not export $api"
 done
 echo "$c_exports C functions, $(wc -l < "$work/cxx_exports") C++ API symbols, nothing else"
