@@ -282,6 +282,45 @@ TEST_F(RunCommand, MoeRoutesWithTheCheckpointsDeepSeekGate) {
       << describe(refused);
 }
 
+// A shared expert by its prefix: run as one expert with weight 1, checked, the library's bits
+// (Checkpoint::load_mlp as an MoE layer of one expert); MoE options are refused for it.
+TEST_F(RunCommand, SharedExpertRunsAsAGatedMlp) {
+  const std::filesystem::path model =
+      with_shared_expert(quantized_model({QuantProducer::modelopt, kNvfp4, {}}), scratch.path() / "shared");
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 45);
+  const std::string prefix = "model.layers.0.mlp.shared_experts";
+  const ToolRun r = run_layer(model, prefix, Inputs().bf16("x", kTokens, 64, x), "--output-dtype f32 --check");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("layer " + prefix + ": gated MLP (gate_proj, up_proj, down_proj as one expert), NVFP4 W4A4"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
+  const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").to_vector<float>();
+  const LoadedExperts loaded = Checkpoint::open(model).load_mlp(prefix);
+  MoeConfig config;
+  config.scheme = loaded.scheme;
+  config.top_k = 1;
+  config.output = MoeOutput::fp32;
+  config.max_tokens = kTokens;
+  MoeLayer layer = MoeLayer::create(shared_context(), loaded.experts, config);
+  const Context& ctx = shared_context();
+  const std::vector<std::int32_t> ids(kTokens, 0);
+  const std::vector<float> ones(kTokens, 1.0f);
+  auto copy = [&](const void* data, std::size_t bytes) {
+    return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+  };
+  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 4);
+  layer.forward_topk(copy(x.data(), x.size() * 2), copy(ids.data(), kTokens * 4), copy(ones.data(), kTokens * 4), ob,
+                     kTokens);
+  std::vector<float> expected(x.size());
+  ASSERT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, expected.size() * 4, expected.data()), CL_SUCCESS);
+  EXPECT_EQ(as_bits(y), as_bits(expected));
+  const ToolRun refused = run_layer(model, prefix, Inputs().bf16("x", kTokens, 64, x), "--topk 2");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE((refused.out + refused.err).find("apply to MoE layers; '" + prefix + "' is a gated MLP"), std::string::npos)
+      << describe(refused);
+}
+
 TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kMxfp4A16, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);

@@ -216,19 +216,57 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
   if (a.check) report_check(check_moe(loaded.experts, config, x, routing, tokens, run.output));
 }
 
+// Whether `prefix` names a gated MLP of quantized projections (Checkpoint::load_mlp): an MoE
+// layer's shared expert or a dense layer's MLP.
+bool is_mlp(const std::vector<std::string>& modules, const std::string& prefix) {
+  for (const char* projection : {".gate_proj", ".up_proj", ".down_proj"})
+    if (std::find(modules.begin(), modules.end(), prefix + projection) == modules.end()) return false;
+  return true;
+}
+
+// The MLP as an MoE layer of one expert (k = 1, every id 0, every weight 1): x [T, H] only.
+void run_mlp_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt, LayerInputs& in) {
+  const LoadedExperts loaded = ckpt.load_mlp(a.layer);
+  std::int64_t tokens = -1;
+  const std::vector<std::uint16_t> x = in.bf16_matrix(
+      "x", tokens, loaded.experts.hidden, fmt::format("the activations [T, hidden = {}] of {}", loaded.experts.hidden, a.layer));
+  report_unread(in);
+  MoeConfig config;
+  config.scheme = loaded.scheme;
+  config.top_k = 1;
+  config.max_tokens = std::max<std::int64_t>(tokens, 1);
+  config.output = a.output_dtype == "bf16" ? MoeOutput::bf16 : MoeOutput::fp32;
+  MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
+  MoeRoutingInput routing;
+  routing.from_logits = false;
+  routing.topk_ids.assign(static_cast<std::size_t>(tokens), 0);
+  routing.topk_weights.assign(static_cast<std::size_t>(tokens), 1.0f);
+  fmt::print("layer {}: gated MLP (gate_proj, up_proj, down_proj as one expert), {}, H={} I={}; SwiGLU; strategy {}\n",
+             a.layer, loaded.scheme.name(), loaded.experts.hidden, loaded.experts.intermediate,
+             layer.kernel_description(std::max<std::int64_t>(tokens, 1)));
+  const MoeRun run = run_moe(ctx, layer, config.output, x, routing, tokens);
+  fmt::print("ran {} tokens on {}\n", tokens, ctx.info().name);
+  write_output(a, a.layer, loaded.scheme, run.output, tokens, loaded.experts.hidden);
+  if (a.check) report_check(check_moe(loaded.experts, config, x, routing, tokens, run.output));
+}
+
 void run_layer(const RunArgs& a) {
   const Checkpoint ckpt = Checkpoint::open(a.dir);
   LayerInputs in(a.input);
   const std::vector<std::string> modules = ckpt.quantized_modules();
   const bool linear = std::find(modules.begin(), modules.end(), a.layer) != modules.end();
   const std::optional<CheckpointLayer> moe = linear ? std::nullopt : moe_layer_named(ckpt, a.layer);
-  if (!linear && !moe) unknown_layer(ckpt, a.layer);
+  const bool mlp = !linear && !moe && is_mlp(modules, a.layer);
+  if (!linear && !moe && !mlp) unknown_layer(ckpt, a.layer);
   if (a.top_k && *a.top_k < 1) fail("--topk {} must be at least 1", *a.top_k);
-  if (linear && (a.top_k || a.renormalize || a.no_renormalize || !a.activation.empty() || a.swiglu_alpha ||
-                 a.swiglu_limit))
-    fail("--topk / --renormalize / --activation apply to MoE layers; '{}' is a linear module", a.layer);
+  if ((linear || mlp) && (a.top_k || a.renormalize || a.no_renormalize || !a.activation.empty() || a.swiglu_alpha ||
+                          a.swiglu_limit))
+    fail("--topk / --renormalize / --activation apply to MoE layers; '{}' is a {}", a.layer,
+         linear ? "linear module" : "gated MLP");
   const Context ctx = Context::create();
-  if (linear) {
+  if (mlp) {
+    run_mlp_layer(a, ctx, ckpt, in);
+  } else if (linear) {
     run_linear_layer(a, ctx, ckpt, in);
   } else {
     run_moe_layer(a, ctx, ckpt, *moe, in);
@@ -243,8 +281,9 @@ void register_run(CLI::App& app) {
       app.add_subcommand("run", "Run one linear or MoE layer of a checkpoint on inputs from a safetensors file");
   cmd->add_option("DIR", a->dir, "Checkpoint directory")->required();
   cmd->add_option("--layer", a->layer,
-                  "Linear module (model.layers.0.self_attn.q_proj) or MoE layer (model.layers.0.mlp.experts, or "
-                  "its prefix model.layers.0)")
+                  "Linear module (model.layers.0.self_attn.q_proj), MoE layer (model.layers.0.mlp.experts, or "
+                  "its prefix model.layers.0), or gated MLP (a shared expert, model.layers.3.mlp.shared_experts: "
+                  "its gate_proj, up_proj and down_proj)")
       ->required();
   cmd->add_option("--input", a->input,
                   "safetensors file with x [T, K] (BF16/F32); for MoE also router_logits [T, E], or topk_ids + "
