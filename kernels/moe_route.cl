@@ -9,21 +9,34 @@
 //   num_tokens    tokens in this chunk; token_offset its first token in the caller's tensors
 //   num_global    E_global; expert_map [E_global] -> local id or -1; num_local = E_local
 //   pair_expert   [chunk pairs] local expert or -1;  pair_weight [chunk pairs]
+//   pair_stride   pairs a token: top_k routed slots, then pair_stride - top_k shared experts
+//                 (MoeConfig::shared_experts), slot top_k + j the local expert shared_first + j
+//                 with weight 1
 
 #include "moe_expert_map.cl"
+
+// Token t's shared-expert slots.
+inline void moe_route_shared(int t, int top_k, int pair_stride, int shared_first, __global int* pair_expert,
+                             __global float* pair_weight) {
+  for (int s = top_k; s < pair_stride; ++s) {
+    pair_expert[t * pair_stride + s] = shared_first + s - top_k;
+    pair_weight[t * pair_stride + s] = 1.0f;
+  }
+}
 
 __kernel void moe_route_topk(__global const int* topk_ids, __global const float* topk_weights, int num_tokens,
                              int token_offset, int top_k, int num_global, __global const int* expert_map,
                              int num_local, __global int* pair_expert, __global float* pair_weight,
-                             __global int* status) {
+                             __global int* status, int pair_stride, int shared_first) {
   const int t = get_global_id(0);
   if (t >= num_tokens) return;
   for (int s = 0; s < top_k; ++s) {
-    const int p = t * top_k + s;
+    const int p = t * pair_stride + s;
     const long g = ((long)token_offset + t) * top_k + s;
     pair_expert[p] = moe_map_expert(topk_ids[g], num_global, expert_map, num_local, g, status);
     pair_weight[p] = topk_weights[g];
   }
+  moe_route_shared(t, top_k, pair_stride, shared_first, pair_expert, pair_weight);
 }
 
 // Softmax over the token's E_global logits (max-subtracted, summed in expert order), top-k by
@@ -31,7 +44,8 @@ __kernel void moe_route_topk(__global const int* topk_ids, __global const float*
 // exp(l - max) / sum, optionally divided by their sum in slot order.
 __kernel void moe_route_logits(__global const float* logits, int num_tokens, int token_offset, int top_k,
                                int renormalize, int num_global, __global const int* expert_map, int num_local,
-                               __global int* pair_expert, __global float* pair_weight, __global int* status) {
+                               __global int* pair_expert, __global float* pair_weight, __global int* status,
+                               int pair_stride, int shared_first) {
   const int t = get_global_id(0);
   if (t >= num_tokens) return;
   const __global float* l = logits + ((long)token_offset + t) * num_global;
@@ -56,7 +70,7 @@ __kernel void moe_route_logits(__global const float* logits, int num_tokens, int
     }
     prev = best;
     prev_key = best_key;
-    const int p = t * top_k + s;
+    const int p = t * pair_stride + s;
     const long g = ((long)token_offset + t) * top_k + s;
     const float w = exp(l[best] - m) / sum;
     psum += w;
@@ -64,6 +78,7 @@ __kernel void moe_route_logits(__global const float* logits, int num_tokens, int
     pair_weight[p] = w;
   }
   if (renormalize) {
-    for (int s = 0; s < top_k; ++s) pair_weight[t * top_k + s] /= psum;
+    for (int s = 0; s < top_k; ++s) pair_weight[t * pair_stride + s] /= psum;
   }
+  moe_route_shared(t, top_k, pair_stride, shared_first, pair_expert, pair_weight);
 }

@@ -7,7 +7,9 @@
 //
 // Build-time parameters: ROUTE_EXPERTS (E_global), ROUTE_GROUPS (G, divides E_global),
 // ROUTE_TOP_GROUPS, ROUTE_TOPK (k <= ROUTE_TOP_GROUPS · E_global / G, the host checks),
-// ROUTE_LOCAL (work-items a token), ROUTE_SIGMOID (else softmax), ROUTE_BIAS (a correction bias).
+// ROUTE_LOCAL (work-items a token), ROUTE_SIGMOID (else softmax), ROUTE_BIAS (a correction bias),
+// ROUTE_PAIRS (pairs a token: the k routed slots, then the shared experts', moe_route.cl's
+// pair_stride; at most ROUTE_LOCAL), ROUTE_SHARED_FIRST (the first shared expert's local id).
 //
 // Arguments: logits [tokens, E_global] fp32 (the caller's; token t of the chunk at token_offset +
 // t); renormalize (1: divide the k weights by their sum in slot order), scaling (× every weight
@@ -125,7 +127,12 @@ __kernel __attribute__((reqd_work_group_size(ROUTE_LOCAL, 1, 1))) void moe_route
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  // Slot s: the score (without the bias), renormalized in slot order, then scaled.
+  // Slot s: the score (without the bias), renormalized in slot order, then scaled; then the shared
+  // experts' slots, weight 1.
+  if (lid >= ROUTE_TOPK && lid < ROUTE_PAIRS) {
+    pair_expert[t * ROUTE_PAIRS + lid] = ROUTE_SHARED_FIRST + lid - ROUTE_TOPK;
+    pair_weight[t * ROUTE_PAIRS + lid] = 1.0f;
+  }
   if (lid < ROUTE_TOPK) {
     const int e = chosen[lid];
     float w = score[e];
@@ -134,7 +141,7 @@ __kernel __attribute__((reqd_work_group_size(ROUTE_LOCAL, 1, 1))) void moe_route
       for (int s = 0; s < ROUTE_TOPK; ++s) psum += score[chosen[s]];
       w /= psum;
     }
-    const int p = t * ROUTE_TOPK + lid;
+    const int p = t * ROUTE_PAIRS + lid;
     const long g = ((long)token_offset + t) * ROUTE_TOPK + lid;
     pair_expert[p] = moe_map_expert(e, ROUTE_EXPERTS, expert_map, num_local, g, status);
     pair_weight[p] = w * scaling;

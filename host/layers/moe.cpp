@@ -112,21 +112,30 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
     fail("MoE: a calibrated FC2 input scale applies to NVFP4 W4A4 only, not {}", config.scheme.name());
   check_moe_experts(experts, config.scheme, calibrated);
   check_moe_activation(config.activation);
-  const std::vector<std::int32_t> map = resolve_expert_map(config.expert_map, experts.num_experts);
+  const int shared = config.shared_experts;
+  if (shared < 0 || shared >= experts.num_experts)
+    fail("MoE: shared_experts = {} must be in [0, {}) (the experts given, of which the last are shared)", shared,
+         experts.num_experts);
+  if (shared > 0 && !config.expert_map.empty())
+    fail("MoE: shared_experts = {} with an expert_map: every rank would add the shared experts; give them to a "
+         "layer of their own on one rank",
+         shared);
+  const std::vector<std::int32_t> map = resolve_expert_map(config.expert_map, experts.num_experts - shared);
   if (config.top_k < 1 || config.top_k > static_cast<std::int64_t>(map.size()))
     fail("MoE: top_k = {} must be in [1, {}] (the number of global experts)", config.top_k, map.size());
   check_moe_logit_routing(config.logit_routing, static_cast<std::int64_t>(map.size()), config.top_k);
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
-  if (config.max_tokens > INT_MAX / config.top_k)
-    fail("MoE: max_tokens = {} × top_k = {} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
-         "chunks of max_tokens anyway",
-         config.max_tokens, config.top_k);
+  const int pairs = config.top_k + shared;  // a token's pairs: routed slots, then shared experts
+  if (config.max_tokens > INT_MAX / pairs)
+    fail("MoE: max_tokens = {} × {} pairs a token (top_k + shared_experts) exceeds the kernels' 2^31 pair limit; "
+         "larger batches are processed in chunks of max_tokens anyway",
+         config.max_tokens, pairs);
 
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;
   impl->shape = {experts.hidden, experts.intermediate, experts.num_experts, static_cast<std::int64_t>(map.size()),
-                 config.top_k, block_size(experts.format)};
-  const MoeProblem problem{config.scheme, experts.hidden, experts.intermediate, experts.num_experts, config.top_k};
+                 pairs, block_size(experts.format), config.top_k};
+  const MoeProblem problem{config.scheme, experts.hidden, experts.intermediate, experts.num_experts, pairs};
   cl_uint float_width = 1;
   check_cl(ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &float_width),
            "querying the preferred fp32 vector width of {}", ctx.info().name);
@@ -188,8 +197,8 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   if (routing.logits) {
     check_buffer(ctx, *routing.logits, "router_logits", tokens * shape.global_experts * 4, "[T, E_global] fp32");
   } else {
-    check_buffer(ctx, *routing.topk_ids, "topk_ids", tokens * shape.top_k * 4, "[T, k] int32");
-    check_buffer(ctx, *routing.topk_weights, "topk_weights", tokens * shape.top_k * 4, "[T, k] fp32");
+    check_buffer(ctx, *routing.topk_ids, "topk_ids", tokens * shape.routed_k * 4, "[T, k] int32");
+    check_buffer(ctx, *routing.topk_weights, "topk_weights", tokens * shape.routed_k * 4, "[T, k] fp32");
   }
   // Calls share the workspace and run in order: the layer's queue is in order (Context refuses
   // others), so a call waits for the previous one without a wait list (which costs host time).
@@ -207,10 +216,13 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   // Every later command runs after its predecessor: the queue is in order (Context checks it).
   const bool profiling = ctx.profiling_enabled();
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
-    const MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing,
-                         profiling && launch_events == MoeLaunchEvents::every, profiling};
+    MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing,
+                   profiling && launch_events == MoeLaunchEvents::every, profiling};
+    // MoeRouter writes the pairs first for router logits and for shared experts' slots, and for
+    // a strategy that does not route top-k ids itself.
+    chunk.routing.routed = routing.logits || shape.top_k > shape.routed_k || !k.routes_topk();
     call.chunk_strategies.emplace_back(to_string(k.id()));
-    if (routing.logits || !k.routes_topk()) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
+    if (chunk.routing.routed) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);
   }
   call.done = last;
@@ -247,7 +259,7 @@ MoeStats MoeLayer::finish(const MoeCall& call) {
   const std::vector<cl::Event> wait{call.done};
   check_cl(opencl::enqueue_read(m.ctx.queue(), m.ws.status, true, 0, sizeof(status), status, &wait, nullptr),
            "MoE: reading the status words");
-  const int k = m.shape.top_k;
+  const int k = m.shape.routed_k;  // status holds indices into the caller's topk_ids [T, k]
   if (status[0] != INT_MAX) {
     cl_int id = 0;
     if (call.topk_ids()) {
@@ -286,7 +298,8 @@ std::int64_t MoeLayer::num_local_experts() const { return impl_->shape.local_exp
 std::int64_t MoeLayer::num_global_experts() const { return impl_->shape.global_experts; }
 std::int64_t MoeLayer::hidden() const { return impl_->shape.hidden; }
 std::int64_t MoeLayer::intermediate() const { return impl_->shape.intermediate; }
-int MoeLayer::top_k() const { return impl_->shape.top_k; }
+int MoeLayer::top_k() const { return impl_->shape.routed_k; }
+int MoeLayer::shared_experts() const { return impl_->shape.top_k - impl_->shape.routed_k; }
 std::int64_t MoeLayer::max_tokens() const { return impl_->ws.max_tokens; }
 const QuantScheme& MoeLayer::scheme() const { return impl_->config.scheme; }
 std::uint64_t MoeLayer::expert_weight_bytes() const {

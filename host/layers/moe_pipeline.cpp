@@ -127,15 +127,19 @@ MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRo
   // A power of two (the softmax sums' tree) covering the experts, at most 256 and the device's
   // work-group limit.
   std::size_t local = 1;
-  while (local < 256 && local < static_cast<std::size_t>(shape.global_experts) &&
-         local * 2 <= ctx.info().max_work_group_size)
-    local *= 2;
+  const auto needed = static_cast<std::size_t>(std::max<std::int64_t>(shape.global_experts, shape.top_k));
+  while (local < 256 && local < needed && local * 2 <= ctx.info().max_work_group_size) local *= 2;
+  if (local < static_cast<std::size_t>(shape.top_k))
+    fail("MoE: the logit router writes a token's {} pairs with as many work-items, but {} allows {}", shape.top_k,
+         ctx.info().name, local);
   grouped_local_ = local;
   BuildOptions o;
   o.define("ROUTE_EXPERTS", shape.global_experts)
       .define("ROUTE_GROUPS", r.groups)
       .define("ROUTE_TOP_GROUPS", r.top_groups)
-      .define("ROUTE_TOPK", shape.top_k)
+      .define("ROUTE_TOPK", shape.routed_k)
+      .define("ROUTE_PAIRS", shape.top_k)
+      .define("ROUTE_SHARED_FIRST", shape.shared_first())
       .define("ROUTE_LOCAL", static_cast<long long>(local))
       .define("ROUTE_SIGMOID", r.scoring == MoeLogitRouting::Scoring::sigmoid ? 1 : 0)
       .define("ROUTE_BIAS", r.correction_bias.empty() ? 0 : 1);
@@ -148,7 +152,8 @@ MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRo
 
 void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const MoeDeviceWeights& w,
                         const MoeWorkspace& ws, const MoeChunk& c, std::vector<MoeLaunch>& launches, cl::Event& last) {
-  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset), k = s.top_k;
+  const cl_int T = as_int(c.tokens), offset = as_int(c.token_offset), k = s.routed_k, pairs = s.top_k;
+  const cl_int shared_first = as_int(s.shared_first());
   const cl_int E_global = as_int(s.global_experts), E_local = as_int(s.local_experts);
   const cl::NDRange global(static_cast<std::size_t>(c.tokens));
   if (c.routing.logits && grouped_()) {
@@ -158,11 +163,11 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
                cl::NDRange(grouped_local_), c, false, launches, last);
   } else if (c.routing.logits) {
     set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
-             E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
+             E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status, pairs, shared_first);
     moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c, false, launches, last);
   } else {
     set_args(topk_, "moe_route_topk", *c.routing.topk_ids, *c.routing.topk_weights, T, offset, k, E_global,
-             w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
+             w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status, pairs, shared_first);
     moe_launch(queue, topk_, "moe_route_topk", global, cl::NullRange, c, false, launches, last);
   }
 }
@@ -410,8 +415,8 @@ void MoeStrategyKernels::enqueue_split(const cl::CommandQueue& queue, const MoeS
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int H = as_int(s.hidden), I = as_int(s.intermediate), k = s.top_k, offset = as_int(c.token_offset);
   const SplitGeometry& g = split_;
-  // Top-k ids are routed inside FC1; router logits were routed by moe_route_logits.
-  const bool fused = c.routing.logits == nullptr;
+  // Top-k ids are routed inside FC1; router logits and shared experts' slots were routed by MoeRouter.
+  const bool fused = !c.routing.routed;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
   const bool shared = pairs_per_pass(c.tokens, s.top_k) > 1;
@@ -438,8 +443,9 @@ void MoeStrategyKernels::enqueue_sort(const cl::CommandQueue& queue, const MoeSh
   const std::int64_t pairs = c.tokens * s.top_k;
   const cl_int E = as_int(s.local_experts);
   const std::size_t sort_local = std::min<std::size_t>(sort_local_limit_, static_cast<std::size_t>(E));
-  // Top-k ids are routed here (routes_topk); router logits were routed by moe_route_logits.
-  const bool fused = routes_topk() && c.routing.logits == nullptr;
+  // Top-k ids are routed here (routes_topk); router logits and shared experts' slots were routed by
+  // MoeRouter.
+  const bool fused = routes_topk() && !c.routing.routed;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
   set_args(sort_, "moe_sort", ws.pair_expert, as_int(pairs), E, cl_int{tile_m}, cl::Local(12 * static_cast<std::size_t>(E)),
@@ -466,7 +472,7 @@ void MoeStrategyKernels::enqueue_gather(const cl::CommandQueue& queue, const Moe
 void MoeStrategyKernels::enqueue_gather_pairs(const cl::CommandQueue& queue, const MoeShape& s,
                                               const MoeDeviceWeights& w, const MoeWorkspace& ws, const MoeChunk& c,
                                               std::vector<MoeLaunch>& launches, cl::Event& last) {
-  const bool fused = c.routing.logits == nullptr;
+  const bool fused = !c.routing.routed;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   set_args(gather_pairs_, "moe_gather_pairs", *c.x, as_int(s.hidden), s.top_k, as_int(c.token_offset),
            cl_int{fused ? 1 : 0}, ids, as_int(s.global_experts), w.expert_map, as_int(s.local_experts),
@@ -500,9 +506,9 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // Routed chunks' FC2 a work-group a token (routed_token_).
   const bool by_token = routed && fc2_routed_token_() != nullptr && mma_token_fc2(pairs, s.intermediate);
   cl::Kernel& fc2 = by_token ? fc2_routed_token_ : per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
-  // Top-k ids are routed inside the per-pair or routed FC1; router logits were routed by
-  // moe_route_logits.
-  const bool fused = (per_pair || routed) && c.routing.logits == nullptr;
+  // Top-k ids are routed inside the per-pair or routed FC1; router logits and shared experts' slots
+  // were routed by MoeRouter.
+  const bool fused = (per_pair || routed) && !c.routing.routed;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
   // Every kernel's arguments are set before the first launch (NVIDIA's OpenCL starts a command as

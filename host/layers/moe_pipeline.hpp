@@ -22,8 +22,11 @@ namespace fp4cl {
 // Sizes fixed at creation.
 struct MoeShape {
   std::int64_t hidden = 0, intermediate = 0, local_experts = 0, global_experts = 0;
-  int top_k = 1;
+  int top_k = 1;            // pairs a token: the routed slots, then the shared experts (MoeConfig::shared_experts)
   std::int64_t block = 16;  // FP4 block size: 16 (NVFP4) or 32 (MXFP4)
+  int routed_k = 1;         // the caller's k: routed slots a token (topk_ids [T, k]); top_k - routed_k shared
+  // The first shared expert's local id (the last top_k - routed_k of the local experts).
+  std::int64_t shared_first() const { return local_experts - (top_k - routed_k); }
 };
 
 struct MoeWorkspace {
@@ -54,6 +57,9 @@ struct MoeRoutingInput {
   const cl::Buffer* topk_weights = nullptr;
   const cl::Buffer* logits = nullptr;
   bool renormalize = true;
+  // True when MoeRouter has written pair_expert and pair_weight before the strategy runs (router
+  // logits, or shared experts' slots); false: the strategy routes top-k ids itself.
+  bool routed = false;
 };
 
 // The inputs of one chunk of tokens [token_offset, token_offset + tokens).

@@ -104,6 +104,13 @@ struct MoeConfig {
   bool batch_invariant = false;
   // Empty: every expert is local (E_global = E). Otherwise [E_global]: local id or -1.
   std::vector<std::int32_t> expert_map;
+  // Shared experts (DeepSeek-V3, Kimi-K2, GLM-4.5): the last S of the Fp4Experts' experts, which
+  // every token goes through besides its k routed ones, each with weight 1 and summed after them
+  // in the same fixed order: out[t] = Σ_s w[t,s]·Expert_{id[t,s]}(x[t]) + Σ_j Expert_{E-S+j}(x[t]).
+  // Routed ids then cover the first E - S experts (E_global = E - S); the logit router's
+  // weights (its scaling factor included) are the routed slots' only. With an expert_map every
+  // rank would add the shared experts, so the two do not go together (an error). 0: none.
+  int shared_experts = 0;
   MoeFc2InputScale fc2_input_scale = MoeFc2InputScale::dynamic;
   MoeOutput output = MoeOutput::bf16;
   MoeActivation activation;  // SwiGLU; gpt-oss's clamped form with MoeActivation::gpt_oss()
@@ -218,7 +225,8 @@ class MoeLayer {
   std::int64_t num_global_experts() const;
   std::int64_t hidden() const;
   std::int64_t intermediate() const;
-  int top_k() const;
+  int top_k() const;           // k: routed slots a token
+  int shared_experts() const;  // MoeConfig::shared_experts
   std::int64_t max_tokens() const;
   const QuantScheme& scheme() const;
   // FP4 codes + block scales of one expert (FC1 and FC2), as stored for the layer's first
