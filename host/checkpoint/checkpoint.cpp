@@ -77,6 +77,24 @@ const detail::MoeLayerIndex& find_moe_or_fail(const detail::CheckpointIndex& ind
   }
   return *m;
 }
+
+// load_mlp()'s projections "<prefix>.gate_proj", ".up_proj", ".down_proj", checked.
+detail::ExpertModules mlp_modules(const detail::CheckpointIndex& index, std::string_view prefix) {
+  detail::ExpertModules mlp;
+  for (const auto& [field, projection] : {std::pair{&mlp.gate, "gate_proj"}, std::pair{&mlp.up, "up_proj"},
+                                          std::pair{&mlp.down, "down_proj"}}) {
+    const std::string module = fmt::format("{}.{}", prefix, projection);
+    *field = index.find_module(module);
+    if (!*field)
+      fail("checkpoint '{}' has no quantized linear module '{}' for the MLP '{}' (it needs gate_proj, up_proj and "
+           "down_proj); the config says: {}",
+           index.directory.string(), module, prefix, index.config.explain(module));
+  }
+  if (mlp.up->scheme != mlp.gate->scheme || mlp.down->scheme != mlp.gate->scheme)
+    fail("the MLP '{}' of checkpoint '{}' mixes schemes: gate_proj {}, up_proj {}, down_proj {}", prefix,
+         index.directory.string(), mlp.gate->scheme.name(), mlp.up->scheme.name(), mlp.down->scheme.name());
+  return mlp;
+}
 }  // namespace
 
 const CheckpointLayer& Checkpoint::moe_layer(std::string_view layer) const {
@@ -85,24 +103,29 @@ const CheckpointLayer& Checkpoint::moe_layer(std::string_view layer) const {
 
 LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions& options) const {
   const detail::MoeLayerIndex& m = find_moe_or_fail(*index_, layer);
-  if (m.fused) return {detail::load_fused_experts(*m.fused), m.fused->scheme};  // MXFP4: no input scales
-  return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
+  if (m.fused) {
+    if (options.shared_experts)
+      fail("MoE layer '{}' of checkpoint '{}' stores its experts fused (gpt-oss) and has no shared expert", m.name,
+           index_->directory.string());
+    return {detail::load_fused_experts(*m.fused), m.fused->scheme};  // MXFP4: no input scales
+  }
+  if (!options.shared_experts)
+    return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
+  // "<p>.experts" → "<p>.shared_experts", stacked after the routed experts (their checks apply).
+  const std::size_t dot = m.name.rfind('.');
+  const std::string shared = (dot == std::string::npos ? std::string() : m.name.substr(0, dot + 1)) + "shared_experts";
+  std::vector<detail::ExpertModules> experts = m.experts;
+  experts.push_back(mlp_modules(*index_, shared));
+  const detail::QuantizedModule& routed = *m.experts.front().gate;
+  if (experts.back().gate->n != routed.n || experts.back().gate->scheme != routed.scheme)
+    fail("the shared expert '{}' of MoE layer '{}' is {} with intermediate size {}, the routed experts {} with {}: "
+         "fuse only one of their size and scheme (load it with load_mlp() and run it as a layer of its own)",
+         shared, m.name, experts.back().gate->scheme.name(), experts.back().gate->n, routed.scheme.name(), routed.n);
+  return {detail::stack_experts(experts, options.input_scales), routed.scheme, 1};
 }
 
 LoadedExperts Checkpoint::load_mlp(std::string_view prefix, const MoeLoadOptions& options) const {
-  detail::ExpertModules mlp;
-  for (const auto& [field, projection] : {std::pair{&mlp.gate, "gate_proj"}, std::pair{&mlp.up, "up_proj"},
-                                          std::pair{&mlp.down, "down_proj"}}) {
-    const std::string module = fmt::format("{}.{}", prefix, projection);
-    *field = index_->find_module(module);
-    if (!*field)
-      fail("checkpoint '{}' has no quantized linear module '{}' for the MLP '{}' (it needs gate_proj, up_proj and "
-           "down_proj); the config says: {}",
-           index_->directory.string(), module, prefix, index_->config.explain(module));
-  }
-  if (mlp.up->scheme != mlp.gate->scheme || mlp.down->scheme != mlp.gate->scheme)
-    fail("the MLP '{}' of checkpoint '{}' mixes schemes: gate_proj {}, up_proj {}, down_proj {}", prefix,
-         index_->directory.string(), mlp.gate->scheme.name(), mlp.up->scheme.name(), mlp.down->scheme.name());
+  const detail::ExpertModules mlp = mlp_modules(*index_, prefix);
   return {detail::stack_experts({mlp}, options.input_scales), mlp.gate->scheme};
 }
 

@@ -71,7 +71,13 @@ MoeLayer MoeLayer::from_checkpoint(const Context& ctx, const Checkpoint& checkpo
         "the layer's)",
         moe.name, checkpoint.directory().string(), moe.scheme.name(), config.scheme.name());
   const LoadedExperts loaded = checkpoint.load_moe(moe.name, load);
-  return create(ctx, loaded.experts, config);
+  if (config.shared_experts != 0 && config.shared_experts != loaded.shared_experts)
+    fail("MoE layer '{}': MoeConfig::shared_experts is {}, but the load stacked {} shared experts (set "
+         "MoeLoadOptions::shared_experts to fuse the layer's shared expert)",
+         moe.name, config.shared_experts, loaded.shared_experts);
+  MoeConfig fused = config;
+  fused.shared_experts = loaded.shared_experts;
+  return create(ctx, loaded.experts, fused);
 }
 
 }  // namespace fp4cl

@@ -90,6 +90,9 @@ struct LoadedLinear {
 struct LoadedExperts {
   Fp4Experts experts;
   QuantScheme scheme;
+  // The last shared_experts of `experts` are the layer's shared expert (MoeLoadOptions::
+  // shared_experts); MoeConfig::shared_experts takes this count.
+  int shared_experts = 0;
 };
 
 // Which activation global scale each expert of a W4A4 NVFP4 MoE layer gets. FC1's input is the
@@ -108,6 +111,12 @@ enum class ExpertInputScales {
 
 struct MoeLoadOptions {
   ExpertInputScales input_scales = ExpertInputScales::per_expert;
+  // true: stack the layer's shared expert, the gated MLP "<p>.shared_experts" beside its experts
+  // "<p>.experts" (DeepSeek-V3, Kimi-K2, GLM-4.5), after its routed experts, to be fused into
+  // the layer (MoeConfig::shared_experts; MoeLayer::from_checkpoint sets it). It must have the
+  // routed experts' scheme and sizes (one shared expert of their intermediate size: config.json's
+  // n_shared_experts 1); a layer without one is an error naming the module.
+  bool shared_experts = false;
 };
 
 namespace detail {

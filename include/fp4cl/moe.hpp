@@ -3,6 +3,7 @@
 // activations (W4A16) or activations quantized to FP4 inside the layer (W4A4).
 //
 //   out[t] = Σ_s topk_weights[t,s] × Expert_{topk_ids[t,s]}(x[t])           (s = 0 .. k-1, in order)
+//            (+ the shared experts with weight 1 after them: MoeConfig::shared_experts)
 //   Expert_e(x) = FC2_e(bf16(silu(x·gateᵀ) × x·upᵀ))                        silu(g) = g / (1 + e^-g)
 //   (MoeConfig::activation may choose gpt-oss's clamped SwiGLU instead, and Fp4Experts may carry
 //   biases: gate, up and FC2's outputs each + their expert's bias, after the dequant factors.)

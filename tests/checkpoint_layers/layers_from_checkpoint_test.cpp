@@ -127,6 +127,57 @@ TEST_P(LayersFromCheckpoint, SharedExpertLoadsAsOneExpertAndRuns) {
       << e;
 }
 
+// MoeLoadOptions::shared_experts: the shared expert stacked after the routed ones and fused into
+// the layer from the checkpoint (MoeConfig::shared_experts set by MoeLayer::from_checkpoint): router
+// logits route the 4 routed experts and every token adds the shared one with weight 1, as the
+// reference computes it.
+TEST_P(LayersFromCheckpoint, SharedExpertFusesIntoTheMoeLayer) {
+  TempDir scratch("fp4cl-fused-shared-expert");
+  const Checkpoint ckpt = Checkpoint::open(with_shared_expert(quantized_model(GetParam()), scratch.path() / "model"));
+  MoeLoadOptions load;
+  load.shared_experts = true;
+  const LoadedExperts stacked = ckpt.load_moe("model.layers.0", load);
+  ASSERT_EQ(stacked.experts.num_experts, 5);
+  EXPECT_EQ(stacked.shared_experts, 1);
+  const Fp4Experts& e = stacked.experts;
+  const std::size_t per = e.w13_packed.size() / 5;
+  EXPECT_TRUE(std::equal(e.w13_packed.begin() + 4 * per, e.w13_packed.end(), e.w13_packed.begin() + per));
+
+  const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
+  EXPECT_EQ(layer.shared_experts(), 1);
+  EXPECT_EQ(layer.num_global_experts(), 4);
+  EXPECT_EQ(layer.num_local_experts(), 5);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 9);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 10);
+  const MoeRun run = run_moe_logits(layer, config, x, logits, kTokens);
+  reference::MoeRouting routing = reference::routing_from_logits(logits, kTokens, 4, 2, true);
+  std::vector<std::int32_t> ids;
+  std::vector<double> weights;
+  for (std::int64_t t = 0; t < kTokens; ++t) {
+    for (int s = 0; s < 2; ++s) {
+      ids.push_back(routing.ids[static_cast<std::size_t>(t * 2 + s)]);
+      weights.push_back(routing.weights[static_cast<std::size_t>(t * 2 + s)]);
+    }
+    ids.push_back(4);
+    weights.push_back(1.0);
+  }
+  routing.ids = ids;
+  routing.weights = weights;
+  routing.top_k = 3;
+  reference::MoeReferenceOptions ro;
+  ro.scheme = config.scheme;
+  const auto ref = reference::moe_reference(e, ro, x, routing);
+  EXPECT_EQ(moe_outside_bound(ref, run, config.output, variant_name(GetParam()) + " fused shared expert"), 0u);
+
+  MoeConfig two = config;
+  two.shared_experts = 2;
+  EXPECT_ERROR_HAS(MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", two, load),
+                   "MoeConfig::shared_experts is 2, but the load stacked 1 shared experts");
+  const Checkpoint plain = Checkpoint::open(quantized_model(GetParam()));
+  EXPECT_ERROR_HAS(plain.load_moe("model.layers.0", load), "'model.layers.0.mlp.shared_experts.gate_proj'");
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, LayersFromCheckpoint, testing::ValuesIn(every_layout_and_scheme()),
                          [](const testing::TestParamInfo<Variant>& p) { return variant_name(p.param); });
 
