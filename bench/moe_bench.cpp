@@ -53,6 +53,7 @@ struct MoeArgs {
   int routings = 0;        // routings rotated per row; 0: as many as the rotation span needs
   std::string tiles;       // FP4CL_MOE_TILES settings separated by ';' ("": the environment's)
   std::string router = "topk";  // topk (precomputed ids), logits (the preset's router), softmax, deepseek-v3
+  int shared_experts = 0;       // MoeConfig::shared_experts: more experts, with every token
 };
 
 // --tiles' settings: each item FP4CL_MOE_TILES's "key=value,..." text; none (the variable as the
@@ -167,6 +168,7 @@ std::string reproduce(const MoeArgs& a, const MoeShape& s, const QuantScheme& sc
   if (!a.activation.empty()) cmd += " --activation " + a.activation;
   if (a.routings > 0) cmd += fmt::format(" --routings {}", a.routings);
   if (a.router != "topk") cmd += " --router " + a.router;
+  if (a.shared_experts > 0) cmd += fmt::format(" --shared-experts {}", a.shared_experts);
   return cmd + common_command_options(a.run);
 }
 
@@ -189,7 +191,7 @@ void run_moe(const MoeArgs& a) {
   for (const QuantScheme& scheme : schemes) {
     // gpt-oss's layers: biases on every expert (the layer copies' too).
     const auto experts_of = [&](std::uint64_t seed) {
-      Fp4Experts ex = make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts, seed);
+      Fp4Experts ex = make_experts(scheme.weight, shape.hidden, shape.inter, shape.experts + a.shared_experts, seed);
       if (shape.gpt_oss) add_expert_biases(ex, seed + 500);
       return ex;
     };
@@ -202,6 +204,7 @@ void run_moe(const MoeArgs& a) {
       config.kernel = kernel;
       config.output = bf16_out ? MoeOutput::bf16 : MoeOutput::fp32;
       config.batch_invariant = a.batch_invariant;
+      config.shared_experts = a.shared_experts;
       if (shape.gpt_oss) config.activation = MoeActivation::gpt_oss();
       if (router_logits && (a.router == "deepseek-v3" || (a.router == "logits" && shape.deepseek_gate)))
         config.logit_routing = MoeLogitRouting::deepseek_v3(gate_bias(shape.experts));
@@ -250,7 +253,7 @@ void run_moe(const MoeArgs& a) {
             ids.push_back(device_buffer(ctx, routing.back().ids));
             weights.push_back(device_buffer(ctx, routing.back().weights));
           }
-          distinct += static_cast<double>(distinct_experts(routing.back()));
+          distinct += static_cast<double>(distinct_experts(routing.back()) + a.shared_experts);
         }
         const cl::Buffer xb = device_buffer(ctx, x);
         const std::size_t out_bytes = static_cast<std::size_t>(tokens * shape.hidden) * (bf16_out ? 2 : 4);
@@ -265,16 +268,17 @@ void run_moe(const MoeArgs& a) {
                                  "created in {:.1f} s",
                                  layers[0].kernel_description(tokens), layers[0].tile_pairs_for(tokens), routings,
                                  copies, shape.gpt_oss ? "; gpt-oss's clamped SwiGLU and expert biases" : "",
-                                 !router_logits                         ? ""
-                                 : config.logit_routing.plain_softmax() ? "; router logits (softmax top-k)"
-                                                                        : "; router logits (DeepSeek-V3's gate)",
+                                 (!router_logits                         ? std::string()
+                                  : config.logit_routing.plain_softmax() ? std::string("; router logits (softmax top-k)")
+                                                                         : std::string("; router logits (DeepSeek-V3's gate)")) +
+                                     (a.shared_experts ? fmt::format("; {} shared expert(s)", a.shared_experts) : ""),
                                  create_s);
         row.series = fmt::format("{} {} {}{}", shape.label, row.scheme, kernel.empty() ? "auto" : kernel,
                                  tiles ? " " + *tiles : std::string());
         row.tokens = tokens;
         row.weight_bytes = static_cast<double>(layers[0].expert_weight_bytes_for(tokens)) * distinct /
                            static_cast<double>(routings);
-        row.flops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.inter) *
+        row.flops = 2.0 * static_cast<double>(tokens) * (shape.topk + a.shared_experts) * 3.0 * static_cast<double>(shape.inter) *
                     static_cast<double>(shape.hidden);
         row.command = reproduce(a, shape, scheme, kernel, tokens, tiles);
         if (a.run.no_check) {
@@ -355,6 +359,10 @@ void register_moe(CLI::App& app) {
                   "random routings each row's timed calls cycle through (default: as many as keep the weights a call "
                   "reads out of the cache, 1 to 64; at least --iters for each to be timed)")
       ->check(CLI::Range(1, 4096));
+  moe->add_option("--shared-experts", a->shared_experts,
+                  "shared experts (MoeConfig::shared_experts) beside the --experts routed ones, with every token "
+                  "(deepseek-v3 has 1)")
+      ->check(CLI::Range(0, 64));
   moe->add_option("--router", a->router,
                   "topk: precomputed top-k ids and weights; logits: random router logits routed on the device by the "
                   "preset's router (deepseek-v3: DeepSeek-V3's gate with a random correction bias, else softmax "

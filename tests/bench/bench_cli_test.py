@@ -121,6 +121,10 @@ class Outputs(unittest.TestCase):
             self.assertEqual(out.count("ok: "), 2, out)
             self.assertEqual(out.count(named), 2, out)
             self.assertEqual(out.count("--router " + router), 2, out)
+        _, out, _ = run(*moe16, "--tokens", "1,5", "--router", "deepseek-v3", "--shared-experts", "1", check=0)
+        self.assertEqual(out.count("ok: "), 2, out)
+        self.assertEqual(out.count("; 1 shared expert(s)"), 2, out)
+        self.assertEqual(out.count("--shared-experts 1"), 2, out)
         for args, fragment in (([*TINY_MOE, "--router", "deepseek-v3"], "groups = 8 must divide the 4 global experts"),
                                ([*TINY_MOE, "--router", "sigmoid"], "--router")):
             code, out, err = run(*args)
