@@ -127,9 +127,9 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
   if (config.max_tokens < 1) fail("MoE: max_tokens = {} must be at least 1", config.max_tokens);
   const int pairs = config.top_k + shared;  // a token's pairs: routed slots, then shared experts
   if (config.max_tokens > INT_MAX / pairs)
-    fail("MoE: max_tokens = {} × {} pairs a token (top_k + shared_experts) exceeds the kernels' 2^31 pair limit; "
-         "larger batches are processed in chunks of max_tokens anyway",
-         config.max_tokens, pairs);
+    fail("MoE: max_tokens = {} × top_k = {}{} exceeds the kernels' 2^31 pair limit; larger batches are processed in "
+         "chunks of max_tokens anyway",
+         config.max_tokens, config.top_k, shared ? fmt::format(" (+ shared_experts = {})", shared) : std::string());
 
   auto impl = std::make_shared<Impl>(ctx);
   impl->config = config;
