@@ -68,14 +68,9 @@ ExtraTensor f32_tensor(std::string name, const std::vector<float>& v) {
 // `from` (a single-file checkpoint) copied to `to` with `extra` tensors added.
 void write_with(const std::filesystem::path& from, const std::filesystem::path& to,
                 const std::vector<ExtraTensor>& extra) {
-  std::filesystem::create_directories(to);
-  for (const auto& entry : std::filesystem::directory_iterator(from))
-    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
-  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
-  SafetensorsWriter writer;
-  for (const TensorInfo& t : file.tensors()) writer.add(file.tensor(t.name));
-  for (const ExtraTensor& t : extra) writer.add(t.name, t.dtype, t.shape, t.bytes);
-  writer.write((to / "model.safetensors").string());
+  copy_checkpoint(from, to, [&](SafetensorsWriter& writer, const SafetensorsFile&) {
+    for (const ExtraTensor& t : extra) writer.add(t.name, t.dtype, t.shape, t.bytes);
+  });
 }
 
 // Every expert projection's bias (BF16) and q_proj's (F32).

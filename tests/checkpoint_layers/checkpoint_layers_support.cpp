@@ -91,42 +91,42 @@ std::vector<Variant> every_layout_and_scheme() {
           {QuantProducer::compressed_tensors, mx, {}}, {QuantProducer::compressed_tensors, mx16, {}}};
 }
 
-void copy_with_extra_tensors(const std::filesystem::path& from, const std::filesystem::path& to,
-                             const std::map<std::string, float>& extra, bool scalar_shape) {
-  std::filesystem::create_directories(to);
-  for (const auto& entry : std::filesystem::directory_iterator(from)) {
-    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
-  }
-  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
-  SafetensorsWriter writer;
-  for (const TensorInfo& t : file.tensors()) writer.add(file.tensor(t.name));
-  for (const auto& [name, value] : extra)
-    writer.add(name, scalar_shape ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1},
-               std::vector<float>{value});
-  writer.write((to / "model.safetensors").string());
-}
-
-std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const std::vector<float>* bias, Dtype dtype,
-                                          std::vector<std::int64_t> shape) {
-  const std::filesystem::path from =
-      quantized_model({QuantProducer::compressed_tensors, {WeightFormat::nvfp4, Activations::fp4_dynamic}, {}});
+void copy_checkpoint(const std::filesystem::path& from, const std::filesystem::path& to,
+                     const std::function<void(SafetensorsWriter&, const SafetensorsFile&)>& add) {
   std::filesystem::create_directories(to);
   for (const auto& entry : std::filesystem::directory_iterator(from))
     if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
   const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
   SafetensorsWriter writer;
   for (const TensorInfo& t : file.tensors()) writer.add(file.tensor(t.name));
-  if (bias) {
+  add(writer, file);
+  writer.write((to / "model.safetensors").string());
+}
+
+void copy_with_extra_tensors(const std::filesystem::path& from, const std::filesystem::path& to,
+                             const std::map<std::string, float>& extra, bool scalar_shape) {
+  copy_checkpoint(from, to, [&](SafetensorsWriter& writer, const SafetensorsFile&) {
+    for (const auto& [name, value] : extra)
+      writer.add(name, scalar_shape ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1},
+                 std::vector<float>{value});
+  });
+}
+
+std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const std::vector<float>* bias, Dtype dtype,
+                                          std::vector<std::int64_t> shape) {
+  const std::filesystem::path from =
+      quantized_model({QuantProducer::compressed_tensors, {WeightFormat::nvfp4, Activations::fp4_dynamic}, {}});
+  copy_checkpoint(from, to, [&](SafetensorsWriter& writer, const SafetensorsFile&) {
+    if (!bias) return;
     const std::string name = "model.layers.0.mlp.gate.e_score_correction_bias";
     if (dtype == Dtype::bf16) {
       std::vector<std::uint16_t> bits;
       for (float v : *bias) bits.push_back(static_cast<std::uint16_t>(float_to_bf16(v)));
-      writer.add(name, Dtype::bf16, std::move(shape), bits.data(), bits.size() * 2);
+      writer.add(name, Dtype::bf16, shape, bits.data(), bits.size() * 2);
     } else {
-      writer.add(name, std::move(shape), *bias);
+      writer.add(name, shape, *bias);
     }
-  }
-  writer.write((to / "model.safetensors").string());
+  });
   nlohmann::json config = nlohmann::json::parse(std::ifstream(to / "config.json"));
   config["model_type"] = "deepseek_v3";
   config["scoring_func"] = "sigmoid";
@@ -139,18 +139,12 @@ std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const
 }
 
 std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to) {
-  std::filesystem::create_directories(to);
-  for (const auto& entry : std::filesystem::directory_iterator(from))
-    if (entry.path().extension() == ".json") std::filesystem::copy_file(entry.path(), to / entry.path().filename());
-  const SafetensorsFile file = SafetensorsFile::open((from / "model.safetensors").string());
-  SafetensorsWriter writer;
-  const std::string expert = "model.layers.0.mlp.experts.1.";
-  for (const TensorInfo& t : file.tensors()) {
-    writer.add(file.tensor(t.name));
-    if (t.name.rfind(expert, 0) == 0)
-      writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
-  }
-  writer.write((to / "model.safetensors").string());
+  copy_checkpoint(from, to, [](SafetensorsWriter& writer, const SafetensorsFile& file) {
+    const std::string expert = "model.layers.0.mlp.experts.1.";
+    for (const TensorInfo& t : file.tensors())
+      if (t.name.rfind(expert, 0) == 0)
+        writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
+  });
   return to;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -48,6 +49,11 @@ const std::filesystem::path& quantized_model(const Variant& variant);
 // all four.
 std::vector<Variant> every_layout_and_scheme();
 std::string variant_name(const Variant& v);
+
+// Copies `from` (a single-file checkpoint: its .json files and model.safetensors) to `to`, where
+// `add` may add tensors to the new model.safetensors (it gets the writer and the source file).
+void copy_checkpoint(const std::filesystem::path& from, const std::filesystem::path& to,
+                     const std::function<void(SafetensorsWriter&, const SafetensorsFile&)>& add);
 
 // Copies `from` (a single-file checkpoint) to `to`, adding F32 tensors to its model.safetensors.
 void copy_with_extra_tensors(const std::filesystem::path& from, const std::filesystem::path& to,
