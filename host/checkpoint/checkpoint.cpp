@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint_index.hpp"
+#include "checkpoint/module_names.hpp"
 #include "prepare/prepare_linear.hpp"
 #include "prepare/stack_experts.hpp"
 #include "support/check.hpp"
@@ -112,8 +113,7 @@ LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions&
   if (!options.shared_experts)
     return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
   // "<p>.experts" → "<p>.shared_experts", stacked after the routed experts (their checks apply).
-  const std::size_t dot = m.name.rfind('.');
-  const std::string shared = (dot == std::string::npos ? std::string() : m.name.substr(0, dot + 1)) + "shared_experts";
+  const std::string shared = detail::beside_experts(m.name, "shared_experts");
   std::vector<detail::ExpertModules> experts = m.experts;
   experts.push_back(mlp_modules(*index_, shared));
   const detail::QuantizedModule& routed = *m.experts.front().gate;

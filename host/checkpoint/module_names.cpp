@@ -54,4 +54,11 @@ NumberedName split_layer_number(std::string_view name) {
   return NumberedName{std::string(name), std::nullopt};
 }
 
+std::string beside_experts(std::string_view experts_container, std::string_view sibling) {
+  const std::size_t dot = experts_container.rfind('.');
+  std::string out(dot == std::string_view::npos ? std::string_view() : experts_container.substr(0, dot + 1));
+  out += sibling;
+  return out;
+}
+
 }  // namespace fp4cl::detail

@@ -21,4 +21,9 @@ struct NumberedName {
 };
 NumberedName split_layer_number(std::string_view name);
 
+// The module `sibling` beside an MoE layer's experts container: ("model.layers.3.mlp.experts",
+// "shared_experts") is "model.layers.3.mlp.shared_experts"; a container without a dot gives
+// `sibling` itself.
+std::string beside_experts(std::string_view experts_container, std::string_view sibling);
+
 }  // namespace fp4cl::detail

@@ -72,6 +72,8 @@ TEST(ModuleNames, NaturalOrderAndLayerNumbers) {
   EXPECT_EQ(n.number, 12);
   EXPECT_FALSE(detail::split_layer_number("lm_head").number);
   EXPECT_EQ(detail::split_layer_number("lm_head").pattern, "lm_head");
+  EXPECT_EQ(detail::beside_experts("model.layers.3.mlp.experts", "shared_experts"), "model.layers.3.mlp.shared_experts");
+  EXPECT_EQ(detail::beside_experts("experts", "gate.e_score_correction_bias"), "gate.e_score_correction_bias");
 }
 
 class Discovery : public testing::Test {
