@@ -6,6 +6,7 @@
 
 #include "capi/capi_internal.hpp"
 #include "cl/opencl_calls.hpp"
+#include "layers/logit_routing_from_checkpoint.hpp"
 
 using fp4cl::capi::guarded;
 using fp4cl::capi::raise;
@@ -77,7 +78,7 @@ fp4cl::MoeConfig moe_config(const fp4cl_model& model, const fp4cl::CheckpointLay
   config.activation = model.config.activation();  // config.json: gpt-oss's clamped SwiGLU, else SwiGLU
   // config.json's gate (DeepSeek's, GLM-4.5's: sigmoid, groups, the checkpoint's correction bias,
   // scaling), or why router logits cannot be routed (fp4cl_moe_enqueue_logits then fails with it).
-  config.logit_routing = fp4cl::MoeLogitRouting::from_checkpoint(model.checkpoint, layer.name);
+  config.logit_routing = fp4cl::detail::logit_routing_of(model.checkpoint, layer, model.config);
   return config;
 }
 

@@ -4,20 +4,19 @@
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/model_config.hpp"
 #include "fp4cl/moe.hpp"
+#include "checkpoint/module_names.hpp"
 #include "checkpoint/quantized_module.hpp"
+#include "layers/logit_routing_from_checkpoint.hpp"
 #include "support/check.hpp"
 
 namespace fp4cl {
 
-MoeLogitRouting MoeLogitRouting::from_checkpoint(const Checkpoint& checkpoint, std::string_view layer) {
-  const CheckpointLayer& moe = checkpoint.moe_layer(layer);
-  const ModelConfig model = ModelConfig::load(checkpoint.directory());
+MoeLogitRouting detail::logit_routing_of(const Checkpoint& checkpoint, const CheckpointLayer& moe,
+                                         const ModelConfig& model) {
   MoeLogitRouting routing = model.logit_routing();
   if (!routing.unsupported.empty() || !model.router_correction_bias()) return routing;
   const std::string source = model.source.empty() ? (checkpoint.directory() / "config.json").string() : model.source;
-  const std::size_t dot = moe.name.rfind('.');
-  const std::string name =
-      (dot == std::string::npos ? std::string() : moe.name.substr(0, dot + 1)) + "gate.e_score_correction_bias";
+  const std::string name = detail::beside_experts(moe.name, "gate.e_score_correction_bias");
   const std::optional<TensorView> t = checkpoint.tensors().find(name);
   if (!t) {
     routing.unsupported =
@@ -29,6 +28,10 @@ MoeLogitRouting MoeLogitRouting::from_checkpoint(const Checkpoint& checkpoint, s
          t->file(), dtype_name(t->dtype()), shape_string(t->shape()), moe.num_experts);
   routing.correction_bias = detail::bias_values(*t, fmt::format("MoE layer '{}'", moe.name));
   return routing;
+}
+
+MoeLogitRouting MoeLogitRouting::from_checkpoint(const Checkpoint& checkpoint, std::string_view layer) {
+  return detail::logit_routing_of(checkpoint, checkpoint.moe_layer(layer), ModelConfig::load(checkpoint.directory()));
 }
 
 MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_view layer) {
@@ -49,7 +52,7 @@ MoeConfig MoeConfig::from_checkpoint(const Checkpoint& checkpoint, std::string_v
   config.top_k = *model.experts_per_token;
   config.renormalize = *renormalize;
   config.activation = model.activation();
-  config.logit_routing = MoeLogitRouting::from_checkpoint(checkpoint, layer);
+  config.logit_routing = detail::logit_routing_of(checkpoint, moe, model);
   return config;
 }
 
