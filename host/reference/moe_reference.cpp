@@ -494,44 +494,42 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
   r.top_k = top_k;
   // A device score's relative error: sigmoid, exp (4 ulp) over 1 + e^-l (1 rounding) and the
   // division (2.5 ulp); softmax as routing_from_logits' (the subtraction's rounding, exp, the sum,
-  // the division), with Δ the largest finite distance below a row's max.
-  double max_delta = 0;
-  std::vector<double> score(static_cast<std::size_t>(num_experts)), key(score.size());
-  std::vector<std::pair<double, std::int32_t>> ranked;
-  struct Row {
-    std::vector<double> score, key;
+  // the division), with Δ the largest finite distance below a row's max over all rows.
+  auto row_max = [&](const float* l) {
+    float m = -INFINITY;
+    for (std::int64_t e = 0; e < num_experts; ++e) m = std::fmax(m, l[e]);
+    return m;
   };
-  std::vector<Row> token_rows;
-  token_rows.reserve(static_cast<std::size_t>(tokens));
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    const float* l = &logits[static_cast<std::size_t>(t * num_experts)];
-    if (sigmoid) {
-      for (std::int64_t e = 0; e < num_experts; ++e) score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
-    } else {
-      float m = -INFINITY;
-      for (std::int64_t e = 0; e < num_experts; ++e) m = std::fmax(m, l[e]);
-      double sum = 0;
-      for (std::int64_t e = 0; e < num_experts; ++e) {
-        score[e] = std::exp(static_cast<double>(l[e]) - m);
-        sum += score[e];
+  double max_delta = 0;
+  if (!sigmoid) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const float* l = &logits[static_cast<std::size_t>(t * num_experts)];
+      const float m = row_max(l);
+      for (std::int64_t e = 0; e < num_experts; ++e)
         if (std::isfinite(l[e])) max_delta = std::max(max_delta, static_cast<double>(m) - l[e]);
-      }
-      for (double& v : score) v /= sum;
     }
-    for (std::int64_t e = 0; e < num_experts; ++e) {
-      const double c = score[e] + (bias ? routing.correction_bias[static_cast<std::size_t>(e)] : 0.0);
-      key[e] = std::isnan(c) ? -INFINITY : c;
-    }
-    token_rows.push_back({score, key});
   }
   const double e_score = sigmoid ? 8 * kU : 2 * (kU * max_delta + 8 * kU) + gamma(static_cast<double>(num_experts)) + 5 * kU;
   // (key desc, index asc): the device's order.
   auto ahead = [](const std::pair<double, std::int32_t>& a, const std::pair<double, std::int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
+  std::vector<double> sc(static_cast<std::size_t>(num_experts)), k(sc.size());  // a token's scores and keys
+  std::vector<std::pair<double, std::int32_t>> ranked;
   for (std::int64_t t = 0; t < tokens; ++t) {
-    const std::vector<double>& sc = token_rows[static_cast<std::size_t>(t)].score;
-    const std::vector<double>& k = token_rows[static_cast<std::size_t>(t)].key;
+    const float* l = &logits[static_cast<std::size_t>(t * num_experts)];
+    if (sigmoid) {
+      for (std::int64_t e = 0; e < num_experts; ++e) sc[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+    } else {
+      const float m = row_max(l);
+      double sum = 0;
+      for (std::int64_t e = 0; e < num_experts; ++e) sum += sc[e] = std::exp(static_cast<double>(l[e]) - m);
+      for (double& v : sc) v /= sum;
+    }
+    for (std::int64_t e = 0; e < num_experts; ++e) {
+      const double c = sc[e] + (bias ? routing.correction_bias[static_cast<std::size_t>(e)] : 0.0);
+      k[e] = std::isnan(c) ? -INFINITY : c;
+    }
     // A key's device error: its score's, and the bias addition's rounding.
     auto key_error = [&](std::int64_t e) { return e_score * std::fabs(sc[e]) + (bias ? kU * std::fabs(k[e]) : 0.0); };
     std::vector<char> kept(static_cast<std::size_t>(routing.groups), 1);
