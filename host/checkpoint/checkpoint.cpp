@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/module_names.hpp"
 #include "prepare/prepare_linear.hpp"
+#include "prepare/restack_experts.hpp"
 #include "prepare/stack_experts.hpp"
 #include "support/check.hpp"
 
@@ -112,16 +113,24 @@ LoadedExperts Checkpoint::load_moe(std::string_view layer, const MoeLoadOptions&
   }
   if (!options.shared_experts)
     return {detail::stack_experts(m.experts, options.input_scales), m.experts.front().gate->scheme};
-  // "<p>.experts" → "<p>.shared_experts", stacked after the routed experts (their checks apply).
+  // "<p>.experts" → "<p>.shared_experts", stacked after the routed experts: one expert of the
+  // routed experts' intermediate size I, or P of them cut from a shared MLP of P·I (DeepSeek-V2's
+  // n_shared_experts = 2). Stacked on its own, so that it keeps its own activation scale where the
+  // routed experts share theirs (ExpertInputScales::shared: vLLM runs it as an MLP of its own).
   const std::string shared = detail::beside_experts(m.name, "shared_experts");
-  std::vector<detail::ExpertModules> experts = m.experts;
-  experts.push_back(mlp_modules(*index_, shared));
+  const detail::ExpertModules mlp = mlp_modules(*index_, shared);
   const detail::QuantizedModule& routed = *m.experts.front().gate;
-  if (experts.back().gate->n != routed.n || experts.back().gate->scheme != routed.scheme)
-    fail("the shared expert '{}' of MoE layer '{}' is {} with intermediate size {}, the routed experts {} with {}: "
-         "fuse only one of their size and scheme (load it with load_mlp() and run it as a layer of its own)",
-         shared, m.name, experts.back().gate->scheme.name(), experts.back().gate->n, routed.scheme.name(), routed.n);
-  return {detail::stack_experts(experts, options.input_scales), routed.scheme, 1};
+  const std::int64_t wide = mlp.gate->n;
+  if (mlp.gate->scheme != routed.scheme || mlp.gate->k != routed.k || wide % routed.n != 0)
+    fail("the shared expert '{}' of MoE layer '{}' is {} with hidden size {} and intermediate size {}, the routed "
+         "experts {} with {} and {}: fuse only one of their scheme and hidden size whose intermediate size is a "
+         "multiple of theirs (load it with load_mlp() and run it as a layer of its own)",
+         shared, m.name, mlp.gate->scheme.name(), mlp.gate->k, wide, routed.scheme.name(), routed.k, routed.n);
+  const std::int64_t parts = wide / routed.n;
+  Fp4Experts experts = detail::stack_experts(m.experts, options.input_scales);
+  detail::append_experts(experts,
+                         detail::split_intermediate(detail::stack_experts({mlp}, ExpertInputScales::per_expert), parts));
+  return {std::move(experts), routed.scheme, static_cast<int>(parts)};
 }
 
 LoadedExperts Checkpoint::load_mlp(std::string_view prefix, const MoeLoadOptions& options) const {

@@ -90,8 +90,9 @@ struct LoadedLinear {
 struct LoadedExperts {
   Fp4Experts experts;
   QuantScheme scheme;
-  // The last shared_experts of `experts` are the layer's shared expert (MoeLoadOptions::
-  // shared_experts); MoeConfig::shared_experts takes this count.
+  // The last shared_experts of `experts` are the layer's shared expert, cut into that many
+  // experts of the routed experts' intermediate size (MoeLoadOptions::shared_experts);
+  // MoeConfig::shared_experts takes this count.
   int shared_experts = 0;
 };
 
@@ -112,10 +113,13 @@ enum class ExpertInputScales {
 struct MoeLoadOptions {
   ExpertInputScales input_scales = ExpertInputScales::per_expert;
   // true: stack the layer's shared expert, the gated MLP "<p>.shared_experts" beside its experts
-  // "<p>.experts" (DeepSeek-V3, Kimi-K2, GLM-4.5), after its routed experts, to be fused into
+  // "<p>.experts" (DeepSeek-V2/V3, Kimi-K2, GLM-4.5), after its routed experts, to be fused into
   // the layer (MoeConfig::shared_experts; MoeLayer::from_checkpoint sets it). It must have the
-  // routed experts' scheme and sizes (one shared expert of their intermediate size: config.json's
-  // n_shared_experts 1); a layer without one is an error naming the module.
+  // routed experts' scheme and hidden size, and an intermediate size P times theirs (config.json's
+  // n_shared_experts P: DeepSeek-V2's 2, the others' 1); it is stacked as P experts of theirs,
+  // each part of its intermediate rows (the parts' outputs sum to its own). It keeps its own
+  // activation scales under ExpertInputScales::shared (the routed experts share the widest of
+  // theirs). A layer without one is an error naming the module.
   bool shared_experts = false;
 };
 

@@ -138,12 +138,35 @@ std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const
   return to;
 }
 
-std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to) {
-  copy_checkpoint(from, to, [](SafetensorsWriter& writer, const SafetensorsFile& file) {
+std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to,
+                                         int parts) {
+  copy_checkpoint(from, to, [parts](SafetensorsWriter& writer, const SafetensorsFile& file) {
     const std::string expert = "model.layers.0.mlp.experts.1.";
-    for (const TensorInfo& t : file.tensors())
-      if (t.name.rfind(expert, 0) == 0)
-        writer.add("model.layers.0.mlp.shared_experts." + t.name.substr(expert.size()), file.tensor(t.name));
+    for (const TensorInfo& t : file.tensors()) {
+      if (t.name.rfind(expert, 0) != 0) continue;
+      const std::string name = "model.layers.0.mlp.shared_experts." + t.name.substr(expert.size());
+      const TensorView view = file.tensor(t.name);
+      if (parts == 1 || t.shape.size() != 2) {  // global scales: the same for every part
+        writer.add(name, view);
+        continue;
+      }
+      // Part j: expert 1's rows, in reverse order for odd j (the same global scales, other values).
+      const std::int64_t rows = t.shape[0], row_bytes = static_cast<std::int64_t>(view.bytes().size()) / rows;
+      const std::uint8_t* data = view.bytes().data();
+      const auto row = [&](int j, std::int64_t r) { return data + (j % 2 ? rows - 1 - r : r) * row_bytes; };
+      std::vector<std::uint8_t> out;
+      const bool down = t.name.find(".down_proj.") != std::string::npos;
+      if (down) {  // [H, P·I]: the parts side by side in each row
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (int j = 0; j < parts; ++j) out.insert(out.end(), row(j, r), row(j, r) + row_bytes);
+      } else {  // [P·I, H]: the parts one below the other
+        for (int j = 0; j < parts; ++j)
+          for (std::int64_t r = 0; r < rows; ++r) out.insert(out.end(), row(j, r), row(j, r) + row_bytes);
+      }
+      const std::vector<std::int64_t> shape =
+          down ? std::vector<std::int64_t>{rows, t.shape[1] * parts} : std::vector<std::int64_t>{rows * parts, t.shape[1]};
+      writer.add(name, t.dtype, shape, out.data(), out.size());
+    }
   });
   return to;
 }

@@ -67,9 +67,11 @@ std::filesystem::path deepseek_checkpoint(const std::filesystem::path& to, const
                                           Dtype dtype = Dtype::f32, std::vector<std::int64_t> shape = {4});
 
 // Writes to `to` a copy of the single-file checkpoint `from` whose MoE layer 0 also has a shared
-// expert: expert 1's tensors again as "model.layers.0.mlp.shared_experts.<projection>.<suffix>".
-// Returns `to`.
-std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to);
+// expert "model.layers.0.mlp.shared_experts.<projection>.<suffix>": expert 1's tensors again, or
+// with `parts` > 1 an MLP of `parts` times its intermediate size (n_shared_experts = parts) whose
+// part j is expert 1 with its rows in reverse order for odd j. Returns `to`.
+std::filesystem::path with_shared_expert(const std::filesystem::path& from, const std::filesystem::path& to,
+                                         int parts = 1);
 
 // Deterministic N(0, 1) BF16 activations [rows, cols] and router logits [rows, cols].
 std::vector<std::uint16_t> gaussian_bf16(std::int64_t rows, std::int64_t cols, std::uint32_t seed);

@@ -178,6 +178,149 @@ TEST_P(LayersFromCheckpoint, SharedExpertFusesIntoTheMoeLayer) {
   EXPECT_ERROR_HAS(plain.load_moe("model.layers.0", load), "'model.layers.0.mlp.shared_experts.gate_proj'");
 }
 
+// Expert e of E experts stacked in v (equal parts).
+template <typename T>
+std::vector<T> expert_of(const std::vector<T>& v, std::int64_t experts, std::int64_t e) {
+  const std::size_t per = v.size() / static_cast<std::size_t>(experts);
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e)),
+                        v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e + 1)));
+}
+// `v` as `blocks` blocks of rows of `row` elements each, every block's rows in reverse order.
+template <typename T>
+std::vector<T> reversed_rows(const std::vector<T>& v, std::size_t blocks, std::size_t row) {
+  std::vector<T> out;
+  const std::size_t rows = v.size() / blocks / row;
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (std::size_t r = rows; r-- > 0;) out.insert(out.end(), v.begin() + (b * rows + r) * row, v.begin() + (b * rows + r + 1) * row);
+  return out;
+}
+
+// A shared expert of twice the routed experts' intermediate size (DeepSeek-V2's n_shared_experts
+// = 2): stacked as two experts of theirs, part j of its intermediate rows (part 0 is expert 1,
+// part 1 expert 1 with its rows reversed: with_shared_expert), fused as two shared experts, and
+// the sum of the parts is the wide MLP's output (the references of the two forms agree).
+TEST_P(LayersFromCheckpoint, WideSharedExpertSplitsIntoExpertsOfTheRoutedSize) {
+  TempDir scratch("fp4cl-wide-shared-expert");
+  const Checkpoint ckpt =
+      Checkpoint::open(with_shared_expert(quantized_model(GetParam()), scratch.path() / "model", 2));
+  const LoadedExperts routed = ckpt.load_moe("model.layers.0");
+  const LoadedExperts wide = ckpt.load_mlp("model.layers.0.mlp.shared_experts");
+  ASSERT_EQ(wide.experts.intermediate, 64);
+  MoeLoadOptions load;
+  load.shared_experts = true;
+  const LoadedExperts stacked = ckpt.load_moe("model.layers.0", load);
+  ASSERT_EQ(stacked.experts.num_experts, 6);
+  EXPECT_EQ(stacked.shared_experts, 2);
+  EXPECT_EQ(stacked.experts.intermediate, 32);
+  const Fp4Experts& r = routed.experts;
+  const Fp4Experts& e = stacked.experts;
+  const std::size_t block = static_cast<std::size_t>(GetParam().scheme.block_size());
+  for (std::int64_t j = 0; j < 2; ++j) {
+    const auto part = [&](const auto& v) { return expert_of(v, 6, 4 + j); };
+    const auto expert_1 = [&](const auto& v, std::size_t row_blocks, std::size_t row) {
+      const auto x = expert_of(v, 4, 1);
+      return j == 0 ? x : reversed_rows(x, row_blocks, row);
+    };
+    SCOPED_TRACE("part " + std::to_string(j));
+    EXPECT_EQ(part(e.w13_packed), expert_1(r.w13_packed, 2, 32));  // gate rows, then up rows: H / 2 bytes a row
+    EXPECT_EQ(part(e.w13_scales), expert_1(r.w13_scales, 2, 64 / block));
+    EXPECT_EQ(part(e.w2_packed), expert_1(r.w2_packed, 1, 16));
+    EXPECT_EQ(part(e.w2_scales), expert_1(r.w2_scales, 1, 32 / block));
+    EXPECT_EQ(part(e.w13_global_scale), wide.experts.w13_global_scale);
+    EXPECT_EQ(part(e.w2_global_scale), wide.experts.w2_global_scale);
+    EXPECT_EQ(part(e.w13_input_global_scale), wide.experts.w13_input_global_scale);
+    EXPECT_EQ(part(e.w2_input_global_scale), wide.experts.w2_input_global_scale);
+  }
+  for (std::int64_t x = 0; x < 4; ++x) EXPECT_EQ(expert_of(e.w13_packed, 6, x), expert_of(r.w13_packed, 4, x));
+
+  const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
+  EXPECT_EQ(layer.shared_experts(), 2);
+  EXPECT_EQ(layer.num_global_experts(), 4);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 11);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 12);
+  const MoeRun run = run_moe_logits(layer, config, x, logits, kTokens);
+  reference::MoeReferenceOptions ro;
+  ro.scheme = config.scheme;
+  const reference::MoeRouting routing = reference::routing_from_logits(logits, kTokens, 4, 2, true);
+  reference::MoeRouting fused = routing;
+  fused.ids.clear();
+  fused.weights.clear();
+  fused.top_k = 4;
+  for (std::int64_t t = 0; t < kTokens; ++t) {
+    for (int s = 0; s < 2; ++s) {
+      fused.ids.push_back(routing.ids[static_cast<std::size_t>(t * 2 + s)]);
+      fused.weights.push_back(routing.weights[static_cast<std::size_t>(t * 2 + s)]);
+    }
+    for (const std::int32_t shared : {4, 5}) {
+      fused.ids.push_back(shared);
+      fused.weights.push_back(1.0);
+    }
+  }
+  const auto ref = reference::moe_reference(e, ro, x, fused);
+  EXPECT_EQ(moe_outside_bound(ref, run, config.output, variant_name(GetParam()) + " wide shared expert"), 0u);
+  // The wide MLP on its own, plus the routed experts: the same sums but for their order.
+  const auto ref_routed = reference::moe_reference(r, ro, x, routing);
+  const auto ref_wide = reference::moe_reference(
+      wide.experts, ro, x,
+      reference::routing_from_topk(std::vector<std::int32_t>(kTokens, 0), std::vector<float>(kTokens, 1.0f), kTokens, 1));
+  ASSERT_EQ(ref.value.size(), ref_wide.value.size());
+  double largest = 0.0;
+  for (std::size_t i = 0; i < ref.value.size(); ++i) {
+    EXPECT_NEAR(ref.value[i], ref_routed.value[i] + ref_wide.value[i], 1e-9 * (1.0 + std::fabs(ref.value[i]))) << i;
+    largest = std::max(largest, std::fabs(ref_wide.value[i]));
+  }
+  EXPECT_GT(largest, 0.01);  // the shared expert adds something
+}
+
+// Under ExpertInputScales::shared the routed experts share the widest of their own activation
+// scales, and the fused shared expert keeps its own (vLLM runs it as an MLP of its own).
+TEST_P(LayersFromCheckpoint, SharedExpertKeepsItsOwnActivationScales) {
+  TempDir scratch("fp4cl-shared-expert-scales");
+  const Checkpoint ckpt = Checkpoint::open(with_shared_expert(quantized_model(GetParam()), scratch.path() / "model"));
+  MoeLoadOptions load;
+  load.input_scales = ExpertInputScales::shared;
+  const Fp4Experts routed = ckpt.load_moe("model.layers.0", load).experts;
+  const Fp4Experts own = ckpt.load_mlp("model.layers.0.mlp.shared_experts").experts;
+  load.shared_experts = true;
+  const Fp4Experts e = ckpt.load_moe("model.layers.0", load).experts;
+  for (const auto& [field, name] :
+       {std::pair{&Fp4Experts::w13_input_global_scale, "w13_input_global_scale"},
+        std::pair{&Fp4Experts::w2_input_global_scale, "w2_input_global_scale"},
+        std::pair{&Fp4Experts::w13_input_scale, "w13_input_scale"}, std::pair{&Fp4Experts::w2_input_scale, "w2_input_scale"}}) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ((e.*field).size(), 5u);
+    EXPECT_EQ(std::vector<float>((e.*field).begin(), (e.*field).begin() + 4), routed.*field);
+    EXPECT_EQ((e.*field)[4], (own.*field)[0]);
+  }
+}
+
+// A shared expert whose intermediate size is no multiple of the routed experts' is refused,
+// naming both sizes (load_mlp still loads it).
+TEST_P(LayersFromCheckpoint, SharedExpertOfAnotherSizeIsAClearError) {
+  TempDir scratch("fp4cl-odd-shared-expert");
+  copy_checkpoint(quantized_model(GetParam()), scratch.path() / "model",
+                  [](SafetensorsWriter& writer, const SafetensorsFile& file) {
+                    const std::string expert = "model.layers.0.mlp.experts.1.";
+                    for (const TensorInfo& t : file.tensors()) {
+                      if (t.name.rfind(expert, 0) != 0) continue;
+                      const std::string name = "model.layers.0.mlp.shared_experts." + t.name.substr(expert.size());
+                      const TensorView v = file.tensor(t.name);
+                      if (t.shape.size() == 2 && t.name.find(".down_proj.") == std::string::npos)  // 16 of 32 rows
+                        writer.add(name, t.dtype, {t.shape[0] / 2, t.shape[1]}, v.bytes().data(), v.bytes().size() / 2);
+                      else
+                        writer.add(name, v);
+                    }
+                  });
+  const Checkpoint ckpt = Checkpoint::open(scratch.path() / "model");
+  MoeLoadOptions load;
+  load.shared_experts = true;
+  EXPECT_ERROR_HAS(ckpt.load_moe("model.layers.0", load),
+                   "the shared expert 'model.layers.0.mlp.shared_experts' of MoE layer 'model.layers.0.mlp.experts' is " +
+                       GetParam().scheme.name() + " with hidden size 64 and intermediate size 16, the routed experts " +
+                       GetParam().scheme.name() + " with 64 and 32");
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryLayoutAndScheme, LayersFromCheckpoint, testing::ValuesIn(every_layout_and_scheme()),
                          [](const testing::TestParamInfo<Variant>& p) { return variant_name(p.param); });
 
