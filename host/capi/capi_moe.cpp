@@ -1,10 +1,13 @@
 // C API: MoE layers (fp4cl_moe_*).
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "capi/capi_internal.hpp"
+#include "checkpoint/module_names.hpp"
 #include "cl/opencl_calls.hpp"
 #include "layers/logit_routing_from_checkpoint.hpp"
 
@@ -107,13 +110,28 @@ fp4cl::MoeActivation activation_of(const fp4cl_moe_activation& a) {
   return out;
 }
 
+// shared_experts: the layer's shared expert fused (fp4cl_model_get_moe_with_shared_experts).
 void create_moe(fp4cl_model* model, const fp4cl::CheckpointLayer& layer, const fp4cl_moe_options* options,
-                fp4cl_moe** out, const fp4cl_moe_activation* activation = nullptr) {
+                fp4cl_moe** out, const fp4cl_moe_activation* activation = nullptr, bool shared_experts = false) {
   if (layer.kind != fp4cl::LayerKind::moe)
     raise(FP4CL_ERROR_NOT_FOUND, "'{}' is a linear layer, not an MoE layer (use fp4cl_model_get_linear)", layer.name);
   fp4cl::MoeConfig config = moe_config(*model, layer, options);
   if (activation) config.activation = activation_of(*activation);
-  fp4cl::MoeLayer moe = fp4cl::MoeLayer::from_checkpoint(model->ctx, model->checkpoint, layer.name, config);
+  fp4cl::MoeLoadOptions load;
+  if (shared_experts) {
+    if (!config.expert_map.empty())
+      raise(FP4CL_ERROR_INVALID_ARGUMENT,
+            "options->expert_map with the shared experts fused: every rank would add them (fuse them on one rank "
+            "only, or run them as a layer of their own: fp4cl_model_get_mlp)");
+    const std::string shared = fp4cl::detail::beside_experts(layer.name, "shared_experts");
+    const std::vector<std::string> modules = model->checkpoint.quantized_modules();
+    if (std::find(modules.begin(), modules.end(), shared + ".gate_proj") == modules.end())
+      raise(FP4CL_ERROR_NOT_FOUND, "MoE layer '{}' has no shared expert to fuse (no quantized module '{}.gate_proj')",
+            layer.name, shared);
+    load.shared_experts = true;
+  }
+  fp4cl::MoeLayer moe = fp4cl::MoeLayer::from_checkpoint(model->ctx, model->checkpoint, layer.name, config, load);
+  config.shared_experts = moe.shared_experts();
   auto handle = std::unique_ptr<fp4cl_moe>(new fp4cl_moe{model->ctx, std::move(moe), config, std::nullopt, {}, {}, {}, {}});
   *out = handle.release();
 }
@@ -252,7 +270,36 @@ fp4cl_status fp4cl_model_get_moe_at_with_activation(fp4cl_model* model, size_t i
   });
 }
 
+fp4cl_status fp4cl_model_get_moe_with_shared_experts(fp4cl_model* model, const char* name,
+                                                     const fp4cl_moe_options* options,
+                                                     const fp4cl_moe_activation* activation, fp4cl_moe** out) {
+  return guarded("fp4cl_model_get_moe_with_shared_experts", FP4CL_ERROR_INVALID_MODEL, [&] {
+    require(model, "model");
+    require(out, "out");
+    const std::size_t index = fp4cl::capi::find_layer(*model, name);
+    create_moe(model, fp4cl::capi::layer_at(*model, index), options, out, activation, true);
+  });
+}
+
+fp4cl_status fp4cl_model_get_moe_at_with_shared_experts(fp4cl_model* model, size_t index,
+                                                        const fp4cl_moe_options* options,
+                                                        const fp4cl_moe_activation* activation, fp4cl_moe** out) {
+  return guarded("fp4cl_model_get_moe_at_with_shared_experts", FP4CL_ERROR_INVALID_MODEL, [&] {
+    require(model, "model");
+    require(out, "out");
+    create_moe(model, fp4cl::capi::layer_at(*model, index), options, out, activation, true);
+  });
+}
+
 void fp4cl_moe_release(fp4cl_moe* layer) { delete layer; }
+
+fp4cl_status fp4cl_moe_get_shared_experts(const fp4cl_moe* layer, int32_t* count) {
+  return guarded("fp4cl_moe_get_shared_experts", FP4CL_ERROR_INTERNAL, [&] {
+    require(layer, "layer");
+    require(count, "count");
+    *count = layer->layer.shared_experts();
+  });
+}
 
 fp4cl_status fp4cl_moe_get_info(const fp4cl_moe* layer, fp4cl_moe_info* info) {
   return guarded("fp4cl_moe_get_info", FP4CL_ERROR_INTERNAL, [&] {

@@ -374,6 +374,33 @@ FP4CL_API fp4cl_status fp4cl_model_get_moe_at_with_activation(fp4cl_model* model
                                                               const fp4cl_moe_activation* activation,
                                                               fp4cl_moe** out);
 
+/* fp4cl_model_get_moe_with_activation / fp4cl_model_get_moe_at_with_activation with the layer's
+ * shared expert fused into it: the gated MLP "<p>.shared_experts" beside its experts "<p>.experts"
+ * (DeepSeek-V2/V3, Kimi-K2, GLM-4.5). Every token then goes through it with weight 1 besides its
+ * top_k routed experts, summed after them in the same fixed-order fp32 sum and rounded once:
+ * out[t] = sum_s topk_weights[t,s] * Expert_{topk_ids[t,s]}(x[t]) + Shared(x[t]). Calls take the
+ * routed [T, top_k] ids and weights, or logits over the routed experts, as before; the router's
+ * weights (its scaling factor included) are the routed experts' only. A shared expert of P times
+ * the routed experts' intermediate size (n_shared_experts P) runs as P experts of theirs
+ * (fp4cl_moe_get_shared_experts gives P). FP4CL_ERROR_NOT_FOUND when the layer has no shared
+ * expert; FP4CL_ERROR_INVALID_ARGUMENT with an expert_map (every rank would add it);
+ * FP4CL_ERROR_INVALID_MODEL when its scheme or sizes do not fit the routed experts' (run it with
+ * fp4cl_model_get_mlp instead). Checkpoint::load_moe with MoeLoadOptions::shared_experts in the
+ * C++ API. */
+FP4CL_API fp4cl_status fp4cl_model_get_moe_with_shared_experts(fp4cl_model* model, const char* name,
+                                                               const fp4cl_moe_options* options,
+                                                               const fp4cl_moe_activation* activation,
+                                                               fp4cl_moe** out);
+FP4CL_API fp4cl_status fp4cl_model_get_moe_at_with_shared_experts(fp4cl_model* model, size_t index,
+                                                                  const fp4cl_moe_options* options,
+                                                                  const fp4cl_moe_activation* activation,
+                                                                  fp4cl_moe** out);
+
+/* The shared experts `layer` adds to every token: 0, or P from
+ * fp4cl_model_get_moe_with_shared_experts. fp4cl_moe_info's num_local_experts counts them,
+ * num_experts (the range of valid ids) does not. */
+FP4CL_API fp4cl_status fp4cl_moe_get_shared_experts(const fp4cl_moe* layer, int32_t* count);
+
 /* The strategy that runs a call of `tokens` tokens (1 <= tokens < 2^31), its tiles and where
  * they come from: "mma: tile_m 32, local sizes 32 and 32, ... [tuned bucket 512 (FILE)]"
  * (MoeLayer::kernel_description). Copied as fp4cl_linear_describe_kernel copies. */

@@ -120,7 +120,7 @@ class Model(Handle):
         return Linear(out, self)
 
     def moe(self, layer, max_tokens=256, output="bf16", top_k=None, renormalize=None, expert_map=None,
-            batch_invariant=False, activation=None, swiglu_alpha=None, swiglu_limit=None):
+            batch_invariant=False, activation=None, swiglu_alpha=None, swiglu_limit=None, shared_experts=False):
         """The MoE layer `layer` (its name, decoder-layer prefix or index) with its experts stacked
         and prepared on the device: an fp4cl.Moe.
           max_tokens   workspace capacity; larger batches run in chunks
@@ -132,7 +132,11 @@ class Model(Handle):
                        on the other tokens of a call run with the same strategy (at some speed)
           activation   FC1's activation instead of config.json's: "swiglu", or gpt-oss's
                        "swiglu_clamped" with swiglu_alpha (default 1.702) and swiglu_limit
-                       (default 7); None: what config.json says"""
+                       (default 7); None: what config.json says
+          shared_experts  True: the layer's shared expert ("<p>.shared_experts": DeepSeek, Kimi-K2,
+                       GLM-4.5) fused, every token through it with weight 1 after its top_k
+                       routed experts, in the same sum (Moe.shared_experts: how many experts of
+                       the routed size it runs as); ids, weights and logits stay the routed ones'"""
         from .moe import Moe
         options = _library.MoeOptions()
         self._lib.fp4cl_moe_options_init(ctypes.byref(options))
@@ -156,11 +160,12 @@ class Model(Handle):
         act = _activation(activation, swiglu_alpha, swiglu_limit)
         act_ref = ctypes.byref(act) if act is not None else None
         out = ctypes.c_void_p()
+        form = "shared_experts" if shared_experts else "activation"
         if isinstance(layer, str):
-            status = self._lib.fp4cl_model_get_moe_with_activation(self.handle, _name(layer), ctypes.byref(options),
-                                                                   act_ref, ctypes.byref(out))
+            status = getattr(self._lib, f"fp4cl_model_get_moe_with_{form}")(
+                self.handle, _name(layer), ctypes.byref(options), act_ref, ctypes.byref(out))
         else:
-            status = self._lib.fp4cl_model_get_moe_at_with_activation(
+            status = getattr(self._lib, f"fp4cl_model_get_moe_at_with_{form}")(
                 self.handle, _index(layer, "Model.moe"), ctypes.byref(options), act_ref, ctypes.byref(out))
         self._check(status, "fp4cl_model_get_moe")
         return Moe(out, self)

@@ -23,7 +23,8 @@ class Moe(Handle):
     activation ("swiglu" or gpt-oss's "swiglu_clamped") with swiglu_alpha and swiglu_limit (the
     clamped form's; None for "swiglu"), routing (how run_logits routes, from config.json and the
     checkpoint: {"logits": False where it cannot, "scoring": "softmax" or "sigmoid", "groups",
-    "top_groups", "correction_bias", "renormalize", "scaling_factor"})."""
+    "top_groups", "correction_bias", "renormalize", "scaling_factor"}), shared_experts (the fused
+    shared expert's experts of the routed size, Model.moe(shared_experts=True); 0 for none)."""
 
     _release = "fp4cl_moe_release"
     _kind = "MoE layer"
@@ -49,6 +50,10 @@ class Moe(Handle):
         self.routing = {"logits": bool(r.logits), "scoring": "sigmoid" if r.scoring == 1 else "softmax",
                         "groups": r.groups, "top_groups": r.top_groups, "correction_bias": bool(r.correction_bias),
                         "renormalize": bool(r.renormalize), "scaling_factor": r.scaling_factor}
+        shared = ctypes.c_int32()
+        self._check(self._lib.fp4cl_moe_get_shared_experts(handle, ctypes.byref(shared)),
+                    "fp4cl_moe_get_shared_experts")
+        self.shared_experts = shared.value
 
     def kernel_description(self, tokens):
         """The strategy that runs a call of `tokens` tokens (>= 1), its tiles and where they come

@@ -73,6 +73,10 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   expect_error(fp4cl_model_get_mlp(nullptr, "x", nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_with_activation(nullptr, "x", nullptr, nullptr, &moe), bad, {"model is NULL"});
   expect_error(fp4cl_model_get_moe_at_with_activation(nullptr, 0, nullptr, nullptr, &moe), bad, {"model is NULL"});
+  expect_error(fp4cl_model_get_moe_with_shared_experts(nullptr, "x", nullptr, nullptr, &moe), bad, {"model is NULL"});
+  expect_error(fp4cl_model_get_moe_at_with_shared_experts(nullptr, 0, nullptr, nullptr, &moe), bad, {"model is NULL"});
+  std::int32_t shared_experts = 0;
+  expect_error(fp4cl_moe_get_shared_experts(nullptr, &shared_experts), bad, {"layer is NULL"});
   expect_error(fp4cl_linear_get_info(nullptr, &linear_info), bad, {"layer is NULL"});
   expect_error(fp4cl_linear_run(nullptr, x, sizeof x, 1, x, sizeof x), bad, {"layer is NULL"});
   expect_error(fp4cl_linear_enqueue(nullptr, nullptr, nullptr, 1, 0, nullptr, nullptr), bad, {"layer is NULL"});
@@ -111,6 +115,7 @@ TEST(CapiNullArguments, EveryEntryPointRefusesNullHandlesAndOutputs) {
   expect_error(fp4cl_moe_get_info(e.get(), nullptr), bad, {"info is NULL"});
   expect_error(fp4cl_moe_get_activation(e.get(), nullptr), bad, {"activation is NULL"});
   expect_error(fp4cl_moe_get_routing(e.get(), nullptr), bad, {"routing is NULL"});
+  expect_error(fp4cl_moe_get_shared_experts(e.get(), nullptr), bad, {"count is NULL"});
 }
 
 TEST(CapiRelease, NullIsANoOp) {

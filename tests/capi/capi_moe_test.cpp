@@ -219,6 +219,95 @@ TEST(CapiMoe, ConfigJsonsGateIsTheCppApis) {
   EXPECT_EQ(c_topk(refusing.get(), x, routing(kTokens), kTokens).size(), x.size());
 }
 
+// fp4cl_model_get_moe_with_shared_experts: a DeepSeek-style layer (its gate from config.json) with
+// its shared expert fused, one of the routed size and one of twice it (two experts): the C++ API's
+// bits for MoeLoadOptions::shared_experts, from logits and from top-k ids, by name and by index;
+// without a shared expert, or with an expert_map, a clear error.
+TEST(CapiMoe, FusedSharedExpertsAreTheCppApis) {
+  TempDir scratch("fp4cl-capi-fused-shared");
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  const std::filesystem::path gated = deepseek_checkpoint(scratch.path() / "gated", &bias);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 41);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 42);
+  const Routing r = routing(kTokens);
+  for (const int parts : {1, 2}) {
+    SCOPED_TRACE("parts " + std::to_string(parts));
+    const std::filesystem::path dir = with_shared_expert(gated, scratch.path() / ("model" + std::to_string(parts)), parts);
+    fp4cl_model* m = nullptr;
+    ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+    ModelPtr model(m);
+    fp4cl_moe* raw = nullptr;
+    ASSERT_EQ(fp4cl_model_get_moe_with_shared_experts(model.get(), "model.layers.0", nullptr, nullptr, &raw),
+              FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    MoePtr layer(raw);
+    std::int32_t shared = -1;
+    ASSERT_EQ(fp4cl_moe_get_shared_experts(layer.get(), &shared), FP4CL_SUCCESS);
+    EXPECT_EQ(shared, parts);
+    fp4cl_moe_info info;
+    ASSERT_EQ(fp4cl_moe_get_info(layer.get(), &info), FP4CL_SUCCESS);
+    EXPECT_EQ(info.num_experts, 4);
+    EXPECT_EQ(info.num_local_experts, 4 + parts);
+    EXPECT_EQ(info.top_k, kTopK);
+    std::vector<std::uint16_t> from_logits(x.size());
+    ASSERT_EQ(fp4cl_moe_run_logits(layer.get(), x.data(), x.size() * 2, logits.data(), logits.size() * 4, kTokens,
+                                   from_logits.data(), from_logits.size() * 2),
+              FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    const std::vector<std::uint16_t> from_ids = c_topk(layer.get(), x, r, kTokens);
+
+    const Checkpoint ckpt = Checkpoint::open(dir);
+    const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
+    MoeLoadOptions load;
+    load.shared_experts = true;
+    MoeLayer cpp = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
+    EXPECT_EQ(std::vector<std::uint32_t>(from_logits.begin(), from_logits.end()),
+              run_moe_logits(cpp, config, x, logits, kTokens).bits);
+    MoeLayer plain = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config);
+    EXPECT_NE(std::vector<std::uint32_t>(from_logits.begin(), from_logits.end()),
+              run_moe_logits(plain, config, x, logits, kTokens).bits);  // the shared expert adds something
+    const Context& ctx = shared_context();
+    auto copy = [&](const void* data, std::size_t bytes) {
+      return cl::Buffer(ctx.opencl_context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+    };
+    const cl::Buffer xb = copy(x.data(), x.size() * 2), ib = copy(r.ids.data(), r.ids.size() * 4),
+                     wb = copy(r.weights.data(), r.weights.size() * 4);
+    const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, x.size() * 2);
+    cpp.forward_topk(xb, ib, wb, ob, kTokens);
+    std::vector<std::uint16_t> expected(x.size());
+    ASSERT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, expected.size() * 2, expected.data()), CL_SUCCESS);
+    EXPECT_EQ(from_ids, expected);
+
+    fp4cl_moe* at = nullptr;
+    ASSERT_EQ(fp4cl_model_get_moe_at_with_shared_experts(model.get(), 0, nullptr, nullptr, &at), FP4CL_SUCCESS)
+        << fp4cl_last_error();
+    MoePtr by_index(at);
+    EXPECT_EQ(c_topk(by_index.get(), x, r, kTokens), from_ids);
+
+    fp4cl_moe_options o;
+    fp4cl_moe_options_init(&o);
+    const std::int32_t map[4] = {0, 1, 2, 3};
+    o.expert_map = map;
+    o.expert_map_size = 4;
+    fp4cl_moe* none = nullptr;
+    expect_error(fp4cl_model_get_moe_with_shared_experts(model.get(), "model.layers.0", &o, nullptr, &none),
+                 FP4CL_ERROR_INVALID_ARGUMENT, {"options->expert_map with the shared experts fused"});
+  }
+  ModelPtr qwen = open_model();
+  MoePtr unfused = get_moe(qwen.get(), "model.layers.0");
+  std::int32_t shared = -1;
+  ASSERT_EQ(fp4cl_moe_get_shared_experts(unfused.get(), &shared), FP4CL_SUCCESS);
+  EXPECT_EQ(shared, 0);
+  fp4cl_model* m = nullptr;
+  ASSERT_EQ(fp4cl_model_open(c_context(), gated.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
+  ModelPtr without(m);
+  fp4cl_moe* none = nullptr;
+  expect_error(fp4cl_model_get_moe_with_shared_experts(without.get(), "model.layers.0", nullptr, nullptr, &none),
+               FP4CL_ERROR_NOT_FOUND,
+               {"MoE layer 'model.layers.0.mlp.experts' has no shared expert to fuse",
+                "'model.layers.0.mlp.shared_experts.gate_proj'"});
+}
+
 // fp4cl_model_get_mlp: a shared expert (here expert 1's projections again, under
 // "model.layers.0.mlp.shared_experts") as one expert with k = 1: the C++ API's bits for
 // Checkpoint::load_mlp, the same as routing every token to expert 1 of the MoE layer with weight 1

@@ -113,12 +113,9 @@ def test_moe_router_logits_through_deepseeks_gate_match_numpy(fp4cl, context, ch
     check(reference.run(x.view(np.uint16), ids, w, rel), y, f"{scheme} DeepSeek gate")
 
 
-def test_shared_expert_as_an_mlp_matches_numpy(fp4cl, context, checkpoints, tmp_path):
-    # Expert 1's projections again as "model.layers.0.mlp.shared_experts" (a shard of their own
-    # that an index lists): Model.mlp runs them as one expert, which the NumPy reference's expert 1
-    # with weight 1 computes.
-    source = checkpoints.get("nvfp4", "compressed-tensors")
-    directory = str(tmp_path / "shared")
+def shared_copy(source, directory):
+    """A copy of checkpoint `source` with expert 1's projections again as
+    "model.layers.0.mlp.shared_experts" (a shard of their own that the index lists)."""
     shutil.copytree(source, directory)
     prefix = MOE_PREFIX + ".mlp.experts.1."
     with open(os.path.join(directory, "model.safetensors"), "rb") as f:
@@ -140,18 +137,56 @@ def test_shared_expert_as_an_mlp_matches_numpy(fp4cl, context, checkpoints, tmp_
     encoded = json.dumps(shared_header).encode()
     with open(os.path.join(directory, "shared.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+    index = os.path.join(directory, "model.safetensors.index.json")
     weight_map = {n: "model.safetensors" for n in header if n != "__metadata__"}
+    if os.path.exists(index):  # deepseek_copy's, which lists the router's shard too
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
     weight_map.update({n: "shared.safetensors" for n in shared_header})
-    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+    with open(index, "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    return directory
+
+
+def test_shared_expert_as_an_mlp_matches_numpy(fp4cl, context, checkpoints, tmp_path):
+    # Model.mlp runs the shared expert (expert 1's projections again) as one expert, which the
+    # NumPy reference's expert 1 with weight 1 computes.
+    source = checkpoints.get("nvfp4", "compressed-tensors")
+    directory = shared_copy(source, str(tmp_path / "shared"))
     reference = ref.Moe(ref.Checkpoint(source), MOE_PREFIX)
     with context.open(directory) as model:
         with model.mlp(MOE_PREFIX + ".mlp.shared_experts", output="fp32") as mlp:
-            assert (mlp.num_experts, mlp.top_k, mlp.routing["logits"]) == (1, 1, False)
+            assert (mlp.num_experts, mlp.top_k, mlp.routing["logits"], mlp.shared_experts) == (1, 1, False, 0)
             x, _, _, _ = inputs(mlp.hidden, seed=10)
             ones = np.ones((T, 1), dtype=np.float32)
             y = mlp.run(x, np.zeros((T, 1), dtype=np.int32), ones)
     check(reference.run(x.view(np.uint16), np.ones((T, 1), dtype=np.int32), ones), y, "shared expert")
+
+
+@pytest.mark.parametrize("scheme", ["nvfp4", "mxfp4"])
+def test_fused_shared_expert_matches_numpy(fp4cl, context, checkpoints, tmp_path, scheme):
+    # Model.moe(shared_experts=True): every token's k routed experts, then the shared expert (expert
+    # 1's projections again) with weight 1, which the NumPy reference computes as a (k + 1)-th slot
+    # of expert 1; from top-k ids and from DeepSeek's gate.
+    source = checkpoints.get(scheme, "compressed-tensors")
+    bias = [0.25, -0.125, 0.0, 0.5]
+    directory = shared_copy(deepseek_copy(source, str(tmp_path / "deepseek"), bias), str(tmp_path / "shared"))
+    reference = ref.Moe(ref.Checkpoint(source), MOE_PREFIX)
+    with context.open(directory) as model:
+        with model.moe(MOE_PREFIX, output="fp32", shared_experts=True) as moe:
+            assert (moe.num_experts, moe.num_local_experts, moe.top_k, moe.shared_experts) == (4, 5, 2, 1)
+            x, ids, weights, logits = inputs(moe.hidden, seed=11)
+            y = moe.run(x, ids, weights)
+            y_logits = moe.run_logits(x, logits)
+        with model.moe(MOE_PREFIX, output="fp32") as plain:
+            assert plain.shared_experts == 0
+    ones = np.ones((T, 1), dtype=np.float32)
+    with_shared = lambda i, w: (np.concatenate([i, np.ones((T, 1), dtype=np.int32)], axis=1),
+                                np.concatenate([w, ones], axis=1))
+    check(reference.run(x.view(np.uint16), *with_shared(ids, weights)), y, f"{scheme} fused shared expert")
+    gate_ids, gate_w, rel = ref.grouped_topk(logits, MODEL["topk"], True, "sigmoid", 2, 1, bias, 2.5)
+    check(reference.run(x.view(np.uint16), *with_shared(gate_ids, gate_w), rel), y_logits,
+          f"{scheme} fused shared expert, DeepSeek gate")
 
 
 def test_moe_expert_map_splits_experts_over_ranks(fp4cl, context, checkpoints):
