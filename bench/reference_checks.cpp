@@ -48,17 +48,16 @@ MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig
   std::vector<std::uint16_t> xs;
   reference::MoeRouting picked;
   picked.tokens = static_cast<std::int64_t>(c.picked.size());
-  picked.top_k = k + config.shared_experts;  // the shared experts' slots (weight 1) after the routed ones
+  picked.top_k = k;
   picked.weight_rel_error = routing.weight_rel_error;
   for (std::int64_t t : c.picked) {
     xs.insert(xs.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
     picked.ids.insert(picked.ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);
     picked.weights.insert(picked.weights.end(), routing.weights.begin() + t * k, routing.weights.begin() + (t + 1) * k);
-    for (int j = 0; j < config.shared_experts; ++j) {
-      picked.ids.push_back(static_cast<std::int32_t>(experts.num_experts - config.shared_experts + j));
-      picked.weights.push_back(1.0);
-    }
   }
+  // The shared experts' slots (weight 1) after the routed ones.
+  picked = reference::with_shared_experts(
+      picked, static_cast<std::int32_t>(experts.num_experts - config.shared_experts), config.shared_experts);
   reference::MoeReferenceOptions opt;
   opt.scheme = config.scheme;
   opt.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;

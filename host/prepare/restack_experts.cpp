@@ -18,7 +18,8 @@ std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 template <typename T>
 void append_field(std::vector<T>& a, const std::vector<T>& b, const char* field) {
   if (a.empty() != b.empty())
-    fail("append_experts: {} is set in {} stack only (both or neither)", field, a.empty() ? "the appended" : "the first");
+    fail("append_experts: {} is set in {} stack only (both or neither)", field,
+         a.empty() ? "the appended" : "the first");
   a.insert(a.end(), b.begin(), b.end());
 }
 

@@ -439,6 +439,24 @@ MoeRouting routing_from_topk(const std::vector<std::int32_t>& ids, const std::ve
   return r;
 }
 
+MoeRouting with_shared_experts(const MoeRouting& r, std::int32_t first, int shared) {
+  if (shared < 0 || first < 0) fail("reference routing: {} shared experts from expert {}", shared, first);
+  MoeRouting out = r;
+  out.top_k = r.top_k + shared;
+  out.ids.clear();
+  out.weights.clear();
+  for (std::int64_t t = 0; t < r.tokens; ++t) {
+    const auto routed = static_cast<std::ptrdiff_t>(t * r.top_k);
+    out.ids.insert(out.ids.end(), r.ids.begin() + routed, r.ids.begin() + routed + r.top_k);
+    out.weights.insert(out.weights.end(), r.weights.begin() + routed, r.weights.begin() + routed + r.top_k);
+    for (int j = 0; j < shared; ++j) {
+      out.ids.push_back(first + j);
+      out.weights.push_back(1.0);
+    }
+  }
+  return out;
+}
+
 MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
                                int top_k, bool renormalize) {
   if (logits.size() != static_cast<std::size_t>(tokens * num_experts))

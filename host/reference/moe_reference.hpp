@@ -72,6 +72,10 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
 MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t tokens, std::int64_t num_experts,
                                int top_k, bool renormalize, const MoeLogitRouting& routing);
 
+// `r` with each token's shared slots after its routed ones (MoeConfig::shared_experts): experts
+// first .. first + shared - 1 (the last `shared` of the stack), weight 1 (exact).
+MoeRouting with_shared_experts(const MoeRouting& r, std::int32_t first, int shared);
+
 struct MoeReferenceOptions {
   QuantScheme scheme;
   bool calibrated_fc2_input_scale = false;  // NVFP4 W4A4: quantize the FC2 input with w2_input_global_scale

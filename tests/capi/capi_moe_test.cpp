@@ -232,7 +232,8 @@ TEST(CapiMoe, FusedSharedExpertsAreTheCppApis) {
   const Routing r = routing(kTokens);
   for (const int parts : {1, 2}) {
     SCOPED_TRACE("parts " + std::to_string(parts));
-    const std::filesystem::path dir = with_shared_expert(gated, scratch.path() / ("model" + std::to_string(parts)), parts);
+    const std::filesystem::path dir =
+        with_shared_expert(gated, scratch.path() / ("model" + std::to_string(parts)), parts);
     fp4cl_model* m = nullptr;
     ASSERT_EQ(fp4cl_model_open(c_context(), dir.string().c_str(), &m), FP4CL_SUCCESS) << fp4cl_last_error();
     ModelPtr model(m);

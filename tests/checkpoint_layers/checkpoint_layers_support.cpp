@@ -163,8 +163,8 @@ std::filesystem::path with_shared_expert(const std::filesystem::path& from, cons
         for (int j = 0; j < parts; ++j)
           for (std::int64_t r = 0; r < rows; ++r) out.insert(out.end(), row(j, r), row(j, r) + row_bytes);
       }
-      const std::vector<std::int64_t> shape =
-          down ? std::vector<std::int64_t>{rows, t.shape[1] * parts} : std::vector<std::int64_t>{rows * parts, t.shape[1]};
+      const std::vector<std::int64_t> shape = down ? std::vector<std::int64_t>{rows, t.shape[1] * parts}
+                                                   : std::vector<std::int64_t>{rows * parts, t.shape[1]};
       writer.add(name, t.dtype, shape, out.data(), out.size());
     }
   });

@@ -151,23 +151,10 @@ TEST_P(LayersFromCheckpoint, SharedExpertFusesIntoTheMoeLayer) {
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 9);
   const std::vector<float> logits = gaussian_logits(kTokens, 4, 10);
   const MoeRun run = run_moe_logits(layer, config, x, logits, kTokens);
-  reference::MoeRouting routing = reference::routing_from_logits(logits, kTokens, 4, 2, true);
-  std::vector<std::int32_t> ids;
-  std::vector<double> weights;
-  for (std::int64_t t = 0; t < kTokens; ++t) {
-    for (int s = 0; s < 2; ++s) {
-      ids.push_back(routing.ids[static_cast<std::size_t>(t * 2 + s)]);
-      weights.push_back(routing.weights[static_cast<std::size_t>(t * 2 + s)]);
-    }
-    ids.push_back(4);
-    weights.push_back(1.0);
-  }
-  routing.ids = ids;
-  routing.weights = weights;
-  routing.top_k = 3;
   reference::MoeReferenceOptions ro;
   ro.scheme = config.scheme;
-  const auto ref = reference::moe_reference(e, ro, x, routing);
+  const auto ref = reference::moe_reference(
+      e, ro, x, reference::with_shared_experts(reference::routing_from_logits(logits, kTokens, 4, 2, true), 4, 1));
   EXPECT_EQ(moe_outside_bound(ref, run, config.output, variant_name(GetParam()) + " fused shared expert"), 0u);
 
   MoeConfig two = config;
@@ -191,7 +178,10 @@ std::vector<T> reversed_rows(const std::vector<T>& v, std::size_t blocks, std::s
   std::vector<T> out;
   const std::size_t rows = v.size() / blocks / row;
   for (std::size_t b = 0; b < blocks; ++b)
-    for (std::size_t r = rows; r-- > 0;) out.insert(out.end(), v.begin() + (b * rows + r) * row, v.begin() + (b * rows + r + 1) * row);
+    for (std::size_t r = rows; r-- > 0;) {
+      const auto first = v.begin() + static_cast<std::ptrdiff_t>((b * rows + r) * row);
+      out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row));
+    }
   return out;
 }
 
@@ -243,27 +233,14 @@ TEST_P(LayersFromCheckpoint, WideSharedExpertSplitsIntoExpertsOfTheRoutedSize) {
   reference::MoeReferenceOptions ro;
   ro.scheme = config.scheme;
   const reference::MoeRouting routing = reference::routing_from_logits(logits, kTokens, 4, 2, true);
-  reference::MoeRouting fused = routing;
-  fused.ids.clear();
-  fused.weights.clear();
-  fused.top_k = 4;
-  for (std::int64_t t = 0; t < kTokens; ++t) {
-    for (int s = 0; s < 2; ++s) {
-      fused.ids.push_back(routing.ids[static_cast<std::size_t>(t * 2 + s)]);
-      fused.weights.push_back(routing.weights[static_cast<std::size_t>(t * 2 + s)]);
-    }
-    for (const std::int32_t shared : {4, 5}) {
-      fused.ids.push_back(shared);
-      fused.weights.push_back(1.0);
-    }
-  }
-  const auto ref = reference::moe_reference(e, ro, x, fused);
+  const auto ref = reference::moe_reference(e, ro, x, reference::with_shared_experts(routing, 4, 2));
   EXPECT_EQ(moe_outside_bound(ref, run, config.output, variant_name(GetParam()) + " wide shared expert"), 0u);
   // The wide MLP on its own, plus the routed experts: the same sums but for their order.
   const auto ref_routed = reference::moe_reference(r, ro, x, routing);
-  const auto ref_wide = reference::moe_reference(
-      wide.experts, ro, x,
-      reference::routing_from_topk(std::vector<std::int32_t>(kTokens, 0), std::vector<float>(kTokens, 1.0f), kTokens, 1));
+  const std::vector<std::int32_t> zeros(kTokens, 0);
+  const std::vector<float> ones(kTokens, 1.0f);
+  const auto ref_wide =
+      reference::moe_reference(wide.experts, ro, x, reference::routing_from_topk(zeros, ones, kTokens, 1));
   ASSERT_EQ(ref.value.size(), ref_wide.value.size());
   double largest = 0.0;
   for (std::size_t i = 0; i < ref.value.size(); ++i) {
@@ -287,7 +264,8 @@ TEST_P(LayersFromCheckpoint, SharedExpertKeepsItsOwnActivationScales) {
   for (const auto& [field, name] :
        {std::pair{&Fp4Experts::w13_input_global_scale, "w13_input_global_scale"},
         std::pair{&Fp4Experts::w2_input_global_scale, "w2_input_global_scale"},
-        std::pair{&Fp4Experts::w13_input_scale, "w13_input_scale"}, std::pair{&Fp4Experts::w2_input_scale, "w2_input_scale"}}) {
+        std::pair{&Fp4Experts::w13_input_scale, "w13_input_scale"},
+        std::pair{&Fp4Experts::w2_input_scale, "w2_input_scale"}}) {
     SCOPED_TRACE(name);
     ASSERT_EQ((e.*field).size(), 5u);
     EXPECT_EQ(std::vector<float>((e.*field).begin(), (e.*field).begin() + 4), routed.*field);
@@ -316,7 +294,8 @@ TEST_P(LayersFromCheckpoint, SharedExpertOfAnotherSizeIsAClearError) {
   MoeLoadOptions load;
   load.shared_experts = true;
   EXPECT_ERROR_HAS(ckpt.load_moe("model.layers.0", load),
-                   "the shared expert 'model.layers.0.mlp.shared_experts' of MoE layer 'model.layers.0.mlp.experts' is " +
+                   "the shared expert 'model.layers.0.mlp.shared_experts' of MoE layer "
+                   "'model.layers.0.mlp.experts' is " +
                        GetParam().scheme.name() + " with hidden size 64 and intermediate size 16, the routed experts " +
                        GetParam().scheme.name() + " with 64 and 32");
 }

@@ -321,6 +321,33 @@ TEST_F(RunCommand, SharedExpertRunsAsAGatedMlp) {
       << describe(refused);
 }
 
+// --shared-experts fuses the layer's shared expert, here one of twice the routed experts'
+// intermediate size (two experts of theirs), into a DeepSeek-style layer: the check (the reference
+// with the shared slots after the routed ones) passes, and the bits are the library's for
+// MoeLoadOptions::shared_experts.
+TEST_F(RunCommand, FusedSharedExpertRunsWithTheGate) {
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f};
+  const std::filesystem::path model =
+      with_shared_expert(deepseek_checkpoint(scratch.path() / "deepseek", &bias), scratch.path() / "shared", 2);
+  const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 47);
+  const std::vector<float> logits = gaussian_logits(kTokens, 4, 48);
+  const ToolRun r = run_layer(model, "model.layers.0",
+                              Inputs().bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits),
+                              "--output-dtype f32 --check --shared-experts");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("E=4 + 2 shared (fused) H=64 I=32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("within bounds"), std::string::npos) << r.out;
+  const std::vector<float> y = SafetensorsFile::open(out().string()).tensor("y").to_vector<float>();
+  const Checkpoint ckpt = Checkpoint::open(model);
+  MoeConfig config;
+  std::vector<std::uint32_t> unfused = library_moe_logits_bits(ckpt, x, logits, config);
+  EXPECT_NE(as_bits(y), unfused);
+  MoeLoadOptions load;
+  load.shared_experts = true;
+  MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
+  EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
+}
+
 TEST_F(RunCommand, MoeFromPrecomputedTopk) {
   const std::filesystem::path model = quantized_model({QuantProducer::compressed_tensors, kMxfp4A16, {}});
   const std::vector<std::uint16_t> x = gaussian_bf16(kTokens, 64, 37);
@@ -445,12 +472,12 @@ TEST_F(RunCommand, ArgumentErrorsAreClear) {
        kQProj,
        [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
        "--topk 2",
-       {"--topk / --renormalize / --activation apply to MoE layers"}},
+       {"--topk / --renormalize / --activation / --shared-experts apply to MoE layers"}},
       {"--activation on a linear",
        kQProj,
        [&](Inputs& in) { in.bf16("x", kTokens, 64, x); },
        "--activation swiglu",
-       {"--activation apply to MoE layers"}},
+       {"--activation / --shared-experts apply to MoE layers"}},
       {"unknown activation",
        "model.layers.0",
        [&](Inputs& in) { in.bf16("x", kTokens, 64, x).add("router_logits", kTokens, 4, logits); },

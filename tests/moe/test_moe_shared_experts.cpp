@@ -16,26 +16,6 @@ namespace {
 const QuantScheme kNvW4A4{WeightFormat::nvfp4, Activations::fp4_dynamic};
 const QuantScheme kNvW4A16{WeightFormat::nvfp4, Activations::bf16};
 
-// `r` with each token's shared slots after its routed ones: experts first .. first + shared - 1,
-// weight 1.
-reference::MoeRouting with_shared(const reference::MoeRouting& r, std::int32_t first, int shared) {
-  reference::MoeRouting out = r;
-  out.top_k = r.top_k + shared;
-  out.ids.clear();
-  out.weights.clear();
-  for (std::int64_t t = 0; t < r.tokens; ++t) {
-    for (int s = 0; s < r.top_k; ++s) {
-      out.ids.push_back(r.ids[static_cast<std::size_t>(t * r.top_k + s)]);
-      out.weights.push_back(r.weights[static_cast<std::size_t>(t * r.top_k + s)]);
-    }
-    for (int j = 0; j < shared; ++j) {
-      out.ids.push_back(first + j);
-      out.weights.push_back(1.0);
-    }
-  }
-  return out;
-}
-
 class MoeSharedExperts : public ::testing::TestWithParam<std::string> {
  protected:
   MoeConfig config(const QuantScheme& scheme, int top_k, int shared) const {
@@ -64,7 +44,8 @@ TEST_P(MoeSharedExperts, TopkIdsMatchReference) {
     EXPECT_EQ(layer.num_global_experts(), E - 1);
     const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
     const auto ref = reference::moe_reference(
-        ex, reference_options(cfg), x, with_shared(reference::routing_from_topk(ids, w, T, 2), E - 1, 1));
+        ex, reference_options(cfg), x,
+        reference::with_shared_experts(reference::routing_from_topk(ids, w, T, 2), E - 1, 1));
     EXPECT_TRUE(matches_reference(ref, dev, cfg.output)) << scheme.name();
     EXPECT_EQ(dev.stats.local_pairs, T * 3);
     EXPECT_EQ(run_topk(layer, cfg.output, x, ids, w, T).bf16, dev.bf16) << "a rerun differs";
@@ -91,7 +72,8 @@ TEST_P(MoeSharedExperts, RouterLogitsMatchReference) {
   MoeLayer gated = MoeLayer::create(test_context(), ex, cfg);
   const auto gate = reference::routing_from_logits(logits, T, E_routed, 4, true, cfg.logit_routing);
   ASSERT_FALSE(gate.ambiguous);
-  EXPECT_TRUE(matches_reference(reference::moe_reference(ex, reference_options(cfg), x, with_shared(gate, E_routed, 2)),
+  EXPECT_TRUE(matches_reference(
+      reference::moe_reference(ex, reference_options(cfg), x, reference::with_shared_experts(gate, E_routed, 2)),
                                 run_logits(gated, cfg.output, x, logits, T), cfg.output))
       << "DeepSeek's gate";
 
@@ -100,7 +82,7 @@ TEST_P(MoeSharedExperts, RouterLogitsMatchReference) {
   MoeLayer softmax = MoeLayer::create(test_context(), ex17, soft);
   const auto routing = reference::routing_from_logits(logits, T, E_routed, 3, true);
   EXPECT_TRUE(matches_reference(
-      reference::moe_reference(ex17, reference_options(soft), x, with_shared(routing, E_routed, 1)),
+      reference::moe_reference(ex17, reference_options(soft), x, reference::with_shared_experts(routing, E_routed, 1)),
       run_logits(softmax, soft.output, x, logits, T), soft.output))
       << "softmax";
 }
@@ -117,7 +99,8 @@ TEST_P(MoeSharedExperts, FewTokensMatchReference) {
       const MoeConfig cfg = config(scheme, 3, 2);
       MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
       const auto ref = reference::moe_reference(
-          ex, reference_options(cfg), x, with_shared(reference::routing_from_topk(ids, w, T, 3), E - 2, 2));
+          ex, reference_options(cfg), x,
+          reference::with_shared_experts(reference::routing_from_topk(ids, w, T, 3), E - 2, 2));
       EXPECT_TRUE(matches_reference(ref, run_topk(layer, cfg.output, x, ids, w, T), cfg.output))
           << scheme.name() << " T = " << T;
     }

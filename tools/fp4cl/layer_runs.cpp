@@ -138,13 +138,14 @@ CheckResult check_moe(const Fp4Experts& experts, const MoeConfig& config, const 
   options.calibrated_fc2_input_scale = config.fc2_input_scale == MoeFc2InputScale::calibrated;
   options.expert_map = config.expert_map;
   options.activation = config.activation;
-  const std::int64_t global =
-      config.expert_map.empty() ? experts.num_experts : static_cast<std::int64_t>(config.expert_map.size());
-  const reference::MoeRouting route =
+  const std::int64_t routed = experts.num_experts - config.shared_experts;
+  const std::int64_t global = config.expert_map.empty() ? routed : static_cast<std::int64_t>(config.expert_map.size());
+  const reference::MoeRouting route = reference::with_shared_experts(
       routing.from_logits
           ? reference::routing_from_logits(routing.router_logits, tokens, global, config.top_k, config.renormalize,
                                            config.logit_routing)
-          : reference::routing_from_topk(routing.topk_ids, routing.topk_weights, tokens, config.top_k);
+          : reference::routing_from_topk(routing.topk_ids, routing.topk_weights, tokens, config.top_k),
+      static_cast<std::int32_t>(routed), config.shared_experts);
   const reference::MoeReferenceResult ref = reference::moe_reference(experts, options, x, route);
   if (ref.value.size() != y.size())
     fail("check: the layer wrote {} outputs, the reference has {}", y.size(), ref.value.size());

@@ -41,6 +41,7 @@ struct RunArgs {
   bool check = false;
   std::string activation;  // "" (config.json's), "swiglu" or "swiglu_clamped"
   std::optional<float> swiglu_alpha, swiglu_limit;
+  bool shared_experts = false;  // fuse the MoE layer's "<p>.shared_experts" (MoeLoadOptions::shared_experts)
 };
 
 // FC1's activation: config.json's unless --activation chooses one.
@@ -203,10 +204,15 @@ void run_moe_layer(const RunArgs& a, const Context& ctx, const Checkpoint& ckpt,
                                       ? logits_routing(a, model, config_json, ckpt, in, l, tokens, config, routing_text)
                                       : topk_routing(a, in, l, tokens, config, routing_text);
   report_unread(in);
-  const LoadedExperts loaded = ckpt.load_moe(l.name);
+  MoeLoadOptions load;
+  load.shared_experts = a.shared_experts;
+  const LoadedExperts loaded = ckpt.load_moe(l.name, load);
+  config.shared_experts = loaded.shared_experts;
   MoeLayer layer = MoeLayer::create(ctx, loaded.experts, config);
-  fmt::print("layer {}: MoE ({}), {}, E={} H={} I={}; {}; {}{}; strategy {}\n", l.name, l.expert_naming,
-             l.scheme.name(), l.num_experts, l.hidden, l.intermediate, routing_text, describe(config.activation),
+  fmt::print("layer {}: MoE ({}), {}, E={}{} H={} I={}; {}; {}{}; strategy {}\n", l.name, l.expert_naming,
+             l.scheme.name(), l.num_experts,
+             loaded.shared_experts ? fmt::format(" + {} shared (fused)", loaded.shared_experts) : std::string(),
+             l.hidden, l.intermediate, routing_text, describe(config.activation),
              loaded.experts.w13_bias.empty() ? "" : ", with biases",
              layer.kernel_description(std::max<std::int64_t>(tokens, 1)));
   const MoeRun run = run_moe(ctx, layer, config.output, x, routing, tokens);
@@ -260,8 +266,8 @@ void run_layer(const RunArgs& a) {
   if (!linear && !moe && !mlp) unknown_layer(ckpt, a.layer);
   if (a.top_k && *a.top_k < 1) fail("--topk {} must be at least 1", *a.top_k);
   if ((linear || mlp) && (a.top_k || a.renormalize || a.no_renormalize || !a.activation.empty() || a.swiglu_alpha ||
-                          a.swiglu_limit))
-    fail("--topk / --renormalize / --activation apply to MoE layers; '{}' is a {}", a.layer,
+                          a.swiglu_limit || a.shared_experts))
+    fail("--topk / --renormalize / --activation / --shared-experts apply to MoE layers; '{}' is a {}", a.layer,
          linear ? "linear module" : "gated MLP");
   const Context ctx = Context::create();
   if (mlp) {
@@ -302,6 +308,9 @@ void register_run(CLI::App& app) {
   cmd->add_option("--output-dtype", a->output_dtype, "Output type of y")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
+  cmd->add_flag("--shared-experts", a->shared_experts,
+                "MoE: fuse the layer's shared expert (<prefix>.shared_experts: DeepSeek, Kimi-K2, GLM-4.5), weight "
+                "1 for every token after its routed experts");
   cmd->add_flag("--check", a->check, "Compare every output with the scalar reference; fail when out of bounds");
   cmd->callback([a] { run_layer(*a); });
 }
