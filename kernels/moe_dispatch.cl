@@ -200,7 +200,7 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
 
 // The same without moe_sort, for moe_mma_fc1's routed chunks (MMA_ROUTED): one work-item per
 // (block, pair), x1 [pairs, H] BF16 rows by pair (as moe_gather's bf16_rows); the pair's local
-// expert from the caller's top-k ids (route_fused) or from pair_expert (moe_route_logits'); pairs
+// expert from the caller's top-k ids (route_fused) or from pair_expert (the logit router's); pairs
 // with none are skipped.
 __kernel void moe_gather_pairs(__global const ushort* x, int hidden, int top_k, int token_offset, int route_fused,
                                __global const int* topk_ids, int num_global, __global const int* expert_map,

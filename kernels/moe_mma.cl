@@ -32,7 +32,7 @@
 // With MMA_UNROLL > 1 (unstaged K loops) a warp loads MMA_UNROLL chunks of weights before their
 // MMAs: more bytes in flight per warp.
 // MMA_PER_PAIR (one token, no moe_sort): tile p is pair p and slot p; FC1 routes the caller's
-// top-k ids itself (or reads pair_expert from moe_route_logits), zeroes FC2's row-block counts,
+// top-k ids itself (or reads pair_expert from the logit router), zeroes FC2's row-block counts,
 // and under W4A4 quantizes the token into local memory (MMA_HIDDEN floats); FC2 counts every
 // pair's work-group, local or not.
 // MMA_ROUTED (up to MMA_ROUTE_PAIRS pairs: few tokens, no moe_sort): tile p is led by pair p
@@ -488,7 +488,7 @@ typedef mma_x_t mma_xarg_t;
 //   MMA_PER_PAIR (one token: pair p = tile p = slot p, no moe_sort): the expert of pair p from the
 //   caller's topk_ids / topk_weights (route_fused; the work-group (0, p) writes pair_expert[p],
 //   pair_weight[p] and the statistics, records invalid ids in status) or from pair_expert (routed
-//   by moe_route_logits); work-group (0, 0) zeroes done [done_count] for moe_mma_fc2; W4A4 x
+//   by the logit router); work-group (0, 0) zeroes done [done_count] for moe_mma_fc2; W4A4 x
 //   quantized per block with fc1_input_scale[e] (NVFP4) into local memory.
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,

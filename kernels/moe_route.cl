@@ -1,4 +1,6 @@
-// MoE routing: one work-item per token of the chunk. Writes, for each (token, slot) pair
+// MoE routing: one work-item per token of the chunk, from top-k ids, or from router logits by
+// plain softmax top-k on CPUs (elsewhere moe_route_grouped.cl, a work-group a token, routes
+// those). Writes, for each (token, slot) pair
 // p = t·k + s of the chunk, the local expert (or -1: not on this rank, or an invalid id) and the
 // routing weight.
 //

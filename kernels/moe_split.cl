@@ -85,7 +85,7 @@ inline void split_dot_pairs_regs(uint4 w, const float* s, float4 x[SPLIT_PAIRS][
 }
 
 // The local expert of pair q of the chunk: from the caller's topk ids (route_fused) or from
-// pair_expert (written by moe_route_logits or moe_split_fc1).
+// pair_expert (written by the logit router or moe_split_fc1).
 inline int split_expert_of(int q, int route_fused, __global const int* topk_ids, long first_pair, int num_global,
                            __global const int* expert_map, int num_local, __global const int* pair_expert) {
   return route_fused ? moe_local_expert(topk_ids[first_pair + q], num_global, expert_map, num_local) : pair_expert[q];
@@ -138,7 +138,7 @@ inline int split_pass(int p, int e, int pairs, int route_fused, __global const i
 //   route_fused = 1: the routing is done here from the caller's topk_ids / topk_weights [tokens, k]
 //     (expert_map [num_global]): the work-group (tile 0, pair p) writes pair_expert[p],
 //     pair_weight[p] and records an invalid id in status; route_fused = 0: pair_expert is read
-//     (moe_route_logits wrote it)
+//     (the logit router wrote it)
 //   x2 [pairs, I] fp32 (written)
 //   status [4]: [2] += 1 for every pass over an expert's rows, [3] += the pairs it served
 //

@@ -120,10 +120,19 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
   if (event) last = e;
 }
 
-MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& r)
-    : topk_(ctx.programs().kernel("moe_route.cl", "moe_route_topk")),
-      logits_(ctx.programs().kernel("moe_route.cl", "moe_route_logits")) {
-  if (r.plain_softmax() || !r.unsupported.empty()) return;
+MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& r, MoeSoftmaxRouter softmax)
+    : topk_(ctx.programs().kernel("moe_route.cl", "moe_route_topk")) {
+  if (!r.unsupported.empty()) return;  // logit calls fail, naming why
+  // Plain softmax top-k on a CPU: one work-item a token (moe_route_logits: k passes over the
+  // logits, no barriers). The work-group kernel's rank loop and reduction trees cost PoCL twice
+  // its time (E = 256, k = 8, T = 512: 3257 against 1569–1598 µs on a 2-core EPYC), while on an
+  // H200 one work-item a token took 54 µs at T = 1 against the work-group's 8 (2026-12-05).
+  if (softmax == MoeSoftmaxRouter::automatic)
+    softmax = ctx.info().kind == DeviceKind::cpu ? MoeSoftmaxRouter::work_item : MoeSoftmaxRouter::work_group;
+  if (r.plain_softmax() && softmax == MoeSoftmaxRouter::work_item) {
+    logits_ = ctx.programs().kernel("moe_route.cl", "moe_route_logits");
+    return;
+  }
   // A power of two (the softmax sums' tree) covering the experts, at most 256 and the device's
   // work-group limit.
   std::size_t local = 1;
@@ -142,7 +151,8 @@ MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRo
       .define("ROUTE_SHARED_FIRST", shape.shared_first())
       .define("ROUTE_LOCAL", static_cast<long long>(local))
       .define("ROUTE_SIGMOID", r.scoring == MoeLogitRouting::Scoring::sigmoid ? 1 : 0)
-      .define("ROUTE_BIAS", r.correction_bias.empty() ? 0 : 1);
+      .define("ROUTE_BIAS", r.correction_bias.empty() ? 0 : 1)
+      .define("ROUTE_LOGIT_KEYS", r.plain_softmax() ? 1 : 0);
   grouped_ = ctx.programs().kernel("moe_route_grouped.cl", "moe_route_grouped", o);
   const std::vector<float> bias = r.correction_bias.empty() ? std::vector<float>{0.0f} : r.correction_bias;
   bias_ = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bias.size() * sizeof(float), bias.data(),
@@ -156,15 +166,16 @@ void MoeRouter::enqueue(const cl::CommandQueue& queue, const MoeShape& s, const 
   const cl_int shared_first = as_int(s.shared_first());
   const cl_int E_global = as_int(s.global_experts), E_local = as_int(s.local_experts);
   const cl::NDRange global(static_cast<std::size_t>(c.tokens));
-  if (c.routing.logits && grouped_()) {
+  if (c.routing.logits && logits_()) {
+    set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
+             E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status, pairs, shared_first);
+    moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c, false, launches, last);
+  } else if (c.routing.logits) {
+    if (!grouped_()) fail("MoE: router logits on a layer whose routing fp4cl does not compute");  // checked before
     set_args(grouped_, "moe_route_grouped", *c.routing.logits, T, offset, cl_int{c.routing.renormalize ? 1 : 0},
              scaling_, bias_, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status);
     moe_launch(queue, grouped_, "moe_route_grouped", cl::NDRange(static_cast<std::size_t>(c.tokens) * grouped_local_),
                cl::NDRange(grouped_local_), c, false, launches, last);
-  } else if (c.routing.logits) {
-    set_args(logits_, "moe_route_logits", *c.routing.logits, T, offset, k, cl_int{c.routing.renormalize ? 1 : 0},
-             E_global, w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status, pairs, shared_first);
-    moe_launch(queue, logits_, "moe_route_logits", global, cl::NullRange, c, false, launches, last);
   } else {
     set_args(topk_, "moe_route_topk", *c.routing.topk_ids, *c.routing.topk_weights, T, offset, k, E_global,
              w.expert_map, E_local, ws.pair_expert, ws.pair_weight, ws.status, pairs, shared_first);

@@ -83,18 +83,25 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
                 cl::Event& last);
 
 // Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs, from
-// top-k ids (moe_route_topk) or router logits: plain softmax top-k (moe_route_logits) or, for any
-// other MoeLogitRouting (checked by check_moe_logit_routing), moe_route_grouped with the
-// correction bias uploaded here.
+// top-k ids (moe_route_topk) or router logits: plain softmax top-k on CPUs by moe_route_logits (a
+// work-item a token), elsewhere by moe_route_grouped (a work-group a token, ROUTE_LOGIT_KEYS),
+// and every other MoeLogitRouting (checked by check_moe_logit_routing) by moe_route_grouped with
+// the correction bias uploaded here.
+// Which kernel routes plain softmax top-k: by the device (automatic: a work-item a token on CPUs,
+// else a work-group), or either one (tests/moe/test_moe_route_kernels.cpp runs both on PoCL).
+enum class MoeSoftmaxRouter { automatic, work_item, work_group };
+
 class MoeRouter {
  public:
-  MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& logit_routing);
+  MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& logit_routing,
+            MoeSoftmaxRouter softmax = MoeSoftmaxRouter::automatic);
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
 
  private:
-  cl::Kernel topk_, logits_;
-  cl::Kernel grouped_;  // null for plain softmax
+  cl::Kernel topk_;
+  cl::Kernel logits_;   // plain softmax on a CPU, else null
+  cl::Kernel grouped_;  // the other logit routings; null with logits_ or where MoeLogitRouting::unsupported
   cl::Buffer bias_;     // [E_global] fp32 (one zero where there is none)
   float scaling_ = 1.0f;
   std::size_t grouped_local_ = 0;  // work-items a token
