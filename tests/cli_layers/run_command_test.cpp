@@ -1,6 +1,7 @@
 // `fp4cl run` end to end: inputs written with SafetensorsWriter, the built tool run on a checkpoint
 // the quantizer wrote, its output read back and compared with the scalar reference and with the
 // same layer run in this process (bit for bit: same device, deterministic layers); and its errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -346,6 +347,35 @@ TEST_F(RunCommand, FusedSharedExpertRunsWithTheGate) {
   load.shared_experts = true;
   MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
   EXPECT_EQ(as_bits(y), run_moe_logits(layer, config, x, logits, kTokens).bits);
+}
+
+// `fp4cl inspect` names the MoE layers' shared experts and how they fuse: one of the routed size
+// as 1 expert, one of twice it as 2; none, no line (and null in --json).
+TEST_F(RunCommand, InspectNamesTheSharedExpertsAndHowTheyFuse) {
+  const std::filesystem::path plain = quantized_model({QuantProducer::modelopt, kNvfp4, {}});
+  for (const int parts : {1, 2}) {
+    const std::filesystem::path model =
+        with_shared_expert(plain, scratch.path() / ("shared" + std::to_string(parts)), parts);
+    const ToolRun text = run_tool("inspect '" + model.string() + "'", scratch);
+    ASSERT_EQ(text.status, 0) << describe(text);
+    EXPECT_NE(text.out.find(fmt::format("  shared     model.layers.0.mlp.shared_experts, I {}: fuses as {} expert{} of "
+                                        "the routed size (fp4cl run --shared-experts)\n",
+                                        32 * parts, parts, parts == 1 ? "" : "s")),
+              std::string::npos)
+        << text.out;
+    const ToolRun json = run_tool("inspect --json '" + model.string() + "'", scratch);
+    ASSERT_EQ(json.status, 0) << describe(json);
+    const nlohmann::json shared = nlohmann::json::parse(json.out).at("moe").at("shared_experts");
+    EXPECT_EQ(shared.at("layers"), 1);
+    EXPECT_EQ(shared.at("first"), "model.layers.0.mlp.shared_experts");
+    EXPECT_EQ(shared.at("intermediate"), 32 * parts);
+    EXPECT_EQ(shared.at("fused_experts"), parts);
+  }
+  const ToolRun none = run_tool("inspect '" + plain.string() + "'", scratch);
+  ASSERT_EQ(none.status, 0) << describe(none);
+  EXPECT_EQ(none.out.find("  shared "), std::string::npos) << none.out;
+  const ToolRun none_json = run_tool("inspect --json '" + plain.string() + "'", scratch);
+  EXPECT_TRUE(nlohmann::json::parse(none_json.out).at("moe").at("shared_experts").is_null());
 }
 
 TEST_F(RunCommand, MoeFromPrecomputedTopk) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/module_names.hpp"
 #include "commands.hpp"
 #include "fp4cl/checkpoint.hpp"
 #include "fp4cl/checkpoint_report.hpp"
@@ -79,6 +80,35 @@ bool has_moe(const CheckpointReport& r) {
                      [](const LayerReport& l) { return l.layer.kind == LayerKind::moe; });
 }
 
+// The MoE layers' shared experts: the gated MLPs "<p>.shared_experts" beside their experts
+// (DeepSeek, Kimi-K2, GLM-4.5), which run fused (MoeLoadOptions::shared_experts, `fp4cl run
+// --shared-experts`) or as layers of their own.
+struct SharedExperts {
+  std::size_t layers = 0;          // MoE layers with one
+  std::string first;               // the first one's prefix
+  std::int64_t intermediate = 0;   // its intermediate size
+  std::int64_t fused_experts = 0;  // the experts of the routed size it fuses as (0: it cannot)
+};
+
+SharedExperts shared_experts(const CheckpointReport& r) {
+  SharedExperts s;
+  for (const LayerReport& moe : r.layers) {
+    if (moe.layer.kind != LayerKind::moe) continue;
+    const std::string prefix = detail::beside_experts(moe.layer.name, "shared_experts");
+    const auto gate = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerReport& l) {
+      return l.layer.kind == LayerKind::linear && l.layer.name == prefix + ".gate_proj";
+    });
+    if (gate == r.layers.end()) continue;
+    if (s.layers++ > 0) continue;
+    s.first = prefix;
+    s.intermediate = gate->layer.out_features;
+    const bool fits = gate->layer.scheme == moe.layer.scheme && gate->layer.in_features == moe.layer.hidden &&
+                      moe.layer.intermediate > 0 && s.intermediate % moe.layer.intermediate == 0;
+    s.fused_experts = fits ? s.intermediate / moe.layer.intermediate : 0;
+  }
+  return s;
+}
+
 // How the MoE layers run, from config.json (MoeConfig::from_checkpoint's and the C API's
 // choices); null without MoE layers.
 Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
@@ -101,7 +131,24 @@ Json moe_json(const CheckpointReport& r, const ModelConfig& m) {
   } else {
     j["activation"] = Json{{"kind", "swiglu"}};
   }
+  const SharedExperts s = shared_experts(r);
+  j["shared_experts"] = s.layers == 0 ? Json(nullptr)
+                                      : Json{{"layers", s.layers},
+                                             {"first", s.first},
+                                             {"intermediate", s.intermediate},
+                                             {"fused_experts", s.fused_experts}};
   return j;
+}
+
+// "model.layers.3.mlp.shared_experts and 57 more, I 2048: fuses as 1 expert of the routed size
+// (fp4cl run --shared-experts)".
+std::string shared_experts_text(const SharedExperts& s) {
+  return fmt::format("{}{}, I {}: {}", s.first, s.layers > 1 ? fmt::format(" and {} more", s.layers - 1) : "",
+                     s.intermediate,
+                     s.fused_experts > 0
+                         ? fmt::format("fuses as {} expert{} of the routed size (fp4cl run --shared-experts)",
+                                       s.fused_experts, s.fused_experts == 1 ? "" : "s")
+                         : std::string("runs as a layer of its own (fp4cl run --layer PREFIX)"));
 }
 
 // "softmax routing on the device or precomputed", "sigmoid, 8 groups (4 kept), correction bias, ×
@@ -175,6 +222,7 @@ void print_text(const CheckpointReport& r, const ModelConfig& m) {
   }
   fmt::print("  schemes    {}\n", schemes.empty() ? "none" : schemes);
   if (has_moe(r)) fmt::print("  moe        {}\n", moe_text(m));
+  if (const SharedExperts s = shared_experts(r); s.layers > 0) fmt::print("  shared     {}\n", shared_experts_text(s));
   fmt::print("layers\n");
   for (const LayerGroup& g : r.groups) {
     const LayerReport& t = g.total;
