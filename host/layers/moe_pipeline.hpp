@@ -82,15 +82,15 @@ void moe_launch(const cl::CommandQueue& queue, cl::Kernel& kernel, const char* n
                 const cl::NDRange& local, const MoeChunk& c, bool chunk_end, std::vector<MoeLaunch>& launches,
                 cl::Event& last);
 
+// Which kernel routes plain softmax top-k: by the device (automatic: a work-item a token on CPUs,
+// else a work-group), or either one (tests/moe/test_moe_route_kernels.cpp runs both on PoCL).
+enum class MoeSoftmaxRouter { automatic, work_item, work_group };
+
 // Routing (the same for every strategy): pair_expert and pair_weight of the chunk's pairs, from
 // top-k ids (moe_route_topk) or router logits: plain softmax top-k on CPUs by moe_route_logits (a
 // work-item a token), elsewhere by moe_route_grouped (a work-group a token, ROUTE_LOGIT_KEYS),
 // and every other MoeLogitRouting (checked by check_moe_logit_routing) by moe_route_grouped with
 // the correction bias uploaded here.
-// Which kernel routes plain softmax top-k: by the device (automatic: a work-item a token on CPUs,
-// else a work-group), or either one (tests/moe/test_moe_route_kernels.cpp runs both on PoCL).
-enum class MoeSoftmaxRouter { automatic, work_item, work_group };
-
 class MoeRouter {
  public:
   MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRouting& logit_routing,
