@@ -61,8 +61,9 @@ Routed route(MoeSoftmaxRouter softmax, const std::vector<float>& logits, std::in
   cl::Event last;
   router.enqueue(ctx.queue(), shape, w, ws, chunk, launches, last);
   EXPECT_EQ(launches.size(), 1u);
-  if (!launches.empty())
+  if (!launches.empty()) {
     EXPECT_EQ(launches[0].kernel, softmax == MoeSoftmaxRouter::work_item ? "moe_route_logits" : "moe_route_grouped");
+  }
   Routed r;
   r.expert.resize(pairs);
   r.weight.resize(pairs);
