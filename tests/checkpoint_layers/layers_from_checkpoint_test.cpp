@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "checkpoint_layers/checkpoint_layers_support.hpp"
@@ -26,6 +25,26 @@ namespace {
 constexpr std::int64_t kTokens = 5;
 
 class LayersFromCheckpoint : public testing::TestWithParam<Variant> {};
+
+// Expert e of E experts stacked in v (equal parts).
+template <typename T>
+std::vector<T> expert_of(const std::vector<T>& v, std::int64_t experts, std::int64_t e) {
+  const std::size_t per = v.size() / static_cast<std::size_t>(experts);
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e)),
+                        v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e + 1)));
+}
+// `v` as `blocks` blocks of rows of `row` elements each, every block's rows in reverse order.
+template <typename T>
+std::vector<T> reversed_rows(const std::vector<T>& v, std::size_t blocks, std::size_t row) {
+  std::vector<T> out;
+  const std::size_t rows = v.size() / blocks / row;
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (std::size_t r = rows; r-- > 0;) {
+      const auto first = v.begin() + static_cast<std::ptrdiff_t>((b * rows + r) * row);
+      out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row));
+    }
+  return out;
+}
 
 TEST_P(LayersFromCheckpoint, MoeFromRouterLogitsMatchesTheReference) {
   const Checkpoint ckpt = Checkpoint::open(quantized_model(GetParam()));
@@ -82,16 +101,12 @@ TEST_P(LayersFromCheckpoint, SharedExpertLoadsAsOneExpertAndRuns) {
   ASSERT_EQ(m.num_experts, 1);
   EXPECT_EQ(m.hidden, r.hidden);
   EXPECT_EQ(m.intermediate, r.intermediate);
-  const auto expert_1 = [](const auto& v, std::int64_t experts) {
-    const std::size_t per = v.size() / static_cast<std::size_t>(experts);
-    return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + per, v.begin() + 2 * per);
-  };
-  EXPECT_EQ(m.w13_packed, expert_1(r.w13_packed, r.num_experts));
-  EXPECT_EQ(m.w13_scales, expert_1(r.w13_scales, r.num_experts));
-  EXPECT_EQ(m.w2_packed, expert_1(r.w2_packed, r.num_experts));
-  EXPECT_EQ(m.w2_scales, expert_1(r.w2_scales, r.num_experts));
-  EXPECT_EQ(m.w13_global_scale, expert_1(r.w13_global_scale, r.num_experts));
-  EXPECT_EQ(m.w2_global_scale, expert_1(r.w2_global_scale, r.num_experts));
+  EXPECT_EQ(m.w13_packed, expert_of(r.w13_packed, r.num_experts, 1));
+  EXPECT_EQ(m.w13_scales, expert_of(r.w13_scales, r.num_experts, 1));
+  EXPECT_EQ(m.w2_packed, expert_of(r.w2_packed, r.num_experts, 1));
+  EXPECT_EQ(m.w2_scales, expert_of(r.w2_scales, r.num_experts, 1));
+  EXPECT_EQ(m.w13_global_scale, expert_of(r.w13_global_scale, r.num_experts, 1));
+  EXPECT_EQ(m.w2_global_scale, expert_of(r.w2_global_scale, r.num_experts, 1));
 
   MoeConfig config;
   config.scheme = mlp.scheme;
@@ -140,8 +155,7 @@ TEST_P(LayersFromCheckpoint, SharedExpertFusesIntoTheMoeLayer) {
   ASSERT_EQ(stacked.experts.num_experts, 5);
   EXPECT_EQ(stacked.shared_experts, 1);
   const Fp4Experts& e = stacked.experts;
-  const std::size_t per = e.w13_packed.size() / 5;
-  EXPECT_TRUE(std::equal(e.w13_packed.begin() + 4 * per, e.w13_packed.end(), e.w13_packed.begin() + per));
+  EXPECT_EQ(expert_of(e.w13_packed, 5, 4), expert_of(e.w13_packed, 5, 1));
 
   const MoeConfig config = MoeConfig::from_checkpoint(ckpt, "model.layers.0");
   MoeLayer layer = MoeLayer::from_checkpoint(shared_context(), ckpt, "model.layers.0", config, load);
@@ -163,26 +177,6 @@ TEST_P(LayersFromCheckpoint, SharedExpertFusesIntoTheMoeLayer) {
                    "MoeConfig::shared_experts is 2, but the load stacked 1 shared experts");
   const Checkpoint plain = Checkpoint::open(quantized_model(GetParam()));
   EXPECT_ERROR_HAS(plain.load_moe("model.layers.0", load), "'model.layers.0.mlp.shared_experts.gate_proj'");
-}
-
-// Expert e of E experts stacked in v (equal parts).
-template <typename T>
-std::vector<T> expert_of(const std::vector<T>& v, std::int64_t experts, std::int64_t e) {
-  const std::size_t per = v.size() / static_cast<std::size_t>(experts);
-  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e)),
-                        v.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(e + 1)));
-}
-// `v` as `blocks` blocks of rows of `row` elements each, every block's rows in reverse order.
-template <typename T>
-std::vector<T> reversed_rows(const std::vector<T>& v, std::size_t blocks, std::size_t row) {
-  std::vector<T> out;
-  const std::size_t rows = v.size() / blocks / row;
-  for (std::size_t b = 0; b < blocks; ++b)
-    for (std::size_t r = rows; r-- > 0;) {
-      const auto first = v.begin() + static_cast<std::ptrdiff_t>((b * rows + r) * row);
-      out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row));
-    }
-  return out;
 }
 
 // A shared expert of twice the routed experts' intermediate size (DeepSeek-V2's n_shared_experts
