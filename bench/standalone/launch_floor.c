@@ -31,6 +31,46 @@ static const char* source =
     "  for (; i < n; i += stride) a ^= in[i];\n"
     "  a ^= b ^ c ^ d;\n"
     "  if (a.x == 0x9E3779B9u && a.y == 0x7F4A7C15u) out[0] = a.z;\n"
+    "}\n"
+    // Two reads in one kernel: a work-group's role is its ticket (taken in the order work-groups
+    // start, so a waiting one never holds a place a first-phase one needs). Tickets below g1 read
+    // `first` and count themselves done; the rest load `ahead` words a work-item of `second`, wait
+    // for that count, then read the rest. The last work-group to finish zeroes the counters.
+    "__kernel void phases(__global const uint4* first, ulong n1, __global const uint4* second, ulong n2,\n"
+    "                     uint g1, uint ahead, __global volatile uint* ctr, __global uint* out) {\n"
+    "  __local uint ticket;\n"
+    "  const size_t lid = get_local_id(0), wg = get_local_size(0);\n"
+    "  if (lid == 0) ticket = atomic_inc(&ctr[0]);\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  const uint t = ticket;\n"
+    "  uint4 a = 0, b = 0, c = 0, d = 0;\n"
+    "  if (t < g1) {\n"
+    "    const size_t stride = (size_t)g1 * wg;\n"
+    "    size_t i = t * wg + lid;\n"
+    "    for (; i + 3 * stride < n1; i += 4 * stride) {\n"
+    "      a ^= first[i]; b ^= first[i + stride]; c ^= first[i + 2 * stride]; d ^= first[i + 3 * stride];\n"
+    "    }\n"
+    "    for (; i < n1; i += stride) a ^= first[i];\n"
+    "    barrier(CLK_GLOBAL_MEM_FENCE);\n"
+    "    if (lid == 0) { mem_fence(CLK_GLOBAL_MEM_FENCE); atomic_inc(&ctr[1]); }\n"
+    "  } else {\n"
+    "    const size_t stride = (size_t)(get_num_groups(0) - g1) * wg;\n"
+    "    size_t i = (t - g1) * wg + lid;\n"
+    "    if (ahead && i + 3 * stride < n2) {\n"
+    "      a = second[i]; b = second[i + stride]; c = second[i + 2 * stride]; d = second[i + 3 * stride];\n"
+    "      i += 4 * stride;\n"
+    "    }\n"
+    "    if (lid == 0) while (atomic_add(&ctr[1], 0u) < g1) {}\n"
+    "    barrier(CLK_GLOBAL_MEM_FENCE);\n"
+    "    for (; i + 3 * stride < n2; i += 4 * stride) {\n"
+    "      a ^= second[i]; b ^= second[i + stride]; c ^= second[i + 2 * stride]; d ^= second[i + 3 * stride];\n"
+    "    }\n"
+    "    for (; i < n2; i += stride) a ^= second[i];\n"
+    "  }\n"
+    "  a ^= b ^ c ^ d;\n"
+    "  if (a.x == 0x9E3779B9u && a.y == 0x7F4A7C15u) out[0] = a.z;\n"
+    "  barrier(CLK_GLOBAL_MEM_FENCE);\n"
+    "  if (lid == 0 && atomic_inc(&ctr[2]) == get_num_groups(0) - 1) { ctr[0] = 0; ctr[1] = 0; ctr[2] = 0; }\n"
     "}\n";
 
 static size_t kRing = (size_t)1 << 30;  // bytes read in turn: 1 GiB, or the largest allocation if smaller
@@ -50,14 +90,14 @@ static void check(cl_int err, const char* what) {
 
 typedef struct {
   cl_command_queue q;
-  cl_kernel kernel;
-  cl_mem ring, out;
+  cl_kernel kernel, phases;
+  cl_mem ring, out, counters;
   size_t offset;  // the next region's start in the ring
   int calls;
 } Bench;
 
-// Enqueues one read of `bytes` from the ring's next region with `groups` work-groups.
-static void enqueue_read(Bench* b, size_t bytes, size_t groups, cl_event* event) {
+// The ring's next region of `bytes` (released by the caller once enqueued).
+static cl_mem next_region(Bench* b, size_t bytes) {
   const size_t step = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
   if (b->offset + step > kRing) b->offset = 0;
   cl_buffer_region region = {b->offset, bytes > 0 ? bytes : 16};
@@ -65,6 +105,32 @@ static void enqueue_read(Bench* b, size_t bytes, size_t groups, cl_event* event)
   cl_mem sub = clCreateSubBuffer(b->ring, CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
   check(err, "clCreateSubBuffer");
   b->offset += step > 0 ? step : ((size_t)1 << 20);
+  return sub;
+}
+
+// Enqueues one `phases` kernel: bytes[0] by groups[0] work-groups, then bytes[1] by groups[1]
+// (each loading `ahead` words before it waits when ahead is 1).
+static void enqueue_phases(Bench* b, const size_t* bytes, const size_t* groups, cl_uint ahead, cl_event* event) {
+  cl_mem first = next_region(b, bytes[0]), second = next_region(b, bytes[1]);
+  const cl_ulong n1 = bytes[0] / 16, n2 = bytes[1] / 16;
+  const cl_uint g1 = (cl_uint)groups[0];
+  check(clSetKernelArg(b->phases, 0, sizeof(cl_mem), &first), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 1, sizeof n1, &n1), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 2, sizeof(cl_mem), &second), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 3, sizeof n2, &n2), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 4, sizeof g1, &g1), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 5, sizeof ahead, &ahead), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 6, sizeof(cl_mem), &b->counters), "clSetKernelArg");
+  check(clSetKernelArg(b->phases, 7, sizeof(cl_mem), &b->out), "clSetKernelArg");
+  const size_t global = (groups[0] + groups[1]) * kLocal;
+  check(clEnqueueNDRangeKernel(b->q, b->phases, 1, NULL, &global, &kLocal, 0, NULL, event), "clEnqueueNDRangeKernel");
+  clReleaseMemObject(first);
+  clReleaseMemObject(second);
+}
+
+// Enqueues one read of `bytes` from the ring's next region with `groups` work-groups.
+static void enqueue_read(Bench* b, size_t bytes, size_t groups, cl_event* event) {
+  cl_mem sub = next_region(b, bytes);
   const cl_ulong n = bytes / 16;
   check(clSetKernelArg(b->kernel, 0, sizeof(cl_mem), &sub), "clSetKernelArg");
   check(clSetKernelArg(b->kernel, 1, sizeof n, &n), "clSetKernelArg");
@@ -80,21 +146,28 @@ static double micros(cl_event e, cl_profiling_info what) {
   return (double)t * 1e-3;
 }
 
-// The median µs (first start to last end) of calls reading bytes[0] then bytes[1] (count 1 or 2)
-// with groups[0] and groups[1] work-groups; *min_us the fastest call, *gap_us the median gap.
+// The median µs (first start to last end) of calls reading bytes[0] then bytes[1] (count 1 or 2
+// kernels; 3 or 4: one `phases` kernel, without or with words loaded before the wait) with
+// groups[0] and groups[1] work-groups; *min_us the fastest call, *gap_us the median gap.
 static double time_calls(Bench* b, const size_t* bytes, const size_t* groups, int count, double* min_us,
                          double* gap_us) {
   double* totals = malloc(sizeof(double) * (size_t)b->calls);
   double* gaps = malloc(sizeof(double) * (size_t)b->calls);
   for (int call = -3; call < b->calls; ++call) {  // 3 warm-up calls
     cl_event ev[2];
-    for (int j = 0; j < count; ++j) enqueue_read(b, bytes[j], groups[j], &ev[j]);
+    int launches = count;
+    if (count > 2) {  // one `phases` kernel (3: nothing loaded before the wait, 4: a word a load)
+      enqueue_phases(b, bytes, groups, count == 4, &ev[0]);
+      launches = 1;
+    } else {
+      for (int j = 0; j < count; ++j) enqueue_read(b, bytes[j], groups[j], &ev[j]);
+    }
     check(clFinish(b->q), "clFinish");
     if (call >= 0) {
-      totals[call] = micros(ev[count - 1], CL_PROFILING_COMMAND_END) - micros(ev[0], CL_PROFILING_COMMAND_START);
-      gaps[call] = count == 2 ? micros(ev[1], CL_PROFILING_COMMAND_START) - micros(ev[0], CL_PROFILING_COMMAND_END) : 0;
+      totals[call] = micros(ev[launches - 1], CL_PROFILING_COMMAND_END) - micros(ev[0], CL_PROFILING_COMMAND_START);
+      gaps[call] = launches == 2 ? micros(ev[1], CL_PROFILING_COMMAND_START) - micros(ev[0], CL_PROFILING_COMMAND_END) : 0;
     }
-    for (int j = 0; j < count; ++j) clReleaseEvent(ev[j]);
+    for (int j = 0; j < launches; ++j) clReleaseEvent(ev[j]);
   }
   qsort(totals, (size_t)b->calls, sizeof(double), by_value);
   qsort(gaps, (size_t)b->calls, sizeof(double), by_value);
@@ -134,8 +207,15 @@ int main(int argc, char** argv) {
   check(err, "clCreateCommandQueue");
   cl_program program = clCreateProgramWithSource(ctx, 1, &source, NULL, &err);
   check(err, "clCreateProgramWithSource");
-  check(clBuildProgram(program, 1, &device, "", NULL, NULL), "clBuildProgram");
+  if (clBuildProgram(program, 1, &device, "", NULL, NULL) != CL_SUCCESS) {
+    static char log[16384];
+    clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    fprintf(stderr, "launch_floor: clBuildProgram failed:\n%s\n", log);
+    return 1;
+  }
   b.kernel = clCreateKernel(program, "stream", &err);
+  check(err, "clCreateKernel");
+  b.phases = clCreateKernel(program, "phases", &err);
   check(err, "clCreateKernel");
   cl_ulong max_alloc = 0;
   check(clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL), "clGetDeviceInfo");
@@ -146,6 +226,10 @@ int main(int argc, char** argv) {
   check(clEnqueueFillBuffer(b.q, b.ring, &zero, sizeof zero, 0, kRing, 0, NULL, NULL), "clEnqueueFillBuffer");
   b.out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4, NULL, &err);
   check(err, "clCreateBuffer");
+  b.counters = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 3 * sizeof(cl_uint), NULL, &err);
+  check(err, "clCreateBuffer");
+  check(clEnqueueFillBuffer(b.q, b.counters, &zero, sizeof zero, 0, 3 * sizeof(cl_uint), 0, NULL, NULL),
+        "clEnqueueFillBuffer");
   check(clFinish(b.q), "clFinish");
   printf("%s, copy bandwidth %.0f GB/s, medians of %d calls (event profiling, clFinish after each)\n", name, copy_gbps,
          b.calls);
@@ -175,10 +259,13 @@ int main(int argc, char** argv) {
            100.0 * gbps / copy_gbps, (double)one[s] / (0.6 * copy_gbps) * 1e-3);
   }
 
-  // Two kernels, the second after the first on the in-order queue (FC1 then FC2 at T = 1 and 8).
-  const size_t two[][2] = {{14155776, 7077888}, {92012544, 46006272}};
-  printf("\ntwo kernels\n%22s %13s %10s %8s %8s %9s %8s %14s\n", "bytes", "groups", "median us", "min us", "gap us",
-         "GB/s", "% copy", "us at 60 %");
+  // Two reads (FC1 then FC2 at T = 1 and 8 of qwen3-30b-a3b, T = 1 of mixtral-8x7b): two kernels,
+  // the second after the first on the in-order queue; or one `phases` kernel whose second
+  // work-groups wait for the first's count, loading nothing or a word a load before they wait.
+  const size_t two[][2] = {{14155776, 7077888}, {92012544, 46006272}, {132120576, 66060288}};
+  static const char* const how[] = {"", "", "2 kernels", "1, waits", "1, loads+waits"};
+  printf("\ntwo reads\n%22s %-15s %13s %10s %8s %8s %9s %8s %14s\n", "bytes", "how", "groups", "median us", "min us",
+         "gap us", "GB/s", "% copy", "us at 60 %");
   for (size_t s = 0; s < sizeof two / sizeof two[0]; ++s) {
     if (2 * (two[s][0] + two[s][1]) > kRing) {
       printf("%10zu+%-11zu   skipped: the largest allocation (%zu bytes) does not hold it twice\n", two[s][0], two[s][1],
@@ -187,20 +274,22 @@ int main(int argc, char** argv) {
     }
     size_t c0[8], c1[8];
     const int n0 = group_counts(two[s][0], c0), n1 = group_counts(two[s][1], c1);
-    double best = 1e30, best_min = 0, best_gap = 0;
-    size_t best_groups[2] = {0, 0};
-    for (int i = 0; i < n0; ++i)
-      for (int j = 0; j < n1; ++j) {
-        const size_t groups[2] = {c0[i], c1[j]};
-        double mn, gap;
-        const double med = time_calls(&b, two[s], groups, 2, &mn, &gap);
-        if (med < best) best = med, best_min = mn, best_gap = gap, best_groups[0] = c0[i], best_groups[1] = c1[j];
-      }
-    const size_t total = two[s][0] + two[s][1];
-    const double gbps = (double)total / best * 1e-3;
-    printf("%10zu+%-11zu %6zu+%-6zu %10.2f %8.2f %8.2f %9.0f %7.1f%% %14.2f\n", two[s][0], two[s][1], best_groups[0],
-           best_groups[1], best, best_min, best_gap, gbps, 100.0 * gbps / copy_gbps,
-           (double)total / (0.6 * copy_gbps) * 1e-3);
+    for (int mode = 2; mode <= 4; ++mode) {
+      double best = 1e30, best_min = 0, best_gap = 0;
+      size_t best_groups[2] = {0, 0};
+      for (int i = 0; i < n0; ++i)
+        for (int j = 0; j < n1; ++j) {
+          const size_t groups[2] = {c0[i], c1[j]};
+          double mn, gap;
+          const double med = time_calls(&b, two[s], groups, mode, &mn, &gap);
+          if (med < best) best = med, best_min = mn, best_gap = gap, best_groups[0] = c0[i], best_groups[1] = c1[j];
+        }
+      const size_t total = two[s][0] + two[s][1];
+      const double gbps = (double)total / best * 1e-3;
+      printf("%10zu+%-11zu %-15s %6zu+%-6zu %10.2f %8.2f %8.2f %9.0f %7.1f%% %14.2f\n", two[s][0], two[s][1], how[mode],
+             best_groups[0], best_groups[1], best, best_min, best_gap, gbps, 100.0 * gbps / copy_gbps,
+             (double)total / (0.6 * copy_gbps) * 1e-3);
+    }
   }
   return 0;
 }
