@@ -32,7 +32,8 @@
 // With MMA_UNROLL > 1 (unstaged K loops) a warp loads MMA_UNROLL chunks of weights before their
 // MMAs: more bytes in flight per warp.
 // MMA_PER_PAIR (one token, no moe_sort): tile p is pair p and slot p; FC1 routes the caller's
-// top-k ids itself (or reads pair_expert from the logit router), zeroes FC2's row-block counts,
+// top-k ids itself (or its router logits with MMA_ROUTE_LOGITS, or reads pair_expert from the
+// logit router), zeroes FC2's row-block counts,
 // and under W4A4 quantizes the token into local memory (MMA_HIDDEN floats); FC2 counts every
 // pair's work-group, local or not.
 // MMA_ROUTED (up to MMA_ROUTE_PAIRS pairs: few tokens, no moe_sort): tile p is led by pair p
@@ -49,7 +50,9 @@
 // Build-time parameters: MOE_NVFP4 (else MXFP4), MOE_W4A4, FP4_MMA_PTX (common/fp4_mma.cl),
 //   MMA_DIRECT (W4A16 FC1: x read in place), MMA_UNROLL (chunks loaded ahead, unstaged only),
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
-//   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default), MMA_TOKEN_SUM and
+//   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default), MMA_ROUTE_LOGITS
+//   (the one-token or routed FC1 routes router logits itself: route_fused 2, with
+//   moe_route_token.cl's ROUTE_* parameters), MMA_TOKEN_SUM and
 //   MMA_TOPK (above; work-groups of MMA_TOPK · 32 · MMA_RT · MMA_KSPLIT work-items),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
 //   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
@@ -62,6 +65,15 @@
 #include "moe_fp4_vec.cl"
 #include "moe_quant.cl"
 #include "moe_expert_map.cl"
+#ifndef MMA_ROUTE_LOGITS
+#define MMA_ROUTE_LOGITS 0
+#endif
+#if MMA_ROUTE_LOGITS
+#if !defined(MMA_FC1) || !(MMA_PER_PAIR || MMA_ROUTED)
+#error "MMA_ROUTE_LOGITS: the one-token or routed FC1 only"
+#endif
+#include "moe_route_token.cl"
+#endif
 #ifdef MOE_NVFP4
 #define FP4_MMA_NVFP4
 #endif
@@ -490,6 +502,11 @@ typedef mma_x_t mma_xarg_t;
 //   pair_weight[p] and the statistics, records invalid ids in status) or from pair_expert (routed
 //   by the logit router); work-group (0, 0) zeroes done [done_count] for moe_mma_fc2; W4A4 x
 //   quantized per block with fc1_input_scale[e] (NVFP4) into local memory.
+//   route_fused 2 (MMA_ROUTE_LOGITS, one-token or routed chunks): the pairs routed here from the
+//   caller's router logits [tokens, E_global] (moe_route_token.cl, with route_bias, renormalize and
+//   scaling as moe_route_grouped's), every work-group routing the chunk's tokens itself: a token's
+//   slots 0 .. routed_k - 1 its chosen experts, then its shared experts shared_first, ... with
+//   weight 1; work-group (0, p) writes pair p as route_fused 1 does. No router launch.
 __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1(
     __global const uint4* gate_w, __global const mma_scales_t* gate_s, __global const uint4* up_w,
     __global const mma_scales_t* up_s, __global const float* fc1_factor, int hidden, int inter, int scale_exp,
@@ -498,7 +515,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     __global const int* topk_ids, __global const float* topk_weights, int num_global, __global const int* expert_map,
     int num_local, __global int* pair_expert, __global float* pair_weight, __global int* status,
     __global int* done, int done_count, __global const float* fc1_input_scale, int num_pairs,
-    __global const float* fc1_bias) {
+    __global const float* fc1_bias, __global const float* logits, __global const float* route_bias, int renormalize,
+    float scaling, int routed_k, int shared_first) {
   __local uint lds[MMA_LDS_WORDS] __attribute__((aligned(16)));  // 16-byte B fragment loads
   __local float* part = (__local float*)lds;
 #if MOE_W4A4
@@ -506,12 +524,33 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #endif
   const int lid = get_local_id(0);
   mma_place_t pl;
+#if MMA_ROUTE_LOGITS
+  __local float route_score[ROUTE_EXPERTS], route_keys[ROUTE_EXPERTS], route_part[ROUTE_LOCAL];
+  __local float route_group_score[ROUTE_GROUPS];
+  __local int route_kept[ROUTE_GROUPS], route_chosen[ROUTE_TOPK];
+  const route_scratch_t rs = {route_score, route_keys, route_kept, route_chosen, route_part, route_group_score};
+#else
+  (void)logits, (void)route_bias, (void)renormalize, (void)scaling, (void)routed_k, (void)shared_first;
+#endif
 #if MMA_PER_PAIR
   const int p = get_group_id(1);
   const long first_pair = (long)token_offset * top_k;  // the chunk's first pair in the caller's tensors
   if (get_group_id(0) == 0 && p == 0)
     for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
   int e;
+#if MMA_ROUTE_LOGITS
+  if (route_fused == 2) {
+    // Slot j of the token (chunk token p / top_k: 0).
+    route_token(logits + ((long)token_offset + p / top_k) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL, &rs);
+    const int j = p % top_k;
+    e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
+                     : shared_first + j - routed_k;
+    if (get_group_id(0) == 0 && lid == 0) {
+      pair_expert[p] = e;
+      pair_weight[p] = j < routed_k ? route_slot_weight(&rs, j, renormalize, scaling) : 1.0f;
+    }
+  } else
+#endif
   if (!route_fused) {
     e = pair_expert[p];
   } else if (get_group_id(0) == 0) {
@@ -540,6 +579,24 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   if (get_group_id(0) == 0 && p == 0)
     for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
   if (lid < 2) route_mask[lid] = 0;
+#if MMA_ROUTE_LOGITS
+  // Router logits: the chunk's tokens one after the other, each by the whole work-group.
+  for (int t = 0; route_fused == 2 && t < num_pairs / top_k; ++t) {
+    if (t > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous token's choice is read
+    route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL, &rs);
+    for (int j = lid; j < top_k; j += MMA_LOCAL) {
+      const int q = t * top_k + j;
+      const int e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
+                                 : shared_first + j - routed_k;
+      route_expert[q] = e;
+      if (get_group_id(0) == 0 && q == p) {
+        pair_expert[q] = e;
+        pair_weight[q] = j < routed_k ? route_slot_weight(&rs, j, renormalize, scaling) : 1.0f;
+      }
+    }
+  }
+  if (route_fused != 2)
+#endif
   for (int q = lid; q < num_pairs; q += MMA_LOCAL) {
     int e;
     if (!route_fused) {

@@ -1,7 +1,8 @@
 // The fastest an OpenCL runtime reads B bytes from device memory in one kernel, and in two kernels
 // one after the other: what a decode MoE call (FC1 then FC2) could at best take on the device,
 // timed as `fp4cl-bench` times a call (event profiling, from the first command's start to the last
-// one's end, clFinish after each call).
+// one's end, clFinish after each call). And the two reads in one kernel whose second work-groups
+// wait for the first's (`phases`): what an FC1 + FC2 of one launch could take.
 //
 // The kernel is a plain streaming read (16-byte loads, a grid-stride loop unrolled 4 times, an XOR
 // of everything read, stored only if it matches an impossible value). Each size is run in

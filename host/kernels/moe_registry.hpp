@@ -84,6 +84,12 @@ struct MoeTiles {
   // choice): that FC2's row tiles of 16 a warp (0: automatic, 1), each B fragment serving them all
   // (the same sums in the same order: the same bits)
   int token_fc2_warp_tiles = 0;
+  // mma, calls with router logits: which kernel routes them (0: automatic, FC1 in one-token chunks
+  // and the router kernel in routed ones; 1: the router kernel, a launch before FC1; 2: FC1 in
+  // one-token and routed chunks, every work-group routing the chunk's tokens itself). Where FC1
+  // cannot (moe_gather_pairs reads the pairs first, or its local memory does not fit the routing's),
+  // the router kernel does.
+  int route_logits = 0;
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
@@ -91,7 +97,7 @@ struct MoeTiles {
            row_loop == o.row_loop && stage == o.stage && warp_tiles == o.warp_tiles &&
            routed_warp_tiles == o.routed_warp_tiles &&
            routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2 &&
-           token_fc2_warp_tiles == o.token_fc2_warp_tiles;
+           token_fc2_warp_tiles == o.token_fc2_warp_tiles && route_logits == o.route_logits;
   }
 };
 

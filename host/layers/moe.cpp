@@ -57,7 +57,9 @@ MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const M
   const bool nvfp4_w4a4 = config.scheme.weight == WeightFormat::nvfp4 && !config.scheme.w4a16();
   // The mma kernels decode E2M1 as BF16 subnormals only (kernels/common/fp4_mma.cl).
   plan.numerics = moe_numerics(ctx, nvfp4_w4a4, selection.uses(MoeStrategy::mma));
-  plan.options = {plan.numerics.options, config.scheme, config.output};
+  plan.options.numerics = plan.numerics.options;
+  plan.options.scheme = config.scheme;
+  plan.options.output = config.output;
   plan.options.batch_invariant = config.batch_invariant;  // MOE_BATCH_INVARIANT (MoeStrategyKernels)
   if (moe_bf16_dot_enabled(ctx)) plan.options.numerics.define("FP4_DPBF16");  // few-pair tiles (moe_fp4_vec.cl)
   plan.bf16_pairs = moe_bf16_dot_enabled(ctx) &&
@@ -67,6 +69,22 @@ MoeBuildPlan moe_build_plan(const Context& ctx, const MoeConfig& config, const M
   plan.x_form_bytes = moe_x_form_bytes(ctx, config.scheme, layout.vec, layout.group, plan.numerics.e2m1_exp);
   add_moe_activation(plan.options.numerics, config.activation, biases);
   return plan;
+}
+
+// The router kernel for plain softmax top-k: the work-group one wherever the mma strategy may
+// run (its FC1 routes router logits as that kernel does, MMA_ROUTE_LOGITS: the same bits in every
+// chunk), else the device's (MoeSoftmaxRouter::automatic).
+MoeSoftmaxRouter softmax_router(const MoeSelection& selection) {
+  return selection.uses(MoeStrategy::mma) ? MoeSoftmaxRouter::work_group : MoeSoftmaxRouter::automatic;
+}
+
+// `options` with the layer's logit routing for an FC1 that routes router logits itself (where
+// fp4cl computes it: MoeRouter's moe_route_build).
+MoeProgramOptions with_logit_routing(MoeProgramOptions options, const Context& ctx, const MoeShape& shape,
+                                     const MoeLogitRouting& routing) {
+  if (routing.unsupported.empty())
+    options.route = moe_route_build(ctx.info(), shape.global_experts, shape.routed_k, shape.top_k, routing);
+  return options;
 }
 
 }  // namespace
@@ -154,9 +172,10 @@ MoeLayer MoeLayer::create(const Context& ctx, const Fp4Experts& experts, const M
                                      interleaved, split, mma);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
-  impl->router = std::make_unique<MoeRouter>(ctx, impl->shape, config.logit_routing);
+  impl->router = std::make_unique<MoeRouter>(ctx, impl->shape, config.logit_routing, softmax_router(sel));
+  const MoeProgramOptions options = with_logit_routing(plan.options, ctx, impl->shape, config.logit_routing);
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
   log::info("MoE layer: {} E={} (of {}) H={} I={} k={}, capacity {} tokens", config.scheme.name(), experts.num_experts,
             map.size(), experts.hidden, experts.intermediate, config.top_k, impl->ws.max_tokens);
   return MoeLayer(std::move(impl));
@@ -176,11 +195,13 @@ MoeLayer MoeLayer::with_context(const Context& ctx) const {
   const MoeBuildPlan plan = moe_build_plan(ctx, from.config, from.selection, from.weights.biases);
   impl->ws = allocate_moe_workspace(ctx, impl->shape, impl->selection, from.config.max_tokens, plan.x_form_bytes,
                                     plan.bf16_pairs);
-  impl->router = std::make_unique<MoeRouter>(ctx, impl->shape, from.config.logit_routing);
+  impl->router =
+      std::make_unique<MoeRouter>(ctx, impl->shape, from.config.logit_routing, softmax_router(impl->selection));
   const MoeProblem problem{from.config.scheme, from.shape.hidden, from.shape.intermediate, from.shape.local_experts,
                            from.shape.top_k};
+  const MoeProgramOptions options = with_logit_routing(plan.options, ctx, impl->shape, from.config.logit_routing);
   for (const auto& entry : impl->selection.usable)
-    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, plan.options, problem);
+    impl->strategies.emplace_back(ctx, entry, impl->selection.layout, options, problem);
   return MoeLayer(std::move(impl));
 }
 
@@ -218,9 +239,13 @@ MoeCall MoeLayer::Impl::enqueue(const cl::Buffer& x, const cl::Buffer& out, std:
   for (std::int64_t offset = 0; offset < tokens; offset += ws.max_tokens) {
     MoeChunk chunk{offset, std::min(ws.max_tokens, tokens - offset), &x, &out, routing,
                    profiling && launch_events == MoeLaunchEvents::every, profiling};
-    // MoeRouter writes the pairs first for router logits and for shared experts' slots, and for
-    // a strategy that does not route top-k ids itself.
-    chunk.routing.routed = routing.logits || shape.top_k > shape.routed_k || !k.routes_topk();
+    // MoeRouter writes the pairs first for router logits (unless the strategy's FC1 routes them
+    // itself, shared experts' slots too) and for shared experts' slots, and for a strategy that
+    // does not route top-k ids itself.
+    chunk.routing.routed = routing.logits ? !k.routes_logits(chunk.tokens, shape.top_k)
+                                          : shape.top_k > shape.routed_k || !k.routes_topk();
+    chunk.routing.route_bias = &router->bias();
+    chunk.routing.route_scaling = router->scaling();
     call.chunk_strategies.emplace_back(to_string(k.id()));
     if (chunk.routing.routed) router->enqueue(queue, shape, weights, ws, chunk, call.launches, last);
     k.enqueue(queue, shape, weights, ws, chunk, call.launches, last);

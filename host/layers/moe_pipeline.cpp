@@ -133,26 +133,17 @@ MoeRouter::MoeRouter(const Context& ctx, const MoeShape& shape, const MoeLogitRo
     logits_ = ctx.programs().kernel("moe_route.cl", "moe_route_logits");
     return;
   }
-  // A power of two (the softmax sums' tree) covering the experts, at most 256 and the device's
-  // work-group limit.
-  std::size_t local = 1;
-  const auto needed = static_cast<std::size_t>(std::max<std::int64_t>(shape.global_experts, shape.top_k));
-  while (local < 256 && local < needed && local * 2 <= ctx.info().max_work_group_size) local *= 2;
+  // A work-group a token of moe_route_build's ROUTE_LOCAL work-items (a power of two: the softmax
+  // sums' tree), as the FC1 that routes logits itself (MMA_ROUTE_LOGITS) computes them.
+  const MoeRouteBuild build = moe_route_build(ctx.info(), shape.global_experts, shape.routed_k, shape.top_k, r);
+  const std::size_t local = build.local;
   if (local < static_cast<std::size_t>(shape.top_k))
     fail("MoE: the logit router writes a token's {} pairs with as many work-items, but {} allows {}", shape.top_k,
          ctx.info().name, local);
   grouped_local_ = local;
   BuildOptions o;
-  o.define("ROUTE_EXPERTS", shape.global_experts)
-      .define("ROUTE_GROUPS", r.groups)
-      .define("ROUTE_TOP_GROUPS", r.top_groups)
-      .define("ROUTE_TOPK", shape.routed_k)
-      .define("ROUTE_PAIRS", shape.top_k)
-      .define("ROUTE_SHARED_FIRST", shape.shared_first())
-      .define("ROUTE_LOCAL", static_cast<long long>(local))
-      .define("ROUTE_SIGMOID", r.scoring == MoeLogitRouting::Scoring::sigmoid ? 1 : 0)
-      .define("ROUTE_BIAS", r.correction_bias.empty() ? 0 : 1)
-      .define("ROUTE_LOGIT_KEYS", r.plain_softmax() ? 1 : 0);
+  build.define(o);
+  o.define("ROUTE_PAIRS", shape.top_k).define("ROUTE_SHARED_FIRST", shape.shared_first());
   grouped_ = ctx.programs().kernel("moe_route_grouped.cl", "moe_route_grouped", o);
   const std::vector<float> bias = r.correction_bias.empty() ? std::vector<float>{0.0f} : r.correction_bias;
   bias_ = allocate_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bias.size() * sizeof(float), bias.data(),
@@ -246,8 +237,13 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     // few: chunks of few pairs, whose FC2 sums the top-k itself (MMA_SUM); per_pair: one token's
     // pairs each a tile of their own, no moe_sort (MMA_PER_PAIR).
     const auto build = [&](const MmaGeometry& g, const char* name, const MmaGemm& gemm, const char* which, bool few,
-                           bool per_pair = false, bool routed = false, int row_loop = 1, bool token_sum = false) {
+                           bool per_pair = false, bool routed = false, int row_loop = 1, bool token_sum = false,
+                           bool route_logits = false) {
       BuildOptions b = mma;
+      if (route_logits) {  // FC1 routes router logits itself, as the router kernel does (moe_route_token.cl)
+        o.route->define(b);
+        b.define("MMA_ROUTE_LOGITS", 1);
+      }
       b.define(which)
           .define("MMA_NT", g.nt)
           .define("MMA_RT", gemm.rt)
@@ -375,6 +371,27 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       fc1_pair_ = build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_);
       fc2_pair_ = build(pair_, "moe_mma_fc2", pair_.fc2, "MMA_FC2", true, true);
     }
+    // The FC1 programs that route router logits themselves (MoeTiles::route_logits: one-token
+    // chunks unless it is 1, routed chunks where it is 2), where the layer's routing is
+    // moe_route_token.cl's and their local memory holds a token's routing beside the rest. Routed
+    // W4A4 chunks whose FC1 reads moe_gather_pairs' rows keep the router kernel: the gather reads
+    // the pairs first.
+    if (o.route && tiles_.route_logits != 1) {
+      const std::uint64_t scratch = o.route->scratch_bytes();
+      const std::uint64_t token = o.scheme.w4a16() ? 0 : 2u * static_cast<std::uint64_t>(problem.hidden);
+      if (mma_per_pair_ && token + fc1_other_local(pair_) + scratch <= local)
+        fc1_pair_logits_ =
+            build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_, false, true);
+      if (tiles_.route_logits == 2 && (mma_direct_ || routed_local_tile_ > 0)) {
+        const std::uint64_t tile = token * static_cast<std::uint64_t>(routed_local_tile_);  // W4A16: none
+        if (fc1_other_local(routed_) + tile + scratch <= local)
+          fc1_routed_logits_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true,
+                                     routed_row_loop_, false, true);
+        if (fc1_routed_wide_() != nullptr && fc1_other_local(routed_wide_) + tile + scratch <= local)
+          fc1_routed_wide_logits_ =
+              build(routed_wide_, "moe_mma_fc1", routed_wide_.fc1, "MMA_FC1", true, false, true, 1, false, true);
+      }
+    }
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
     fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
@@ -404,6 +421,14 @@ bool MoeStrategyKernels::mma_token_fc2(std::int64_t pairs, std::int64_t intermed
 }
 
 bool MoeStrategyKernels::mma_per_pair(std::int64_t tokens) const { return mma_per_pair_ && tokens == 1; }
+
+bool MoeStrategyKernels::routes_logits(std::int64_t tokens, int top_k) const {
+  if (id_ != MoeStrategy::mma) return false;
+  if (mma_per_pair(tokens)) return fc1_pair_logits_() != nullptr;
+  if (!mma_routed(tokens, top_k)) return false;
+  const bool wide = routed_local_tile_ > 0 && fc1_routed_wide_() != nullptr;  // enqueue_mma's choice
+  return (wide ? fc1_routed_wide_logits_ : fc1_routed_logits_)() != nullptr;
+}
 
 bool MoeStrategyKernels::mma_routed(std::int64_t tokens, int top_k) const {
   const std::int64_t pairs = tokens * top_k;
@@ -513,13 +538,24 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   const bool wide = routed_local && fc1_routed_wide_() != nullptr;
   const MmaGeometry& g = per_pair ? pair_ : routed ? routed_ : few ? few_ : mma_;
   const MmaGemm& g1 = wide ? routed_wide_.fc1 : g.fc1;
-  cl::Kernel& fc1 = per_pair ? fc1_pair_ : wide ? fc1_routed_wide_ : routed ? fc1_routed_ : few ? fc1_few_ : fc1_;
+  // Router logits that FC1 routes itself (routes_logits; the router kernel did not run).
+  const bool fc1_logits = c.routing.logits != nullptr && !c.routing.routed;
+  cl::Kernel& fc1 = fc1_logits ? (per_pair ? fc1_pair_logits_ : wide ? fc1_routed_wide_logits_ : fc1_routed_logits_)
+                    : per_pair ? fc1_pair_
+                    : wide     ? fc1_routed_wide_
+                    : routed   ? fc1_routed_
+                    : few      ? fc1_few_
+                               : fc1_;
+  if (fc1_logits && (fc1() == nullptr || c.routing.route_bias == nullptr))
+    fail("MoE: router logits for a chunk of {} tokens reached an FC1 that does not route them, or without the "
+         "router's bias (routes_logits, MoeRoutingInput::route_bias)",
+         c.tokens);
   // Routed chunks' FC2 a work-group a token (routed_token_).
   const bool by_token = routed && fc2_routed_token_() != nullptr && mma_token_fc2(pairs, s.intermediate);
   cl::Kernel& fc2 = by_token ? fc2_routed_token_ : per_pair ? fc2_pair_ : routed ? fc2_routed_ : few ? fc2_few_ : fc2_;
-  // Top-k ids are routed inside the per-pair or routed FC1; router logits and shared experts' slots
-  // were routed by MoeRouter.
-  const bool fused = (per_pair || routed) && !c.routing.routed;
+  // Top-k ids are routed inside the per-pair or routed FC1; router logits (unless fc1_logits) and
+  // shared experts' slots were routed by MoeRouter.
+  const bool fused = (per_pair || routed) && !c.routing.routed && !fc1_logits;
   const cl::Buffer& ids = fused ? *c.routing.topk_ids : ws.pair_expert;  // read only when fused
   const cl::Buffer& weights = fused ? *c.routing.topk_weights : ws.pair_weight;
   // Every kernel's arguments are set before the first launch (NVIDIA's OpenCL starts a command as
@@ -528,10 +564,13 @@ void MoeStrategyKernels::enqueue_mma(const cl::CommandQueue& queue, const MoeSha
   // enqueue itself).
   set_args(fc1, "moe_mma_fc1", w.mma_gate, w.mma_gate_scales, w.mma_up, w.mma_up_scales, w.fc1_factor, H, I,
            w.scale_exp, mma_direct_ || per_pair || routed_local ? *c.x : ws.x1, ws.tiles, ws.chunk_info,
-           w.fc2_input_scale, ws.x2, ws.slot_pair, k, offset, cl_int{fused ? 1 : 0}, ids, weights,
+           w.fc2_input_scale, ws.x2, ws.slot_pair, k, offset, cl_int{fc1_logits ? 2 : fused ? 1 : 0}, ids, weights,
            as_int(s.global_experts), w.expert_map, as_int(s.local_experts), ws.pair_expert, ws.pair_weight, ws.status,
            ws.row_blocks_done,
-           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs), w.fc1_bias);
+           cl_int{per_pair || routed ? row_blocks : 0}, w.fc1_input_scale, as_int(pairs), w.fc1_bias,
+           fc1_logits ? *c.routing.logits : ws.pair_weight, fc1_logits ? *c.routing.route_bias : ws.pair_weight,
+           cl_int{c.routing.renormalize ? 1 : 0}, c.routing.route_scaling, cl_int{s.routed_k},
+           as_int(s.shared_first()));
   set_args(fc2, "moe_mma_fc2", w.mma_w2, w.mma_w2_scales, w.fc2_factor, H, I, w.scale_exp, ws.x2, ws.tiles,
            ws.chunk_info, ws.slot_pair, ws.y, ws.pair_expert, ws.pair_weight, k, T, offset, *c.out,
            ws.row_blocks_done, w.fc2_bias);

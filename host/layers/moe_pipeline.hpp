@@ -9,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/moe.hpp"
 #include "fp4cl/opencl.hpp"
 #include "kernels/moe_registry.hpp"
+#include "layers/moe_route_build.hpp"
 #include "layers/moe_weights.hpp"
 
 namespace fp4cl {
@@ -57,8 +59,13 @@ struct MoeRoutingInput {
   const cl::Buffer* topk_weights = nullptr;
   const cl::Buffer* logits = nullptr;
   bool renormalize = true;
+  // The layer's router's correction bias and scaling factor (MoeRouter::bias, ::scaling), for a
+  // strategy that routes router logits itself (MoeStrategyKernels::routes_logits).
+  const cl::Buffer* route_bias = nullptr;
+  float route_scaling = 1.0f;
   // True when MoeRouter has written pair_expert and pair_weight before the strategy runs (router
-  // logits, or shared experts' slots); false: the strategy routes top-k ids itself.
+  // logits, or shared experts' slots); false: the strategy routes top-k ids, or router logits
+  // where it routes them itself, and the shared experts' slots then too.
   bool routed = false;
 };
 
@@ -97,6 +104,8 @@ class MoeRouter {
             MoeSoftmaxRouter softmax = MoeSoftmaxRouter::automatic);
   void enqueue(const cl::CommandQueue& queue, const MoeShape& shape, const MoeDeviceWeights& weights,
                const MoeWorkspace& ws, const MoeChunk& chunk, std::vector<MoeLaunch>& launches, cl::Event& last);
+  const cl::Buffer& bias() const { return bias_; }
+  float scaling() const { return scaling_; }
 
  private:
   cl::Kernel topk_;
@@ -113,6 +122,10 @@ struct MoeProgramOptions {
   QuantScheme scheme;
   MoeOutput output = MoeOutput::bf16;
   bool batch_invariant = false;  // MoeConfig::batch_invariant (MOE_BATCH_INVARIANT where a file reads it)
+  // The layer's routing of router logits where fp4cl computes it with moe_route_token.cl (the
+  // router kernel's parameters: MoeRouter routes with a work-group a token), for the FC1 that
+  // routes them itself; empty: the router kernel routes every call with logits.
+  std::optional<MoeRouteBuild> route;
 };
 
 class MoeStrategyKernels {
@@ -124,6 +137,9 @@ class MoeStrategyKernels {
   // FC1, the others in moe_sort (one launch fewer a call: on PoCL each costs a few µs of a ~1 ms
   // one-token call).
   bool routes_topk() const { return true; }
+  // True when a chunk of `tokens` with router logits is routed by this strategy's FC1 itself
+  // (mma, one token or routed chunks; MoeTiles::route_logits): no router launch.
+  bool routes_logits(std::int64_t tokens, int top_k) const;
   // Pairs of one expert that share a pass over its weights, at most, in a chunk of `tokens`.
   // Split shares passes only where the chunk has at least as many pairs as experts: with fewer,
   // most experts get one pair and the shared kernels' larger local memory only lowers occupancy.
@@ -174,6 +190,10 @@ class MoeStrategyKernels {
   // built; its geometry routed_'s, FC2 without a K split (few_'s under batch invariance).
   cl::Kernel fc2_routed_token_;
   MmaGeometry routed_token_;
+  // fc1_pair_, fc1_routed_ and fc1_routed_wide_ routing router logits themselves (MMA_ROUTE_LOGITS),
+  // null where MoeTiles::route_logits does not ask for them, the layer's routing is not
+  // moe_route_token.cl's, or their local memory does not fit.
+  cl::Kernel fc1_pair_logits_, fc1_routed_logits_, fc1_routed_wide_logits_;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   int routed_row_loop_ = 1;  // MMA_ROW_LOOP of the routed FC1 (not routed_wide_'s)
