@@ -528,7 +528,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   __local float route_score[ROUTE_EXPERTS], route_keys[ROUTE_EXPERTS], route_part[ROUTE_LOCAL];
   __local float route_group_score[ROUTE_GROUPS];
   __local int route_kept[ROUTE_GROUPS], route_chosen[ROUTE_TOPK];
-  const route_scratch_t rs = {route_score, route_keys, route_kept, route_chosen, route_part, route_group_score};
+#define MMA_ROUTE_SCRATCH route_score, route_keys, route_kept, route_chosen, route_part, route_group_score
 #else
   (void)logits, (void)route_bias, (void)renormalize, (void)scaling, (void)routed_k, (void)shared_first;
 #endif
@@ -541,13 +541,14 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
 #if MMA_ROUTE_LOGITS
   if (route_fused == 2) {
     // Slot j of the token (chunk token p / top_k: 0).
-    route_token(logits + ((long)token_offset + p / top_k) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL, &rs);
+    route_token(logits + ((long)token_offset + p / top_k) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL,
+                MMA_ROUTE_SCRATCH);
     const int j = p % top_k;
     e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
                      : shared_first + j - routed_k;
     if (get_group_id(0) == 0 && lid == 0) {
       pair_expert[p] = e;
-      pair_weight[p] = j < routed_k ? route_slot_weight(&rs, j, renormalize, scaling) : 1.0f;
+      pair_weight[p] = j < routed_k ? route_slot_weight(route_score, route_chosen, j, renormalize, scaling) : 1.0f;
     }
   } else
 #endif
@@ -583,7 +584,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   // Router logits: the chunk's tokens one after the other, each by the whole work-group.
   for (int t = 0; route_fused == 2 && t < num_pairs / top_k; ++t) {
     if (t > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous token's choice is read
-    route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL, &rs);
+    route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL,
+                MMA_ROUTE_SCRATCH);
     for (int j = lid; j < top_k; j += MMA_LOCAL) {
       const int q = t * top_k + j;
       const int e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
@@ -591,7 +593,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
       route_expert[q] = e;
       if (get_group_id(0) == 0 && q == p) {
         pair_expert[q] = e;
-        pair_weight[q] = j < routed_k ? route_slot_weight(&rs, j, renormalize, scaling) : 1.0f;
+        pair_weight[q] = j < routed_k ? route_slot_weight(route_score, route_chosen, j, renormalize, scaling) : 1.0f;
       }
     }
   }

@@ -23,10 +23,10 @@ __kernel __attribute__((reqd_work_group_size(ROUTE_LOCAL, 1, 1))) void moe_route
     __global float* pair_weight, __global int* status) {
   __local float score[ROUTE_EXPERTS], key[ROUTE_EXPERTS], part[ROUTE_LOCAL], group_score[ROUTE_GROUPS];
   __local int kept[ROUTE_GROUPS], chosen[ROUTE_TOPK];
-  const route_scratch_t r = {score, key, kept, chosen, part, group_score};
   const int t = get_group_id(0), lid = get_local_id(0);
   if (t >= num_tokens) return;  // uniform over the work-group
-  route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, bias, lid, ROUTE_LOCAL, &r);
+  route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, bias, lid, ROUTE_LOCAL, score, key, kept, chosen,
+              part, group_score);
 
   // Slot s: route_slot_weight; then the shared experts' slots, weight 1.
   if (lid >= ROUTE_TOPK && lid < ROUTE_PAIRS) {
@@ -37,6 +37,6 @@ __kernel __attribute__((reqd_work_group_size(ROUTE_LOCAL, 1, 1))) void moe_route
     const int p = t * ROUTE_PAIRS + lid;
     const long g = ((long)token_offset + t) * ROUTE_TOPK + lid;
     pair_expert[p] = moe_map_expert(chosen[lid], ROUTE_EXPERTS, expert_map, num_local, g, status);
-    pair_weight[p] = route_slot_weight(&r, lid, renormalize, scaling);
+    pair_weight[p] = route_slot_weight(score, chosen, lid, renormalize, scaling);
   }
 }

@@ -34,33 +34,20 @@ inline float route_key(float v) { return isnan(v) ? -INFINITY : v; }
 // Whether (key a, index ia) comes before (key b, index ib): larger key first, then lower index.
 inline int route_ahead(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
 
-// A token's routing state in local memory: score [ROUTE_EXPERTS] (s_e), key [ROUTE_EXPERTS] (c_e
-// = s_e + bias_e, NaN as -inf), kept [ROUTE_GROUPS] (1: the group is among the top_groups), chosen
-// [ROUTE_TOPK] (slot -> global expert), part [ROUTE_LOCAL] (the softmax's partials),
-// group_score [ROUTE_GROUPS].
-typedef struct {
-  __local float* score;
-  __local float* key;
-  __local int* kept;
-  __local int* chosen;
-  __local float* part;
-  __local float* group_score;
-} route_scratch_t;
-
-// Routes the token of logits l [ROUTE_EXPERTS] (bias [ROUTE_EXPERTS] under ROUTE_BIAS): leaves
-// r->chosen and r->score filled. Called by the whole work-group (lid of nwi work-items); ends with
-// a barrier. A caller that routes another token with the same scratch puts a barrier between its
-// reads of this one's and that call.
-inline void route_token(const __global float* l, __global const float* bias, int lid, int nwi,
-                        const route_scratch_t* r) {
-  __local float* score = r->score;
-  __local float* key = r->key;
-  __local int* kept = r->kept;
+// Routes the token of logits l [ROUTE_EXPERTS] (bias [ROUTE_EXPERTS] under ROUTE_BIAS) in local
+// memory: score [ROUTE_EXPERTS] (s_e), key [ROUTE_EXPERTS] (c_e = s_e + bias_e, NaN as -inf),
+// kept [ROUTE_GROUPS] (1: the group is among the top_groups), chosen [ROUTE_TOPK] (slot -> global
+// expert), part [ROUTE_LOCAL] (the softmax's partials), group_score [ROUTE_GROUPS]; leaves chosen
+// and score filled. Called by the whole work-group (lid of nwi work-items); ends with a barrier. A
+// caller that routes another token in the same arrays puts a barrier between its reads of this
+// one's and that call.
+inline void route_token(const __global float* l, __global const float* bias, int lid, int nwi, __local float* score,
+                        __local float* key, __local int* kept, __local int* chosen, __local float* part,
+                        __local float* group_score) {
 #if ROUTE_SIGMOID
   for (int e = lid; e < ROUTE_EXPERTS; e += nwi) score[e] = 1.0f / (1.0f + exp(-l[e]));
 #else
   // Softmax: the max and the sum each over a fixed tree of ROUTE_LOCAL strided partials.
-  __local float* part = r->part;
   for (int v = lid; v < ROUTE_LOCAL; v += nwi) {
     float m = -INFINITY;
     for (int e = v; e < ROUTE_EXPERTS; e += ROUTE_LOCAL) m = fmax(m, l[e]);
@@ -90,7 +77,7 @@ inline void route_token(const __global float* l, __global const float* bias, int
   const float sum = part[0];
   for (int e = lid; e < ROUTE_EXPERTS; e += nwi) score[e] /= sum;
 #endif
-  (void)bias;
+  (void)bias, (void)part, (void)group_score;
   for (int e = lid; e < ROUTE_EXPERTS; e += nwi)
 #if ROUTE_LOGIT_KEYS
     key[e] = route_key(l[e]);
@@ -104,7 +91,6 @@ inline void route_token(const __global float* l, __global const float* bias, int
 #if ROUTE_GROUPS > 1
   // Each group's score (with a bias the sum of its two largest keys, else its largest), then its
   // rank among the groups.
-  __local float* group_score = r->group_score;
   for (int g = lid; g < ROUTE_GROUPS; g += nwi) {
     float first = -INFINITY, second = -INFINITY;
     for (int j = 0; j < ROUTE_PER_GROUP; ++j) {
@@ -145,18 +131,19 @@ inline void route_token(const __global float* l, __global const float* bias, int
       for (int f0 = g * ROUTE_PER_GROUP; f0 < end && rank < ROUTE_TOPK; f0 += ROUTE_RANK_STEP)
         for (int f = f0; f < min(f0 + ROUTE_RANK_STEP, end); ++f) rank += route_ahead(key[f], f, c, e);
     }
-    if (rank < ROUTE_TOPK) r->chosen[rank] = e;
+    if (rank < ROUTE_TOPK) chosen[rank] = e;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 // Slot s's weight (s < ROUTE_TOPK) after route_token: its score (without the bias), renormalized
 // in slot order, then scaled.
-inline float route_slot_weight(const route_scratch_t* r, int s, int renormalize, float scaling) {
-  float w = r->score[r->chosen[s]];
+inline float route_slot_weight(__local const float* score, __local const int* chosen, int s, int renormalize,
+                               float scaling) {
+  float w = score[chosen[s]];
   if (renormalize) {
     float psum = 0.0f;
-    for (int j = 0; j < ROUTE_TOPK; ++j) psum += r->score[r->chosen[j]];
+    for (int j = 0; j < ROUTE_TOPK; ++j) psum += score[chosen[j]];
     w /= psum;
   }
   return w * scaling;
