@@ -7,7 +7,8 @@ set -euo pipefail
 debs=(cmake g++ make pkg-config python3 python3-pip ccache
       ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd clinfo
       libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev
-      clang-14 libclang-rt-14-dev)  # libFuzzer and clang's sanitizer runtimes (tools/run-tests.sh)
+      clang-14 libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (tools/run-tests.sh)
+      llvm-14 libclc-14)  # the PTX paths compiled without a GPU (tools/check-nvptx.sh)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -11,5 +11,6 @@ void register_make_model(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_run(CLI::App& app);
+void register_kernel_source(CLI::App& app);
 
 }  // namespace fp4cl::cli

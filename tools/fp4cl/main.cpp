@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fp4cl::cli::register_quantize(app);
   fp4cl::cli::register_inspect(app);
   fp4cl::cli::register_run(app);
+  fp4cl::cli::register_kernel_source(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
