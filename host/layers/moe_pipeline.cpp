@@ -371,28 +371,44 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       fc1_pair_ = build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_);
       fc2_pair_ = build(pair_, "moe_mma_fc2", pair_.fc2, "MMA_FC2", true, true);
     }
+    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
     // The FC1 programs that route router logits themselves (MoeTiles::route_logits: one-token
     // chunks unless it is 1, routed chunks where it is 2), where the layer's routing is
     // moe_route_token.cl's and their local memory holds a token's routing beside the rest. Routed
     // W4A4 chunks whose FC1 reads moe_gather_pairs' rows keep the router kernel: the gather reads
-    // the pairs first.
+    // the pairs first. They are an optimization: a build that fails leaves those calls to the
+    // router kernel (a warning says why) rather than failing the layer. Built last, so that
+    // tests/faults can fail every build from theirs on.
+    const auto optional = [&](const char* what, auto&& make) -> cl::Kernel {
+      try {
+        return make();
+      } catch (const Error& e) {
+        log::warn("MoE: the {} FC1 that routes router logits itself did not build on {}, so the router kernel "
+                  "routes those calls: {}",
+                  what, ctx.info().name, e.what());
+        return cl::Kernel();
+      }
+    };
     if (o.route && tiles_.route_logits != 1) {
       const std::uint64_t scratch = o.route->scratch_bytes();
       const std::uint64_t token = o.scheme.w4a16() ? 0 : 2u * static_cast<std::uint64_t>(problem.hidden);
       if (mma_per_pair_ && token + fc1_other_local(pair_) + scratch <= local)
-        fc1_pair_logits_ =
-            build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_, false, true);
+        fc1_pair_logits_ = optional("one-token", [&] {
+          return build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_, false, true);
+        });
       if (tiles_.route_logits == 2 && (mma_direct_ || routed_local_tile_ > 0)) {
         const std::uint64_t tile = token * static_cast<std::uint64_t>(routed_local_tile_);  // W4A16: none
         if (fc1_other_local(routed_) + tile + scratch <= local)
-          fc1_routed_logits_ = build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true,
-                                     routed_row_loop_, false, true);
+          fc1_routed_logits_ = optional("routed", [&] {
+            return build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true, routed_row_loop_, false,
+                         true);
+          });
         if (fc1_routed_wide_() != nullptr && fc1_other_local(routed_wide_) + tile + scratch <= local)
-          fc1_routed_wide_logits_ =
-              build(routed_wide_, "moe_mma_fc1", routed_wide_.fc1, "MMA_FC1", true, false, true, 1, false, true);
+          fc1_routed_wide_logits_ = optional("routed", [&] {
+            return build(routed_wide_, "moe_mma_fc1", routed_wide_.fc1, "MMA_FC1", true, false, true, 1, false, true);
+          });
       }
     }
-    reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
   } else if (id_ == MoeStrategy::grouped) {
     fc1_ = programs.kernel("moe_fc1.cl", "moe_fc1", fc1);
     fc2_ = programs.kernel("moe_fc2.cl", "moe_fc2", fc2);

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "linear/linear_test_data.hpp"
 #include "moe/moe_test_support.hpp"
 #include "support/log.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -442,6 +445,76 @@ TEST(MoeFaultsBuild, EveryBuildOfCreationFailsCleanly) {
       EXPECT_EQ(forward_on(ctx, layer, x, ids, weights, T), clean.bf16) << scheme.name() << " build " << n;
     }
   }
+}
+
+// A router-logit forward on the buffers of `ctx`; *routed_by_the_router: whether it launched the
+// router kernel.
+std::vector<std::uint16_t> logits_forward_on(const Context& ctx, MoeLayer& layer, const std::vector<std::uint16_t>& x,
+                                             const std::vector<float>& logits, std::int64_t tokens,
+                                             bool* routed_by_the_router) {
+  auto copy = [&](const auto& v) {
+    cl_int err = CL_SUCCESS;
+    cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(v[0]),
+                 const_cast<void*>(static_cast<const void*>(v.data())), &err);
+    EXPECT_EQ(err, CL_SUCCESS);
+    return b;
+  };
+  std::vector<std::uint16_t> out(x.size());
+  cl_int err = CL_SUCCESS;
+  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, out.size() * 2, nullptr, &err);
+  const MoeCall call = layer.enqueue_logits(copy(x), copy(logits), ob, tokens);
+  layer.finish(call);
+  *routed_by_the_router = std::any_of(call.launches.begin(), call.launches.end(),
+                                      [](const MoeLaunch& l) { return l.kernel == "moe_route_grouped"; });
+  EXPECT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, out.size() * 2, out.data()), CL_SUCCESS);
+  return out;
+}
+
+// The FC1s that route router logits themselves (mma.route_logits 2: the one-token and the routed
+// one) are an optimization: where their builds fail, the layer is made all the same (a warning
+// says why) and calls with router logits launch the router kernel, with the same bits. Every
+// build from the n-th on fails (a failed cached binary is rebuilt from source, which fails too).
+// Those two FC1s are the layer's last builds (moe_pipeline.cpp): from the first of them on the
+// layer is made and a one-token call falls back; from the second (the routed one) it is made and
+// the one-token FC1 routes; from any earlier build the creation fails cleanly.
+TEST(MoeFaultsBuild, AnFc1RoutingLogitsThatFailsToBuildLeavesThemToTheRouter) {
+  const QuietLog quiet;
+  const ScopedEnv kernel("FP4CL_MOE_KERNEL", "mma"), tiles("FP4CL_MOE_TILES", "mma.route_logits=2");
+  const std::int64_t E = 8;
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 61});
+  const auto x = make_activations(1, 64, Data::exact, 62);
+  const auto logits = make_logits(1, E, 63);
+  MoeConfig cfg;
+  cfg.scheme = kSchemes[1];
+  cfg.top_k = 2;
+  const Context clean_ctx = Context::create();
+  MoeLayer clean_layer = MoeLayer::create(clean_ctx, ex, cfg);
+  bool clean_routed = true;
+  const std::vector<std::uint16_t> clean = logits_forward_on(clean_ctx, clean_layer, x, logits, 1, &clean_routed);
+  ASSERT_FALSE(clean_routed) << "FC1 did not route the logits with every build in place";
+  const std::int64_t calls = calls_of([&] { MoeLayer::create(Context::create(), ex, cfg); }, fault_injection::build);
+  int made = 0, fell_back = 0;
+  for (std::int64_t n = 1; n <= calls; ++n) {
+    const Context ctx = Context::create();
+    std::optional<MoeLayer> layer;
+    Thrown t;
+    {
+      Plan plan = fail_at(n, fault_injection::build, CL_BUILD_PROGRAM_FAILURE);
+      plan.every = 1;
+      Scope scope(plan);
+      t = thrown_by([&] { layer.emplace(MoeLayer::create(ctx, ex, cfg)); });
+    }
+    if (!layer) {
+      EXPECT_TRUE(is_clear_fault_error(t, CL_BUILD_PROGRAM_FAILURE)) << "build " << n;
+      continue;
+    }
+    ++made;
+    bool routed = false;
+    EXPECT_EQ(logits_forward_on(ctx, *layer, x, logits, 1, &routed), clean) << "build " << n;
+    fell_back += routed ? 1 : 0;
+  }
+  EXPECT_EQ(made, 2) << "of " << calls << " builds";
+  EXPECT_EQ(fell_back, 1);
 }
 
 // Expert parallelism over two shards (separate contexts): every call of a forward, the first one
