@@ -192,7 +192,7 @@ class MoeStrategyKernels {
   MmaGeometry routed_token_;
   // fc1_pair_, fc1_routed_ and fc1_routed_wide_ routing router logits themselves (MMA_ROUTE_LOGITS),
   // null where MoeTiles::route_logits does not ask for them, the layer's routing is not
-  // moe_route_token.cl's, or their local memory does not fit.
+  // moe_route_token.cl's, their local memory does not fit, or their build failed (a warning).
   cl::Kernel fc1_pair_logits_, fc1_routed_logits_, fc1_routed_wide_logits_;
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
