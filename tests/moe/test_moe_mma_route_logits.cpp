@@ -2,8 +2,8 @@
 // MMA_ROUTE_LOGITS with kernels/moe_route_token.cl): no router launch, the same bits as the
 // router kernel (mma.route_logits 1), the reference's output. One-token chunks (a work-group a
 // pair) and routed chunks (tiles found in FC1), both schemes; plain softmax top-k with and without
-// renormalization, DeepSeek-V3's gate with a shared expert, softmax with groups, an expert_map,
-// tied logits; and which kernel routes where by default.
+// renormalization, DeepSeek-V3's gate with a shared expert, Kimi-K2's over 384 experts, softmax
+// with groups, an expert_map, tied logits; and which kernel routes where by default.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,7 +98,7 @@ TEST(MoeMmaRouteLogits, SoftmaxTopkInFc1IsTheRoutersBits) {
       }
 }
 
-TEST(MoeMmaRouteLogits, DeepSeekGateWithASharedExpertInFc1IsTheRoutersBits) {
+TEST(MoeMmaRouteLogits, GatesInFc1AreTheRoutersBits) {
   // 32 routed experts in 8 groups of 4 (4 kept), a correction bias, × 2.5, k = 4, and a shared
   // expert (the 33rd): FC1 writes its slot too, weight 1.
   const std::int64_t E = 32;
@@ -111,6 +111,20 @@ TEST(MoeMmaRouteLogits, DeepSeekGateWithASharedExpertInFc1IsTheRoutersBits) {
     cfg.logit_routing = r;
     cfg.shared_experts = 1;
     EXPECT_TRUE(fc1_routes_like_the_router(ex, cfg, T, make_logits(T, E, 312 + T), 313, 1)) << "T = " << T;
+  }
+  // Kimi-K2's gate: sigmoid, one group, a bias, × 2.827, over 384 experts: more than the 256
+  // partial lanes (ROUTE_LOCAL), each lane's partials over two or more experts.
+  {
+    const std::int64_t K2 = 384;
+    const Fp4Experts kimi = make_experts({WeightFormat::nvfp4, K2, 64, 64, Data::exact, 317});
+    MoeConfig k2 = config(kNvW4A16, 8);
+    k2.logit_routing.scoring = MoeLogitRouting::Scoring::sigmoid;
+    k2.logit_routing.scaling_factor = 2.827f;
+    for (std::int64_t e = 0; e < K2; ++e)
+      k2.logit_routing.correction_bias.push_back(0.01f * static_cast<float>(e % 11));
+    for (const std::int64_t T : {1, 3})
+      EXPECT_TRUE(fc1_routes_like_the_router(kimi, k2, T, make_logits(T, K2, 318 + T), 319))
+          << "384 experts, T = " << T;
   }
   // Softmax scores in 4 groups of 8, 2 kept (DeepSeek-V2's group-limited greedy), one token, W4A4.
   MoeConfig cfg = config(kNvW4A4, 3);
