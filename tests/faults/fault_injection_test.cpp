@@ -390,23 +390,35 @@ INSTANTIATE_TEST_SUITE_P(AllSchemesAndStrategies, MoeFaults, ::testing::ValuesIn
                            return name;
                          });
 
-// A top-k forward on the buffers of `ctx` (run_topk uses the shared test context's).
+// A read-only copy of `v` on `ctx` (run_topk and run_logits use the shared test context's).
+template <typename T>
+cl::Buffer copy_on(const Context& ctx, const std::vector<T>& v) {
+  cl_int err = CL_SUCCESS;
+  cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(T),
+               const_cast<T*>(v.data()), &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  return b;
+}
+
+// The n BF16 outputs that `run` (given an output buffer on `ctx`) writes, read back.
+template <typename Run>
+std::vector<std::uint16_t> bf16_output_on(const Context& ctx, std::size_t n, Run&& run) {
+  std::vector<std::uint16_t> out(n);
+  cl_int err = CL_SUCCESS;
+  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, n * 2, nullptr, &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  run(ob);
+  EXPECT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, n * 2, out.data()), CL_SUCCESS);
+  return out;
+}
+
+// A top-k forward on the buffers of `ctx`.
 std::vector<std::uint16_t> forward_on(const Context& ctx, MoeLayer& layer, const std::vector<std::uint16_t>& x,
                                       const std::vector<std::int32_t>& ids, const std::vector<float>& weights,
                                       std::int64_t tokens) {
-  auto copy = [&](const auto& v) {
-    cl_int err = CL_SUCCESS;
-    cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(v[0]),
-                 const_cast<void*>(static_cast<const void*>(v.data())), &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    return b;
-  };
-  std::vector<std::uint16_t> out(x.size());
-  cl_int err = CL_SUCCESS;
-  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, out.size() * 2, nullptr, &err);
-  layer.forward_topk(copy(x), copy(ids), copy(weights), ob, tokens);
-  EXPECT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, out.size() * 2, out.data()), CL_SUCCESS);
-  return out;
+  return bf16_output_on(ctx, x.size(), [&](const cl::Buffer& out) {
+    layer.forward_topk(copy_on(ctx, x), copy_on(ctx, ids), copy_on(ctx, weights), out, tokens);
+  });
 }
 
 // Program builds of a MoE layer: a fresh context each time (builds come from the disk cache or
@@ -452,22 +464,12 @@ TEST(MoeFaultsBuild, EveryBuildOfCreationFailsCleanly) {
 std::vector<std::uint16_t> logits_forward_on(const Context& ctx, MoeLayer& layer, const std::vector<std::uint16_t>& x,
                                              const std::vector<float>& logits, std::int64_t tokens,
                                              bool* routed_by_the_router) {
-  auto copy = [&](const auto& v) {
-    cl_int err = CL_SUCCESS;
-    cl::Buffer b(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(v[0]),
-                 const_cast<void*>(static_cast<const void*>(v.data())), &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    return b;
-  };
-  std::vector<std::uint16_t> out(x.size());
-  cl_int err = CL_SUCCESS;
-  const cl::Buffer ob(ctx.opencl_context(), CL_MEM_READ_WRITE, out.size() * 2, nullptr, &err);
-  const MoeCall call = layer.enqueue_logits(copy(x), copy(logits), ob, tokens);
-  layer.finish(call);
-  *routed_by_the_router = std::any_of(call.launches.begin(), call.launches.end(),
-                                      [](const MoeLaunch& l) { return l.kernel == "moe_route_grouped"; });
-  EXPECT_EQ(ctx.queue().enqueueReadBuffer(ob, CL_TRUE, 0, out.size() * 2, out.data()), CL_SUCCESS);
-  return out;
+  return bf16_output_on(ctx, x.size(), [&](const cl::Buffer& out) {
+    const MoeCall call = layer.enqueue_logits(copy_on(ctx, x), copy_on(ctx, logits), out, tokens);
+    layer.finish(call);
+    *routed_by_the_router = std::any_of(call.launches.begin(), call.launches.end(),
+                                        [](const MoeLaunch& l) { return l.kernel == "moe_route_grouped"; });
+  });
 }
 
 // The FC1s that route router logits themselves (mma.route_logits 2: the one-token and the routed
