@@ -73,6 +73,17 @@
 #error "MMA_ROUTE_LOGITS: the one-token or routed FC1 only"
 #endif
 #include "moe_route_token.cl"
+// Slot j of a token's pairs after route_token: the routed slots' experts (chosen, through the
+// expert_map to local ids) and weights, then past routed_k the shared experts shared_first, ...
+// with weight 1.
+inline int mma_logit_slot_expert(int j, int routed_k, int shared_first, __local const int* chosen, int num_global,
+                                 __global const int* expert_map, int num_local) {
+  return j < routed_k ? moe_local_expert(chosen[j], num_global, expert_map, num_local) : shared_first + j - routed_k;
+}
+inline float mma_logit_slot_weight(int j, int routed_k, __local const float* score, __local const int* chosen,
+                                   int renormalize, float scaling) {
+  return j < routed_k ? route_slot_weight(score, chosen, j, renormalize, scaling) : 1.0f;
+}
 #endif
 #ifdef MOE_NVFP4
 #define FP4_MMA_NVFP4
@@ -544,11 +555,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     route_token(logits + ((long)token_offset + p / top_k) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL,
                 MMA_ROUTE_SCRATCH);
     const int j = p % top_k;
-    e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
-                     : shared_first + j - routed_k;
+    e = mma_logit_slot_expert(j, routed_k, shared_first, route_chosen, num_global, expert_map, num_local);
     if (get_group_id(0) == 0 && lid == 0) {
       pair_expert[p] = e;
-      pair_weight[p] = j < routed_k ? route_slot_weight(route_score, route_chosen, j, renormalize, scaling) : 1.0f;
+      pair_weight[p] = mma_logit_slot_weight(j, routed_k, route_score, route_chosen, renormalize, scaling);
     }
   } else
 #endif
@@ -588,12 +598,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
                 MMA_ROUTE_SCRATCH);
     for (int j = lid; j < top_k; j += MMA_LOCAL) {
       const int q = t * top_k + j;
-      const int e = j < routed_k ? moe_local_expert(route_chosen[j], num_global, expert_map, num_local)
-                                 : shared_first + j - routed_k;
+      const int e = mma_logit_slot_expert(j, routed_k, shared_first, route_chosen, num_global, expert_map, num_local);
       route_expert[q] = e;
       if (get_group_id(0) == 0 && q == p) {
         pair_expert[q] = e;
-        pair_weight[q] = j < routed_k ? route_slot_weight(route_score, route_chosen, j, renormalize, scaling) : 1.0f;
+        pair_weight[q] = mma_logit_slot_weight(j, routed_k, route_score, route_chosen, renormalize, scaling);
       }
     }
   }

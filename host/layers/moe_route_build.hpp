@@ -23,7 +23,7 @@ struct MoeRouteBuild {
 
   // Adds the ROUTE_* defines above to `b`.
   void define(BuildOptions& b) const;
-  // Local memory of one token's routing in a work-group (moe_route_token.cl's route_scratch_t).
+  // Local memory of one token's routing in a work-group (route_token's arrays, moe_route_token.cl).
   std::uint64_t scratch_bytes() const;
 };
 
