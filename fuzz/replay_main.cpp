@@ -1,6 +1,6 @@
 // The driver of a fuzz target outside libFuzzer (GCC builds, ctest): runs the target once on
 // every file named on the command line and every file inside the directories named, in sorted
-// order, printing how many it ran. A finding aborts, as under libFuzzer. With no input at all
+// order, printing how many it ran. A finding stops it with a trap, as under libFuzzer. With no input at all
 // it fails: a replay that runs nothing is not a test.
 #include <algorithm>
 #include <cstdint>
