@@ -50,6 +50,7 @@ MoeCheckReference moe_check_reference(const Fp4Experts& experts, const MoeConfig
   picked.tokens = static_cast<std::int64_t>(c.picked.size());
   picked.top_k = k;
   picked.weight_rel_error = routing.weight_rel_error;
+  picked.weight_abs_error = routing.weight_abs_error;
   for (std::int64_t t : c.picked) {
     xs.insert(xs.end(), x.begin() + t * H, x.begin() + (t + 1) * H);
     picked.ids.insert(picked.ids.end(), routing.ids.begin() + t * k, routing.ids.begin() + (t + 1) * k);

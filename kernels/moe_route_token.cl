@@ -137,14 +137,16 @@ inline void route_token(const __global float* l, __global const float* bias, int
 }
 
 // Slot s's weight (s < ROUTE_TOPK) after route_token: its score (without the bias), renormalized
-// in slot order, then scaled.
+// in slot order by the scores' sum + 1e-20 as DeepSeek-V3's gate does (scores that all underflow
+// to 0 give weights 0, not 0 / 0; a sum of at least 2^-40 comes out of the addition unchanged),
+// then scaled.
 inline float route_slot_weight(__local const float* score, __local const int* chosen, int s, int renormalize,
                                float scaling) {
   float w = score[chosen[s]];
   if (renormalize) {
     float psum = 0.0f;
     for (int j = 0; j < ROUTE_TOPK; ++j) psum += score[chosen[j]];
-    w /= psum;
+    w /= psum + 1e-20f;
   }
   return w * scaling;
 }

@@ -18,6 +18,11 @@ namespace {
 
 constexpr double kU = 0x1p-24;        // fp32 unit roundoff
 constexpr double kSlack = 0x1p-44;    // the reference's own fp64 rounding, relative to Σ|terms|
+// An fp32 score's absolute error where it underflows: exp(-l) overflowing, a subnormal quotient, or
+// a device that flushes subnormals to 0 all leave it within the smallest normal number.
+constexpr double kScoreUnderflow = 0x1p-126;
+// What the grouped router adds to the sum it renormalizes by (DeepSeek-V3's gate), as fp32.
+constexpr double kRenormEpsilon = static_cast<double>(1e-20f);
 constexpr int kMaxVariants = 4096;    // W4A4 blocks: variants enumerated before the coarse bound
 
 double gamma(double n) { return n * kU / (1.0 - n * kU); }
@@ -495,6 +500,10 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
   const double e_p = 2 * e_exp + gamma(static_cast<double>(num_experts)) + 5 * kU;
   const double e_w = renormalize ? 2 * e_p + gamma(top_k) + 5 * kU : e_p;
   r.weight_rel_error = e_w * 1.01;
+  // An exp(l - max) that underflows: each probability within kScoreUnderflow (the sum is >= 1);
+  // renormalized, divided by the k probabilities' sum, which holds the max's, 1 / sum >= 1 / E.
+  const double e_abs = kScoreUnderflow * (renormalize ? (top_k + 1.0) * static_cast<double>(num_experts) : 1.0);
+  r.weight_abs_error = 2 * e_abs;
   return r;
 }
 
@@ -548,8 +557,11 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
       const double c = sc[e] + (bias ? routing.correction_bias[static_cast<std::size_t>(e)] : 0.0);
       k[e] = std::isnan(c) ? -INFINITY : c;
     }
-    // A key's device error: its score's, and the bias addition's rounding.
-    auto key_error = [&](std::int64_t e) { return e_score * std::fabs(sc[e]) + (bias ? kU * std::fabs(k[e]) : 0.0); };
+    // A key's device error: its score's (relative, and absolute where it underflows), and the bias
+    // addition's rounding.
+    auto key_error = [&](std::int64_t e) {
+      return e_score * std::fabs(sc[e]) + kScoreUnderflow + (bias ? kU * std::fabs(k[e]) : 0.0);
+    };
     std::vector<char> kept(static_cast<std::size_t>(routing.groups), 1);
     if (routing.groups > 1) {
       std::vector<std::pair<double, std::int32_t>> groups;
@@ -592,12 +604,16 @@ MoeRouting routing_from_logits(const std::vector<float>& logits, std::int64_t to
     for (int s = 0; s < top_k; ++s) {
       const std::int32_t e = ranked[static_cast<std::size_t>(s)].second;
       r.ids.push_back(e);
-      r.weights.push_back((renormalize ? sc[e] / psum : sc[e]) * routing.scaling_factor);
+      r.weights.push_back((renormalize ? sc[e] / (psum + kRenormEpsilon) : sc[e]) * routing.scaling_factor);
     }
   }
-  // Renormalization: γ(k) and a division; the scaling one rounding.
-  const double e_w = (renormalize ? 2 * e_score + gamma(top_k) + 5 * kU : e_score) + kU;
+  // Renormalization: γ(k), the epsilon's addition and a division; the scaling one rounding.
+  const double e_w = (renormalize ? 2 * e_score + gamma(top_k) + 6 * kU : e_score) + kU;
   r.weight_rel_error = e_w * 1.01;
+  // Scores that underflow, each within kScoreUnderflow: the weight's numerator moves by that, and
+  // renormalized its denominator (at least the epsilon) by k times that, of a weight at most 1.
+  const double e_abs = renormalize ? (top_k + 1.0) * kScoreUnderflow / kRenormEpsilon : kScoreUnderflow;
+  r.weight_abs_error = 2 * e_abs * static_cast<double>(routing.scaling_factor);
   return r;
 }
 
@@ -620,7 +636,7 @@ MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOp
 
   std::vector<double> x(static_cast<std::size_t>(H)), y, yb;
   std::vector<double> abs_terms(static_cast<std::size_t>(H));
-  const double ew = routing.weight_rel_error;
+  const double ew = routing.weight_rel_error, ea = routing.weight_abs_error;
   for (std::int64_t t = 0; t < T; ++t) {
     for (std::int64_t i = 0; i < H; ++i) x[static_cast<std::size_t>(i)] = bf16_to_float(x_bf16[static_cast<std::size_t>(t * H + i)]);
     double* out = &res.value[static_cast<std::size_t>(t * H)];
@@ -636,8 +652,9 @@ MoeReferenceResult moe_reference(const Fp4Experts& experts, const MoeReferenceOp
       for (std::int64_t n = 0; n < H; ++n) {
         const auto ni = static_cast<std::size_t>(n);
         out[n] += wt * y[ni];
-        bound[n] += std::fabs(wt) * (1 + ew) * yb[ni] + ew * std::fabs(wt * y[ni]);
-        abs_terms[ni] += std::fabs(wt) * (1 + ew) * (std::fabs(y[ni]) + yb[ni]);
+        // |w' y' - w y| <= |w'| |y' - y| + |w' - w| |y|, |w' - w| <= ew |w| + ea.
+        bound[n] += (std::fabs(wt) * (1 + ew) + ea) * yb[ni] + (ew * std::fabs(wt) + ea) * std::fabs(y[ni]);
+        abs_terms[ni] += (std::fabs(wt) * (1 + ew) + ea) * (std::fabs(y[ni]) + yb[ni]);
       }
     }
     // The top-k sum in fp32: k products and k additions.

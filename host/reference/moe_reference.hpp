@@ -50,7 +50,10 @@ struct MoeRouting {
   int top_k = 0;
   std::vector<std::int32_t> ids;  // [T, k] global expert ids
   std::vector<double> weights;    // [T, k]
-  double weight_rel_error = 0.0;  // |device weight - weight| <= weight_rel_error × |weight|
+  // |device weight - weight| <= weight_rel_error × |weight| + weight_abs_error (the absolute part:
+  // fp32 scores that underflow).
+  double weight_rel_error = 0.0;
+  double weight_abs_error = 0.0;
   // Logit routing other than plain softmax: true where some choice (the kept groups, or an
   // expert's slot among the top k + 1) rests on keys closer than the device's fp32 keys may be
   // off, so that a conforming device may choose otherwise. Tests assert that their data is not.

@@ -9,8 +9,9 @@
 //   group g (experts g·E/G .. (g+1)·E/G - 1) scores the sum of its two largest keys with a bias,
 //     else its largest key; the top_groups best groups are kept, the other groups' experts dropped
 //   slot s = the kept expert of rank s by key (ties to the lower index; NaN ranks below every number)
-//   w_s = s_{e_s} (the score, without the bias); with MoeConfig::renormalize w_s / Σ_j w_j (slot
-//     order); then × scaling_factor
+//   w_s = s_{e_s} (the score, without the bias); with MoeConfig::renormalize w_s / (Σ_j w_j + 1e-20)
+//     (slot order; HF's DeepSeek-V3 MoEGate adds the 1e-20, so that scores that all underflow to 0
+//     give weights 0, not NaN); then × scaling_factor
 // in fp32 on the device.
 #pragma once
 

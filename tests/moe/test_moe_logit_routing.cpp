@@ -167,6 +167,34 @@ TEST_P(MoeLogitRoutingTest, TiesGoToTheLowerExpertAndNaNRanksLast) {
   EXPECT_TRUE(matches_reference(reference::moe_reference(ex, reference_options(cfg), x, routing), dev, cfg.output));
 }
 
+TEST_P(MoeLogitRoutingTest, ScoresThatUnderflowRenormalizeAsDeepSeekDoes) {
+  // DeepSeek's gate divides by the chosen scores' sum + 1e-20. Token 0's sigmoid scores all
+  // underflow to 0 in fp32 (logits near -391): weights 0, not 0 / 0 = NaN. Token 1's are normal
+  // but ~1e-26, so the 1e-20 dominates the sum: weights ~1e-6 × 2.5, not ~1.25. The bias decides
+  // which experts (the scores are far below its steps).
+  const std::int64_t T = 2, E = 8;
+  std::vector<float> logits(T * E, -391.5f);
+  for (std::int64_t e = 0; e < E; ++e) logits[E + e] = -60.0f - 0.5f * static_cast<float>(e);
+  const std::vector<float> bias = {0.25f, -0.125f, 0.0f, 0.5f, 0.125f, 0.375f, -0.25f, 0.0625f};
+  const auto r = grouped(MoeLogitRouting::Scoring::sigmoid, 2, 1, bias, 2.5f);
+  const auto routing = reference::routing_from_logits(logits, T, E, 2, true, r);
+  EXPECT_EQ(routing.ids, (std::vector<std::int32_t>{3, 0, 3, 0}));
+  EXPECT_LT(routing.weights[0], 1e-100);
+  const double eps = 1e-20f;
+  EXPECT_NEAR(routing.weights[2], 2.5 * std::exp(-61.5) / (std::exp(-61.5) + std::exp(-60.0) + eps), 1e-18);
+  EXPECT_GT(routing.weight_abs_error, 0.0);
+  EXPECT_LT(routing.weight_abs_error, 1e-15);
+  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 261});
+  for (const QuantScheme& scheme : {kNvW4A16, kNvW4A4}) {
+    MoeConfig cfg = config(scheme, 2, r);
+    EXPECT_TRUE(matches(ex, cfg, T, 262, logits)) << scheme.name();
+    cfg.output = MoeOutput::fp32;
+    MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
+    const DeviceResult dev = run_logits(layer, cfg.output, make_activations(T, 64, Data::exact, 262), logits, T);
+    for (std::int64_t i = 0; i < 64; ++i) EXPECT_EQ(dev.fp32[static_cast<std::size_t>(i)], 0.0f) << "token 0, " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, MoeLogitRoutingTest, ::testing::Values("grouped", "decode", "split", "mma"),
                          [](const auto& p) { return p.param; });
 

@@ -381,8 +381,8 @@ def grouped_topk(logits, top_k, renormalize, scoring="softmax", groups=1, top_gr
     """vLLM's grouped_topk (DeepSeek-V3's noaux_tc gate with a bias): (ids int32 [T, k], weights
     float64 [T, k], relative error bound of fp32 weights). Scores are softmax or sigmoid; experts
     are chosen by score + bias among the top_groups groups (ranked by their two best keys with a
-    bias, else their best); the weights are the chosen scores, renormalized, times scaling. Ties
-    go to the lower index (stable sorts)."""
+    bias, else their best); the weights are the chosen scores, renormalized (by their sum + 1e-20),
+    times scaling. Ties go to the lower index (stable sorts)."""
     logits = np.asarray(logits, dtype=np.float64)
     t, e = logits.shape
     if scoring == "softmax":
@@ -400,9 +400,9 @@ def grouped_topk(logits, top_k, renormalize, scoring="softmax", groups=1, top_gr
     ids = np.argsort(-masked, axis=1, kind="stable")[:, :top_k].astype(np.int32)
     w = np.take_along_axis(scores, ids, axis=1)
     if renormalize:
-        w = w / w.sum(axis=1, keepdims=True)
+        w = w / (w.sum(axis=1, keepdims=True) + float(np.float32(1e-20)))  # DeepSeek-V3's MoEGate adds 1e-20
     w = w * scaling
-    rel = 2 * (8 + (e + 4 if scoring == "softmax" else 0) + (top_k + 4 if renormalize else 0) + 1) * U
+    rel = 2 * (8 + (e + 4 if scoring == "softmax" else 0) + (top_k + 5 if renormalize else 0) + 1) * U
     return ids, w, rel
 
 
