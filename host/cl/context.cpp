@@ -33,7 +33,7 @@ Context Context::create(std::string_view selector) {
   check_cl(err, "creating a command queue on {}", state->info.name);
   state->profiling = true;
   state->programs = std::make_shared<ProgramCache>(state->context, state->device, state->info,
-                                                   ProgramCache::disk_dir_from_env());
+                                                   ProgramCache::disk_dir_for(state->info));
   log::info("device {}", state->info.describe());
   return Context(std::move(state));
 }
@@ -70,7 +70,7 @@ Context Context::wrap(::cl_context context, ::cl_command_queue queue) {
   state->profiling = (properties & CL_QUEUE_PROFILING_ENABLE) != 0;
   state->info = query_device_info(state->device);
   state->programs = std::make_shared<ProgramCache>(state->context, state->device, state->info,
-                                                   ProgramCache::disk_dir_from_env());
+                                                   ProgramCache::disk_dir_for(state->info));
   log::info("device {} (wrapped context)", state->info.describe());
   return Context(std::move(state));
 }

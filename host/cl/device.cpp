@@ -9,6 +9,7 @@
 #include "cl/device_selector.hpp"
 #include "support/check.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 namespace fp4cl {
 
@@ -83,6 +84,12 @@ bool DeviceInfo::has_extension(std::string_view ext) const {
     pos = end;
   }
   return false;
+}
+
+bool DeviceInfo::is_pocl() const {
+  const std::string platform = to_lower(platform_name);
+  return platform.find("portable computing language") != std::string::npos ||
+         platform.find("pocl") != std::string::npos;
 }
 
 std::string DeviceInfo::describe() const {

@@ -20,12 +20,6 @@ bool has_letter(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](unsigned char c) { return std::isalpha(c) != 0; });
 }
 
-bool is_pocl(const DeviceInfo& d) {
-  const std::string platform = to_lower(d.platform_name);
-  return platform.find("portable computing language") != std::string::npos ||
-         platform.find("pocl") != std::string::npos;
-}
-
 std::string device_list(const std::vector<DeviceInfo>& devices) {
   if (devices.empty()) return "\n  (none: no OpenCL platform reports a device; is an ICD such as pocl-opencl-icd installed?)";
   std::string s;
@@ -58,7 +52,7 @@ std::size_t select_device_index(std::string_view selector_in, const std::vector<
     // The first GPU; else the PoCL CPU device (what CI runs); else any CPU; else the first device.
     found = first_where(devices, [](const DeviceInfo& d) { return d.kind == DeviceKind::gpu; });
     if (found == kNone)
-      found = first_where(devices, [](const DeviceInfo& d) { return d.kind == DeviceKind::cpu && is_pocl(d); });
+      found = first_where(devices, [](const DeviceInfo& d) { return d.kind == DeviceKind::cpu && d.is_pocl(); });
     if (found == kNone) found = first_where(devices, [](const DeviceInfo& d) { return d.kind == DeviceKind::cpu; });
     if (found == kNone && !devices.empty()) found = 0;
   } else if (selector == "gpu") {

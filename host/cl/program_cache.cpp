@@ -110,6 +110,19 @@ std::string ProgramCache::disk_dir_from_env() {
   return {};
 }
 
+std::string ProgramCache::disk_dir_for(const DeviceInfo& device) {
+  const char* chosen = std::getenv("FP4CL_CACHE_DIR");
+  if ((!chosen || !*chosen) && device.is_pocl()) {
+    const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");
+    if (!pocl_cache || std::string_view(pocl_cache) != "0") {
+      log::debug("program cache: none on disk for {} (PoCL caches its own builds; FP4CL_CACHE_DIR names one)",
+                 device.name);
+      return {};
+    }
+  }
+  return disk_dir_from_env();
+}
+
 // A program from a cached binary, or a null program when there is none or it is unusable.
 cl::Program ProgramCache::load_cached(const std::string& entry, const std::string& key, const std::string& options,
                                       const std::string& what, bool* missing) {

@@ -35,6 +35,8 @@ struct DeviceInfo {
   int nv_compute_capability = 0;
 
   bool has_extension(std::string_view ext) const;
+  // Whether the device is PoCL's (its platform name says "Portable Computing Language" or "pocl").
+  bool is_pocl() const;
   // "0:0 pthread-haswell-AMD EPYC (Portable Computing Language, CPU, OpenCL C 1.2 PoCL)"
   std::string describe() const;
 };

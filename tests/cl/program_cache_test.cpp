@@ -273,6 +273,44 @@ TEST(ProgramCache, DiskDirFromEnvironment) {
   }
 }
 
+// A Context's disk cache: with FP4CL_CACHE_DIR unset, none on PoCL while PoCL's own kernel cache
+// is on (POCL_KERNEL_CACHE unset or not 0), the default location elsewhere; a directory or "off"
+// that FP4CL_CACHE_DIR names holds on every device.
+TEST(ProgramCache, PoclKeepsItsOwnCacheUnlessADirectoryIsNamed) {
+  test::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  test::ScopedEnv unset("FP4CL_CACHE_DIR", std::nullopt);
+  test::ScopedEnv pocl_default("POCL_KERNEL_CACHE", std::nullopt);
+  DeviceInfo pocl, nvidia;
+  pocl.platform_name = "Portable Computing Language";
+  nvidia.platform_name = "NVIDIA CUDA";
+  EXPECT_TRUE(pocl.is_pocl());
+  EXPECT_FALSE(nvidia.is_pocl());
+  EXPECT_EQ(ProgramCache::disk_dir_for(pocl), "");
+  EXPECT_EQ(ProgramCache::disk_dir_for(nvidia), "/xdg/fp4cl");
+  {
+    test::ScopedEnv pocl_on("POCL_KERNEL_CACHE", "1");
+    EXPECT_EQ(ProgramCache::disk_dir_for(pocl), "");
+  }
+  {
+    test::ScopedEnv pocl_off("POCL_KERNEL_CACHE", "0");
+    EXPECT_EQ(ProgramCache::disk_dir_for(pocl), "/xdg/fp4cl");
+  }
+  {
+    test::ScopedEnv named("FP4CL_CACHE_DIR", "/somewhere/cache");
+    EXPECT_EQ(ProgramCache::disk_dir_for(pocl), "/somewhere/cache");
+    EXPECT_EQ(ProgramCache::disk_dir_for(nvidia), "/somewhere/cache");
+  }
+  {
+    test::ScopedEnv off("FP4CL_CACHE_DIR", "off");
+    EXPECT_EQ(ProgramCache::disk_dir_for(nvidia), "");
+  }
+  // The Context the library creates on this machine's device follows the same rule.
+  const DeviceInfo& here = test::shared_context().info();
+  EXPECT_EQ(Context::create().programs().disk_dir(), here.is_pocl() ? "" : "/xdg/fp4cl");
+  test::ScopedEnv named("FP4CL_CACHE_DIR", "/somewhere/cache");
+  EXPECT_EQ(Context::create().programs().disk_dir(), "/somewhere/cache");
+}
+
 // FP4CL_BUILD_FLAGS: its flags reach every build (the driver reports them among the program's
 // build options), from source and from a cached binary, and give programs their own cache entries;
 // defines, include paths, flags that relax the arithmetic and non-flags are refused naming the
