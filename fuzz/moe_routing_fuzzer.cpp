@@ -9,11 +9,11 @@
 //   reference routes or throws fp4cl::Error, and a routing it accepts chooses distinct experts
 //   in range.
 //   Device (when an OpenCL device opens; FP4CL_FUZZ_MOE_DEVICE=0 turns it off): the same ids and
-//   weights, or logits, through three fixed layers (NVFP4 W4A16 with every expert local; NVFP4
+//   weights, or logits, through four fixed layers (NVFP4 W4A16 with every expert local; NVFP4
 //   W4A4 with an expert_map sharding 8 global experts onto 4; NVFP4 W4A16 with DeepSeek's gate:
-//   sigmoid, 2 groups of 2 with 1 kept, a bias, × 2.5): an invalid id is reported as
-//   fp4cl::Error, never read; otherwise every output element is one the reference accepts (for
-//   the gate, where its routing is not ambiguous).
+//   sigmoid, 2 groups of 2 with 1 kept, a bias, × 2.5; the same with softmax scores, no bias,
+//   × 0.5): an invalid id is reported as fp4cl::Error, never read; otherwise every output element
+//   is one the reference accepts (for the grouped routings, where their routing is not ambiguous).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,7 +71,7 @@ const fp4cl::Fp4Experts& experts() {
 // The three device layers; null when no device opens (or FP4CL_FUZZ_MOE_DEVICE=0).
 struct DeviceLayers {
   fp4cl::Context ctx;
-  fp4cl::MoeLayer local, sharded, gated;
+  fp4cl::MoeLayer local, sharded, gated, grouped_softmax;
 };
 const std::vector<std::int32_t> kShardMap = {-1, 0, -1, 1, 2, -1, 3, -1};
 fp4cl::MoeLogitRouting gate() {
@@ -81,6 +81,14 @@ fp4cl::MoeLogitRouting gate() {
   r.top_groups = 1;
   r.correction_bias = {0.25f, -0.125f, 0.0f, 0.5f};
   r.scaling_factor = 2.5f;
+  return r;
+}
+// Softmax scores in groups (DeepSeek-V2's group-limited greedy), scaled.
+fp4cl::MoeLogitRouting softmax_groups() {
+  fp4cl::MoeLogitRouting r;
+  r.groups = 2;
+  r.top_groups = 1;
+  r.scaling_factor = 0.5f;
   return r;
 }
 
@@ -101,9 +109,12 @@ DeviceLayers* device_layers() {
     sharded.renormalize = false;
     fp4cl::MoeConfig gated = local;
     gated.logit_routing = gate();
+    fp4cl::MoeConfig grouped_softmax = local;
+    grouped_softmax.logit_routing = softmax_groups();
     return std::unique_ptr<DeviceLayers>(new DeviceLayers{*ctx, fp4cl::MoeLayer::create(*ctx, experts(), local),
                                                           fp4cl::MoeLayer::create(*ctx, experts(), sharded),
-                                                          fp4cl::MoeLayer::create(*ctx, experts(), gated)});
+                                                          fp4cl::MoeLayer::create(*ctx, experts(), gated),
+                                                          fp4cl::MoeLayer::create(*ctx, experts(), grouped_softmax)});
   }();
   return layers.get();
 }
@@ -127,7 +138,20 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
   DeviceLayers* d = device_layers();
   if (!d) return;
   const bool use_sharded = in.u8() & 1, use_logits = in.u8() & 1, use_gate = use_logits && !use_sharded && in.u8() & 1;
-  fp4cl::MoeLayer& layer = use_sharded ? d->sharded : use_gate ? d->gated : d->local;
+  // Logits (the local and grouped layers route 4 global experts, the sharded one 8), then, in a
+  // byte after them so that inputs saved before it came keep their meaning, which grouped
+  // routing: DeepSeek's gate, or softmax in groups.
+  std::vector<float> logits;
+  if (use_logits) {
+    const std::int64_t experts_a_token = (use_sharded ? d->sharded : d->local).num_global_experts();
+    for (std::int64_t i = 0; i < tokens * experts_a_token; ++i)
+      logits.push_back(in.u8() & 1 ? in.f32() : in.grid(-8, 8, 0.25f));
+  }
+  const bool use_softmax_groups = use_gate && in.u8() % 4 == 3;
+  fp4cl::MoeLayer& layer =
+      use_sharded ? d->sharded : use_softmax_groups ? d->grouped_softmax : use_gate ? d->gated : d->local;
+  const char* layer_name =
+      use_sharded ? "sharded" : use_softmax_groups ? "softmax groups" : use_gate ? "gate" : "local";
   const int k = layer.top_k();
   const std::int64_t global = layer.num_global_experts();
   ref::MoeReferenceOptions opts;
@@ -136,10 +160,10 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
 
   std::optional<ref::MoeRouting> routing;
   std::vector<std::int32_t> ids;
-  std::vector<float> weights, logits;
+  std::vector<float> weights;
   if (use_logits) {
-    for (std::int64_t i = 0; i < tokens * global; ++i) logits.push_back(in.u8() & 1 ? in.f32() : in.grid(-8, 8, 0.25f));
-    routing = use_gate ? ref::routing_from_logits(logits, tokens, global, k, true, gate())
+    routing = use_gate ? ref::routing_from_logits(logits, tokens, global, k, true,
+                                                  use_softmax_groups ? softmax_groups() : gate())
                        : ref::routing_from_logits(logits, tokens, global, k, !use_sharded);
   } else {
     for (std::int64_t i = 0; i < tokens * k; ++i) {
@@ -168,7 +192,7 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
   for (std::size_t i = 0; i < y.size(); ++i)
     if (!ref::accepts_bf16(*expected, i, y[i]))
       finding("device output " + std::to_string(i) + " outside the reference's bound (" +
-              (use_logits ? "logits" : "topk") + (use_sharded ? ", sharded" : use_gate ? ", gate" : ", local") + ")");
+              (use_logits ? "logits, " : "topk, ") + layer_name + ")");
 }
 
 }  // namespace
