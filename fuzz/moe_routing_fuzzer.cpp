@@ -68,7 +68,7 @@ const fp4cl::Fp4Experts& experts() {
   return x;
 }
 
-// The three device layers; null when no device opens (or FP4CL_FUZZ_MOE_DEVICE=0).
+// The four device layers; null when no device opens (or FP4CL_FUZZ_MOE_DEVICE=0).
 struct DeviceLayers {
   fp4cl::Context ctx;
   fp4cl::MoeLayer local, sharded, gated, grouped_softmax;
