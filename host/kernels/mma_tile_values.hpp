@@ -67,7 +67,9 @@ inline constexpr MmaTileKey kMmaTileKeys[] = {
     {"token_fc2_warp_tiles", &MoeTiles::token_fc2_warp_tiles, {{0, "automatic"}, {1}, {2}, {4}},
      "row tiles of 16 a warp of the routed chunks' FC2 of a work-group a token", true},
     {"route_logits", &MoeTiles::route_logits,
-     {{0, "automatic: FC1 for one token"}, {1, "the router kernel"}, {2, "FC1 for one token and routed chunks"}},
+     {{0, "automatic: FC1 for one token and small routed chunks"},
+      {1, "the router kernel"},
+      {2, "FC1 for one token and every routed chunk"}},
      nullptr, false},
 };
 

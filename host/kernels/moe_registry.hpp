@@ -85,10 +85,10 @@ struct MoeTiles {
   // (the same sums in the same order: the same bits)
   int token_fc2_warp_tiles = 0;
   // mma, calls with router logits: which kernel routes them (0: automatic, FC1 in one-token chunks
-  // and the router kernel in routed ones; 1: the router kernel, a launch before FC1; 2: FC1 in
-  // one-token and routed chunks, every work-group routing the chunk's tokens itself). Where FC1
-  // cannot (moe_gather_pairs reads the pairs first, or its local memory does not fit the routing's),
-  // the router kernel does.
+  // and in the routed chunks that mma_fc1_routes_chunk takes, the router kernel in the others; 1:
+  // the router kernel, a launch before FC1; 2: FC1 in one-token and every routed chunk, every
+  // work-group routing the chunk's tokens itself). Where FC1 cannot (moe_gather_pairs reads the
+  // pairs first, or its local memory does not fit the routing's), the router kernel does.
   int route_logits = 0;
 
   bool operator==(const MoeTiles& o) const {
@@ -134,6 +134,21 @@ constexpr std::int64_t kSplitMaxSharedPairs = 512;
 // The most pairs of a chunk whose FC1 sorts them itself (MMA_ROUTE_PAIRS in moe_mma.cl: no
 // moe_sort launch).
 constexpr std::int64_t kMmaRoutedPairs = 64;
+// Which kernel routes router logits in a routed chunk by default (MoeTiles::route_logits 0): FC1
+// where the chunk has at most kMmaFc1RouteTokens tokens and at most kMmaFc1RouteLogits logits
+// (tokens × global experts), else the router kernel. Every FC1 work-group routes the chunk's tokens
+// one after the other before its first weight load, so that cost grows with the tokens and the
+// experts while the router launch it saves does not. On the H100 (bench/gpu/h100/2026-12-05),
+// NVFP4, µs, FC1 against the router kernel:
+//   qwen3-30b-a3b (E = 128, softmax) T = 2 W4A16 36.6, 36.9 / 42.5, 50.2; W4A4 38.4, 38.9 / 49.7,
+//     45.8; T = 4 W4A16 60.4 / 53.5, W4A4 64.0 / 60.4; T = 8 116.0 / 75.5, 123.6 / 80.4
+//   mixtral-8x7b (E = 8) T = 2 182.3 / 185.6, 193.8 / 187.9 (level); T = 4 212.5 / 175.4
+//   deepseek-v3 (E = 256, its gate) W4A16 T = 2 191.5 / 181.8
+constexpr std::int64_t kMmaFc1RouteTokens = 2;
+constexpr std::int64_t kMmaFc1RouteLogits = 256;
+constexpr bool mma_fc1_routes_chunk(std::int64_t tokens, std::int64_t global_experts) {
+  return tokens <= kMmaFc1RouteTokens && tokens * global_experts <= kMmaFc1RouteLogits;
+}
 struct MmaGemm {
   int rt = 1, ks = 1, kstage = 1;
   int mt = 1;  // row tiles a warp (MoeTiles::warp_tiles)

@@ -373,7 +373,8 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
     }
     reduce_ = programs.kernel("moe_fc2.cl", "moe_reduce", fc2);
     // The FC1 programs that route router logits themselves (MoeTiles::route_logits: one-token
-    // chunks unless it is 1, routed chunks where it is 2), where the layer's routing is
+    // chunks unless it is 1, routed chunks where it is 2 or where it is 0 and mma_fc1_routes_chunk
+    // takes a chunk of 2 tokens, routes_logits), where the layer's routing is
     // moe_route_token.cl's and their local memory holds a token's routing beside the rest. Routed
     // W4A4 chunks whose FC1 reads moe_gather_pairs' rows keep the router kernel: the gather reads
     // the pairs first. They are an optimization: a build that fails leaves those calls to the
@@ -396,7 +397,9 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
         fc1_pair_logits_ = optional("one-token", [&] {
           return build(pair_, "moe_mma_fc1", pair_.fc1, "MMA_FC1", true, true, false, pair_row_loop_, false, true);
         });
-      if (tiles_.route_logits == 2 && (mma_direct_ || routed_local_tile_ > 0)) {
+      route_experts_ = o.route->experts;
+      const bool routed = tiles_.route_logits == 2 || mma_fc1_routes_chunk(2, route_experts_);
+      if (routed && (mma_direct_ || routed_local_tile_ > 0)) {
         const std::uint64_t tile = token * static_cast<std::uint64_t>(routed_local_tile_);  // W4A16: none
         if (fc1_other_local(routed_) + tile + scratch <= local)
           fc1_routed_logits_ = optional("routed", [&] {
@@ -442,6 +445,7 @@ bool MoeStrategyKernels::routes_logits(std::int64_t tokens, int top_k) const {
   if (id_ != MoeStrategy::mma) return false;
   if (mma_per_pair(tokens)) return fc1_pair_logits_() != nullptr;
   if (!mma_routed(tokens, top_k)) return false;
+  if (tiles_.route_logits == 0 && !mma_fc1_routes_chunk(tokens, route_experts_)) return false;  // the router's
   const bool wide = routed_local_tile_ > 0 && fc1_routed_wide_() != nullptr;  // enqueue_mma's choice
   return (wide ? fc1_routed_wide_logits_ : fc1_routed_logits_)() != nullptr;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe_registry.hpp"  // mma_fc1_routes_chunk
 #include "moe_test_support.hpp"
 #include "support/scoped_env.hpp"
 
@@ -158,30 +159,36 @@ TEST(MoeMmaRouteLogits, RoutedW4A4TilesQuantizedInFc1AreTheRoutersBits) {
   EXPECT_TRUE(fc1_routes_like_the_router(ex, cfg, 3, make_logits(3, E, 332), 333));
 }
 
-TEST(MoeMmaRouteLogits, TheDefaultRoutesOneTokenInFc1AndRoutedChunksByTheRouter) {
-  // mma.route_logits 0 (automatic): one-token chunks in FC1, routed ones by the router kernel
-  // (until measured on a GPU, bench/gpu/history.md); 1: the router kernel for both; W4A4 routed
-  // chunks that gather their rows first keep the router even with 2.
-  const std::int64_t E = 16;
-  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 341});
-  const auto x3 = make_activations(3, ex.hidden, Data::exact, 342);
-  const std::vector<std::uint16_t> x1(x3.begin(), x3.begin() + ex.hidden);
-  const auto logits = make_logits(3, E, 343);
-  const std::vector<float> logits1(logits.begin(), logits.begin() + E);
+TEST(MoeMmaRouteLogits, TheDefaultRoutesSmallChunksInFc1AndTheRestByTheRouter) {
+  // mma.route_logits 0 (automatic): one-token chunks in FC1, routed chunks in FC1 where
+  // mma_fc1_routes_chunk takes them (at most 2 tokens and 256 logits; measured on the H100,
+  // bench/gpu/history.md), the others by the router kernel; 1: the router kernel for all; 2: FC1
+  // for all. W4A4 routed chunks that gather their rows first keep the router even with 2.
+  static_assert(mma_fc1_routes_chunk(2, 16) && !mma_fc1_routes_chunk(3, 16) && !mma_fc1_routes_chunk(2, 192),
+                "the cases below");
   struct Case {
+    std::int64_t experts;
     QuantScheme scheme;
     int route_logits;
-    bool fc1_routes_one, fc1_routes_three;
+    bool fc1_routes[3];  // chunks of 1, 2 and 3 tokens
   };
-  for (const Case& c : {Case{kNvW4A16, 0, true, false}, Case{kNvW4A16, 1, false, false},
-                        Case{kNvW4A16, 2, true, true}, Case{kNvW4A4, 2, true, false}}) {
+  for (const Case& c : {Case{16, kNvW4A16, 0, {true, true, false}}, Case{16, kNvW4A16, 1, {false, false, false}},
+                        Case{16, kNvW4A16, 2, {true, true, true}}, Case{16, kNvW4A4, 2, {true, false, false}},
+                        Case{16, kNvW4A4, 0, {true, false, false}}, Case{192, kNvW4A16, 0, {true, false, false}},
+                        Case{192, kNvW4A16, 2, {true, true, true}}}) {
+    const std::int64_t E = c.experts;
+    const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 341});
+    const auto x3 = make_activations(3, ex.hidden, Data::exact, 342);
+    const auto logits = make_logits(3, E, 343);
     MoeLayer layer = mma_layer(ex, config(c.scheme, 4), c.route_logits);
-    const DeviceResult one = run_logits(layer, MoeOutput::bf16, x1, logits1, 1);
-    const DeviceResult three = run_logits(layer, MoeOutput::bf16, x3, logits, 3);
-    EXPECT_EQ(!launches(one.call, "moe_route_grouped"), c.fc1_routes_one)
-        << c.scheme.name() << " route_logits " << c.route_logits << ": " << launch_list(one.call);
-    EXPECT_EQ(!launches(three.call, "moe_route_grouped"), c.fc1_routes_three)
-        << c.scheme.name() << " route_logits " << c.route_logits << ": " << launch_list(three.call);
+    for (std::int64_t t = 1; t <= 3; ++t) {
+      const std::vector<std::uint16_t> x(x3.begin(), x3.begin() + t * ex.hidden);
+      const std::vector<float> l(logits.begin(), logits.begin() + t * E);
+      const DeviceResult r = run_logits(layer, MoeOutput::bf16, x, l, t);
+      EXPECT_EQ(!launches(r.call, "moe_route_grouped"), c.fc1_routes[t - 1])
+          << E << " experts, " << c.scheme.name() << " route_logits " << c.route_logits << ", " << t
+          << " tokens: " << launch_list(r.call);
+    }
   }
 }
 

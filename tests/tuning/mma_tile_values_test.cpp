@@ -74,8 +74,8 @@ const std::map<std::string, std::string> kRefusalsOf3 = {
      "routed_fc2 = 3 must be 0 (automatic), 1 (a work-group a tile of pairs) or 2 (a work-group a token)"},
     {"token_fc2_warp_tiles", "token_fc2_warp_tiles = 3 must be 0 (automatic), 1, 2 or 4 (row tiles of 16 a warp of "
                              "the routed chunks' FC2 of a work-group a token)"},
-    {"route_logits", "route_logits = 3 must be 0 (automatic: FC1 for one token), 1 (the router kernel) or 2 (FC1 "
-                     "for one token and routed chunks)"},
+    {"route_logits", "route_logits = 3 must be 0 (automatic: FC1 for one token and small routed chunks), 1 (the "
+                     "router kernel) or 2 (FC1 for one token and every routed chunk)"},
 };
 
 TEST(MmaTileValues, TheStrategyAndTheTuningDatabaseTakeTheListedValues) {
