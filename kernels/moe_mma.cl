@@ -1,7 +1,8 @@
 // MoE expert GEMMs on tensor cores (the `mma` strategy): the grouped pipeline (moe_dispatch.cl's
 // sort and gather, the top-k sum fused into FC2) with FC1 and FC2 as m16n8k16 BF16 MMAs with fp32
 // accumulation (common/fp4_mma.cl) over weights in the MMA layout
-// (host/prepare/fp4_mma_layout.hpp).
+// (host/prepare/fp4_mma_layout.hpp). A work-group's tile and rows: moe_mma_tiles.cl; the
+// activations it reads: moe_mma_activations.cl.
 //
 //   moe_mma_fc1  one work-group per (MMA_ROWS rows of I, tile of up to MMA_TOKENS pairs of one
 //                expert): warp (rt, ks) multiplies the 16 gate rows and the 16 up rows of row
@@ -177,165 +178,8 @@ inline float mma_logit_slot_weight(int j, int routed_k, __local const float* sco
 #define MMA_LDS_WORDS (MMA_PART_FLOATS * MMA_GROUP_PAIRS)
 #endif
 
-// The activations, BF16 rows read as pairs (a pair is a B fragment register as it is): x1 / x2
-// [slots, K] (moe_gather's or moe_gather_pairs', moe_mma_fc1's), or with MMA_X_DIRECT the
-// caller's rows x [tokens, H] (a slot's token: token_offset + slot_pair[slot] / top_k), or with
-// MMA_X_LOCAL the tile's one token quantized into local memory. mma_x_pair(row, p) = elements 2p
-// (low half) and 2p + 1; mma_x_pairs8(row, p0, b): pairs p0 .. p0 + 7 into b[0..7]
-// (common/fp4_mma.cl's mma_b8_bf16*).
-// The pair of a slot: slots are pairs when every pair is its own tile (MMA_PER_PAIR); a routed
-// tile (MMA_ROUTED) lists its pairs in local memory, its slots 0 .. count - 1.
-#if MMA_ROUTED
-typedef __local const int mma_slots_t;
-#else
-typedef __global const int mma_slots_t;
-#endif
-inline int mma_pair_of(mma_slots_t* slot_pair, int slot) {
-#if MMA_PER_PAIR || MMA_TOKEN_SUM
-  return slot;
-#else
-  return slot_pair[slot];
-#endif
-}
-#if MMA_X_LOCAL
-typedef __local const uint mma_x_t;  // the tile's tokens, quantized: [MMA_X_TOKENS, K / 2] pairs
-typedef __local const uint* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-  return MMA_X_TOKENS > 1 ? x + slot * (MMA_HIDDEN / 2) : x;  // routed: slot m of the tile (start 0)
-}
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16_local(row, p0, b); }
-#else
-typedef __global const ushort mma_x_t;
-typedef __global const uint* mma_row_t;
-inline mma_row_t mma_row(mma_x_t* x, int k_len, int slot, mma_slots_t* slot_pair, int top_k, int token_offset) {
-#if MMA_X_DIRECT
-  const long r = (long)token_offset + mma_pair_of(slot_pair, slot) / top_k;
-#elif MMA_ROUTED
-  const long r = slot_pair[slot];  // rows by pair (moe_gather_pairs', moe_mma_fc1's)
-#else
-  const long r = slot;
-#endif
-  return (mma_row_t)(x + r * k_len);
-}
-inline void mma_x_pairs8(mma_row_t row, int p0, uint* b) { mma_b8_bf16(row, p0, b); }
-#endif
-inline uint mma_x_pair(mma_row_t row, int p) { return row[p]; }
-
-// Where a work-item works: its work-group's tile (expert e, slots start .. start + count - 1),
-// rows row0 .. row0 + MMA_ROWS - 1 of the GEMM, and its warp's row tile and K slice.
-typedef struct {
-  int e, start, count, lane, warp, rt_local, ks, g, t, row0, chunks, per_warp;
-  long first;  // the index of the warp's first chunk in the MMA layout: (row tile · chunks + K slice start);
-               // its row tile q (< MMA_MT) is q · chunks further
-} mma_place_t;
-
-// Points *p at block `block` of MMA_ROWS rows (of a GEMM with `rows` rows per expert).
-inline void mma_place_rows(mma_place_t* p, int block, int rows) {
-  p->row0 = block * MMA_ROWS;
-  const long rt = ((long)p->e * rows + p->row0) / 16 + p->rt_local * MMA_MT;
-  p->first = rt * p->chunks + p->ks * p->per_warp;
-}
-
-// Fills *p for tile (expert e, slots start .. start + count - 1) of a GEMM with `rows` rows per
-// expert and K = k_len, at block `block` of rows (the work-group's first of MMA_ROW_LOOP).
-inline void mma_place_at(mma_place_t* p, int e, int start, int count, int rows, int k_len, int block) {
-  p->e = e;
-  p->start = start;
-  p->count = count;
-  const int lid = get_local_id(0);
-  p->lane = lid % 32;
-  p->warp = lid / 32;
-  p->rt_local = p->warp % MMA_RT;
-  p->ks = p->warp / MMA_RT % MMA_KSPLIT;  // MMA_TOKEN_SUM: warp / MMA_WARPS is the pair
-  p->g = p->lane / 4;
-  p->t = p->lane % 4;
-  p->chunks = k_len / 64;
-  p->per_warp = p->chunks / MMA_KSPLIT;
-  mma_place_rows(p, block, rows);
-}
-// The same for moe_sort's tile get_group_id(1); 0 when the work-group has none (uniform).
-inline int mma_place(mma_place_t* p, __global const int* tiles, __global const int* chunk_info, int rows, int k_len) {
-  const int tile = get_group_id(1);
-  if (tile >= chunk_info[0]) return 0;
-  mma_place_at(p, tiles[3 * tile], tiles[3 * tile + 1], tiles[3 * tile + 2], rows, k_len,
-               get_group_id(0) * MMA_ROW_LOOP);
-  return 1;
-}
-
-#if MMA_ROUTED
-// Chunks of at most MMA_ROUTE_PAIRS pairs (few tokens) without moe_sort: tile p (grid dimension
-// 1) is led by pair p. Its expert's pairs (expert [pairs], local: the pairs' local experts, -1
-// for none) meet as a bit mask in local memory (one atomic_or each); when p's rank among them is
-// a multiple of MMA_ROUTE_TILE, the tile is p and the expert's next pairs in pair order, at most
-// MMA_ROUTE_TILE, listed in `list` (its slots 0 .. count - 1), else p leads none. With tiles of
-// MMA_TOKENS, moe_sort's tiles in another order; slots are pairs (x1, x2 and y rows by pair).
-// Called by the whole work-group after `expert` is filled and a barrier; 0 when p leads no tile
-// (uniform).
-#define MMA_ROUTE_PAIRS 64
-// The rank of pair q among the pairs in mask (m0: pairs 0..31, m1: 32..63).
-inline int mma_route_rank(uint m0, uint m1, int q) {
-  return q < 32 ? popcount(m0 & ((1u << q) - 1u)) : popcount(m0) + popcount(m1 & ((1u << (q - 32)) - 1u));
-}
-inline int mma_route_tile(mma_place_t* pl, int num_pairs, __local const int* expert, __local uint* mask,
-                          __local int* list, int rows, int k_len) {
-  const int lid = get_local_id(0), p = get_group_id(1), e = expert[p];
-  if (e < 0) return 0;  // uniform
-  for (int q = lid; q < num_pairs; q += MMA_LOCAL)
-    if (expert[q] == e) atomic_or(&mask[q / 32], 1u << (q % 32));
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const uint m0 = mask[0], m1 = mask[1];
-  const int r = mma_route_rank(m0, m1, p);
-  if (r % MMA_ROUTE_TILE != 0) return 0;  // uniform
-  const int count = min(MMA_ROUTE_TILE, (int)(popcount(m0) + popcount(m1)) - r);
-  for (int q = lid; q < num_pairs; q += MMA_LOCAL) {
-    const int rq = mma_route_rank(m0, m1, q);
-    if (expert[q] == e && rq >= r && rq < r + count) list[rq - r] = q;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  mma_place_at(pl, e, 0, count, rows, k_len, get_group_id(0) * MMA_ROW_LOOP);
-  return 1;
-}
-#endif
-
-// The row of x2 (FC1's output, FC2's input) of slot s: its pair when slots are listed per tile.
-inline int mma_x2_row(mma_slots_t* slot_pair, int s) {
-#if MMA_ROUTED
-  return slot_pair[s];
-#else
-  return s;
-#endif
-}
-
-// The B fragments of chunk c (of the whole K) of every MMA of 8 tokens from global memory: b[nt]
-// = the lane's pairs 8t .. 8t + 7 of the chunk (b[nt][2j], b[nt][2j + 1] feed MMA j).
-inline void mma_b_global(const mma_row_t* xr, int c, int t, uint b[MMA_NT][8]) {
-MMA_UNROLLED
-  for (int nt = 0; nt < MMA_NT; ++nt) mma_x_pairs8(xr[nt], 32 * c + 8 * t, b[nt]);
-}
-// The same from the staged activations (xw: the lane's token row of its K slice, offset by 8t;
-// 16-byte aligned: the row stride and 8t are multiples of 4 words): chunk cc of the stage.
-inline void mma_b_local(const __local uint* xw, int cc, uint b[MMA_NT][8]) {
-MMA_UNROLLED
-  for (int nt = 0; nt < MMA_NT; ++nt) {
-    const __local uint4* v = (const __local uint4*)(xw + nt * 8 * MMA_XSTRIDE + cc * 32);
-    const uint4 u0 = v[0], u1 = v[1];
-    b[nt][0] = u0.x, b[nt][1] = u0.y, b[nt][2] = u0.z, b[nt][3] = u0.w;
-    b[nt][4] = u1.x, b[nt][5] = u1.y, b[nt][6] = u1.z, b[nt][7] = u1.w;
-  }
-}
-
-// Stages chunks [s0, s0 + n) of every K slice (slice ks starts at chunk ks · per_warp) of the
-// tile's tokens as BF16 pairs: xs[(ks · MMA_TOKENS + m) · MMA_XSTRIDE + q] = pair q of the
-// staged range. Called by the whole work-group between barriers.
-inline void mma_stage(__local uint* xs, mma_x_t* x, int k_len, const mma_place_t* pl, mma_slots_t* slot_pair,
-                      int top_k, int token_offset, int s0, int n) {
-  const int pairs = 32 * n, per_slice = MMA_TOKENS * pairs;
-  for (int i = get_local_id(0); i < MMA_KSPLIT * per_slice; i += MMA_LOCAL) {
-    const int ks = i / per_slice, m = (i % per_slice) / pairs, q = i % pairs;
-    const mma_row_t row = mma_row(x, k_len, pl->start + min(m, pl->count - 1), slot_pair, top_k, token_offset);
-    xs[(ks * MMA_TOKENS + m) * MMA_XSTRIDE + q] = mma_x_pair(row, 32 * (ks * pl->per_warp + s0) + q);
-  }
-}
+#include "moe_mma_tiles.cl"
+#include "moe_mma_activations.cl"
 
 #if FP4_MMA_PTX
 typedef char mma_emulation_t;  // nothing: the lanes' fragments meet in the tensor core
