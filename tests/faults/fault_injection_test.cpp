@@ -326,7 +326,7 @@ TEST_P(MoeFaults, EveryCallOfAForwardFailsCleanly) {
       // reset, 2 chunks × (sort routing top-k ids itself, gather, fc1, fc2...; split: fc1 routing
       // top-k ids itself, fc2; router logits: route first; mma with few pairs: fc1 sorting them
       // itself, the top-k sum in fc2, under W4A16 no gather; its FC1 routes the logits of the
-      // 2-token chunk itself where it quantizes or reads the input in place, kMmaFc1RouteTokens),
+      // 2-token chunk itself where it quantizes or reads the input in place, mma_fc1_routes_chunk),
       // status read
       const bool split = c.kernel == std::string("split"), mma = c.kernel == std::string("mma");
       const int per_chunk = split ? (topk ? 2 : 3) : mma ? (c.scheme.w4a16() ? 2 : 3) + (topk ? 0 : 1) : topk ? 4 : 5;
