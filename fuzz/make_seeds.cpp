@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fp4cl/error.hpp"
@@ -106,6 +108,25 @@ int main(int argc, char** argv) try {
     for (auto& b : bytes) b = static_cast<std::uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
     bytes[0] = static_cast<std::uint8_t>(seed % 2 ? 0 : 8);  // empty map, or 8 global experts
     write(out / "moe_routing" / ("pattern-" + std::to_string(seed)), bytes);
+  }
+  // And inputs that route router logits on the mma strategy (moe_routing_fuzzer.cpp's reading
+  // order: no map, top-k 2, the tokens, valid ids and weights, host logits, x, the scheme, the
+  // host's grouped routing, then the device's logits and layer): one token (FC1 routes it), two
+  // (FC1 routes the routed chunk), three (the router kernel), through softmax top-k and the gate.
+  for (const auto& [tokens, gate] : {std::pair{1, true}, std::pair{2, true}, std::pair{2, false}, std::pair{3, false}}) {
+    std::vector<std::uint8_t> b = {0, 2, static_cast<std::uint8_t>(tokens)};
+    const auto add = [&b](std::initializer_list<int> v) {
+      for (int x : v) b.push_back(static_cast<std::uint8_t>(x));
+    };
+    for (int i = 0; i < tokens * 2; ++i) add({0x20, (i + tokens) % 5, 0x20, 0x30 + i});  // id in range, weight on grid
+    for (int i = 0; i < tokens * 4; ++i) add({0x20, (7 * i + tokens) % 17});  // host logits on the grid
+    for (int i = 0; i < tokens * 32; ++i) add({(13 * i + tokens) % 17});  // x on the grid
+    add({0, 1, 0, 1, 1, 0, 0x20, 4});  // W4A16, renormalize; softmax in 1 group, no bias, scaling 0.5
+    add({0, 1, gate ? 1 : 0});  // device: not sharded, logits, the gate or softmax top-k
+    for (int i = 0; i < tokens * 4; ++i) add({0, (5 * i + 3 * tokens) % 17});  // device logits on the grid
+    if (gate) add({0});  // not softmax in groups
+    add({2});  // the mma strategy
+    write(out / "moe_routing" / ("mma-" + std::string(gate ? "gate-" : "softmax-") + std::to_string(tokens)), b);
   }
   fs::remove_all(work);
   std::printf("make_seeds: corpora written to %s\n", out.c_str());

@@ -14,6 +14,10 @@
 //   sigmoid, 2 groups of 2 with 1 kept, a bias, × 2.5; the same with softmax scores, no bias,
 //   × 0.5): an invalid id is reported as fp4cl::Error, never read; otherwise every output element
 //   is one the reference accepts (for the grouped routings, where their routing is not ambiguous).
+//   Logits of the local and gated layers' kind may instead go through the same routings on the
+//   mma strategy (experts of H = I = 64, each token's 32 values twice), whose FC1 routes the
+//   logits of one-token and two-token chunks itself (moe_route_token.cl in moe_mma.cl) and whose
+//   router kernel routes longer ones: a byte after the logits chooses it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -37,34 +41,40 @@ using fp4cl::fuzz::finding;
 namespace ref = fp4cl::reference;
 
 constexpr std::int64_t kExperts = 4, kHidden = 32, kInter = 32;
+constexpr std::int64_t kMmaWidth = 64;  // H and I of the mma layers' experts (the mma strategy's K is a multiple of 64)
 constexpr fp4cl::QuantScheme kW4A16{fp4cl::WeightFormat::nvfp4, fp4cl::Activations::bf16};
 constexpr fp4cl::QuantScheme kW4A4{fp4cl::WeightFormat::nvfp4, fp4cl::Activations::fp4_dynamic};
 
 // Fixed NVFP4 experts: random codes, block scales of few bits, power-of-two global scales.
+fp4cl::Fp4Experts make_experts(std::int64_t hidden, std::int64_t inter) {
+  fp4cl::Fp4Experts e;
+  e.num_experts = kExperts;
+  e.hidden = hidden;
+  e.intermediate = inter;
+  std::uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u, static_cast<std::uint8_t>(state >> 24); };
+  e.w13_packed.resize(static_cast<std::size_t>(kExperts * 2 * inter * hidden / 2));
+  e.w2_packed.resize(static_cast<std::size_t>(kExperts * hidden * inter / 2));
+  e.w13_scales.resize(static_cast<std::size_t>(kExperts * 2 * inter * hidden / 16));
+  e.w2_scales.resize(static_cast<std::size_t>(kExperts * hidden * inter / 16));
+  for (auto& b : e.w13_packed) b = next();
+  for (auto& b : e.w2_packed) b = next();
+  for (auto& s : e.w13_scales) s = static_cast<std::uint8_t>(0x30 + next() % 16);  // E4M3 0.5 .. 0.94
+  for (auto& s : e.w2_scales) s = static_cast<std::uint8_t>(0x30 + next() % 16);
+  for (std::int64_t i = 0; i < kExperts; ++i) {
+    e.w13_global_scale.push_back(1.0f / 64);
+    e.w13_global_scale.push_back(1.0f / 32);
+    e.w2_global_scale.push_back(1.0f / 128);
+  }
+  e.set_input_scales_from_quant(std::vector<float>(kExperts, 64.0f), std::vector<float>(kExperts, 1.0f));
+  return e;
+}
 const fp4cl::Fp4Experts& experts() {
-  static const fp4cl::Fp4Experts x = [] {
-    fp4cl::Fp4Experts e;
-    e.num_experts = kExperts;
-    e.hidden = kHidden;
-    e.intermediate = kInter;
-    std::uint32_t state = 12345;
-    auto next = [&] { return state = state * 1664525u + 1013904223u, static_cast<std::uint8_t>(state >> 24); };
-    e.w13_packed.resize(kExperts * 2 * kInter * kHidden / 2);
-    e.w2_packed.resize(kExperts * kHidden * kInter / 2);
-    e.w13_scales.resize(kExperts * 2 * kInter * kHidden / 16);
-    e.w2_scales.resize(kExperts * kHidden * kInter / 16);
-    for (auto& b : e.w13_packed) b = next();
-    for (auto& b : e.w2_packed) b = next();
-    for (auto& s : e.w13_scales) s = static_cast<std::uint8_t>(0x30 + next() % 16);  // E4M3 0.5 .. 0.94
-    for (auto& s : e.w2_scales) s = static_cast<std::uint8_t>(0x30 + next() % 16);
-    for (std::int64_t i = 0; i < kExperts; ++i) {
-      e.w13_global_scale.push_back(1.0f / 64);
-      e.w13_global_scale.push_back(1.0f / 32);
-      e.w2_global_scale.push_back(1.0f / 128);
-    }
-    e.set_input_scales_from_quant(std::vector<float>(kExperts, 64.0f), std::vector<float>(kExperts, 1.0f));
-    return e;
-  }();
+  static const fp4cl::Fp4Experts x = make_experts(kHidden, kInter);
+  return x;
+}
+const fp4cl::Fp4Experts& mma_experts() {
+  static const fp4cl::Fp4Experts x = make_experts(kMmaWidth, kMmaWidth);
   return x;
 }
 
@@ -119,6 +129,30 @@ DeviceLayers* device_layers() {
   return layers.get();
 }
 
+// The local and gated layers' routings on the mma strategy, made at the first input that asks
+// for them; null where the device refuses them (those inputs take the other layers).
+struct MmaLayers {
+  fp4cl::MoeLayer softmax, gated;
+};
+MmaLayers* mma_layers(DeviceLayers& d) {
+  static std::unique_ptr<MmaLayers> layers = [&d]() -> std::unique_ptr<MmaLayers> {
+    fp4cl::MoeConfig softmax;
+    softmax.scheme = kW4A16;
+    softmax.top_k = 2;
+    softmax.max_tokens = 4;
+    softmax.kernel = "mma";
+    fp4cl::MoeConfig gated = softmax;
+    gated.logit_routing = gate();
+    std::unique_ptr<MmaLayers> l;
+    accepts([&] {
+      l.reset(new MmaLayers{fp4cl::MoeLayer::create(d.ctx, mma_experts(), softmax),
+                            fp4cl::MoeLayer::create(d.ctx, mma_experts(), gated)});
+    });
+    return l;
+  }();
+  return layers.get();
+}
+
 template <typename T>
 cl::Buffer upload(const fp4cl::Context& ctx, const std::vector<T>& v) {
   const std::size_t bytes = std::max<std::size_t>(4, v.size() * sizeof(T));
@@ -148,10 +182,25 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
       logits.push_back(in.u8() & 1 ? in.f32() : in.grid(-8, 8, 0.25f));
   }
   const bool use_softmax_groups = use_gate && in.u8() % 4 == 3;
-  fp4cl::MoeLayer& layer =
-      use_sharded ? d->sharded : use_softmax_groups ? d->grouped_softmax : use_gate ? d->gated : d->local;
-  const char* layer_name =
-      use_sharded ? "sharded" : use_softmax_groups ? "softmax groups" : use_gate ? "gate" : "local";
+  // Then, in a byte of its own (0 in inputs saved before it), the mma strategy.
+  MmaLayers* mma = use_logits && !use_sharded && !use_softmax_groups && in.u8() % 4 == 2 ? mma_layers(*d) : nullptr;
+  fp4cl::MoeLayer& layer = mma              ? (use_gate ? mma->gated : mma->softmax)
+                           : use_sharded    ? d->sharded
+                           : use_softmax_groups ? d->grouped_softmax
+                           : use_gate       ? d->gated
+                                            : d->local;
+  const char* layer_name = mma                  ? (use_gate ? "mma gate" : "mma softmax")
+                           : use_sharded        ? "sharded"
+                           : use_softmax_groups ? "softmax groups"
+                           : use_gate           ? "gate"
+                                                : "local";
+  // The mma layers' tokens: each token's 32 values twice.
+  const fp4cl::Fp4Experts& ex = mma ? mma_experts() : experts();
+  std::vector<std::uint16_t> x_mma;
+  if (mma)
+    for (std::int64_t i = 0; i < tokens * kMmaWidth; ++i)
+      x_mma.push_back(x[static_cast<std::size_t>(i / kMmaWidth * kHidden + i % kHidden)]);
+  const std::vector<std::uint16_t>& xs = mma ? x_mma : x;
   const int k = layer.top_k();
   const std::int64_t global = layer.num_global_experts();
   ref::MoeReferenceOptions opts;
@@ -173,11 +222,12 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
     routing = ref::routing_from_topk(ids, weights, tokens, k);
   }
   std::optional<ref::MoeReferenceResult> expected;
-  const bool valid = accepts([&] { expected = ref::moe_reference(experts(), opts, x, *routing); });
+  const bool valid = accepts([&] { expected = ref::moe_reference(ex, opts, xs, *routing); });
 
   const fp4cl::Context& ctx = d->ctx;
-  const cl::Buffer xb = upload(ctx, x);
-  const cl::Buffer out = upload(ctx, std::vector<std::uint16_t>(static_cast<std::size_t>(tokens * kHidden), 0x7FC1));
+  const cl::Buffer xb = upload(ctx, xs);
+  const cl::Buffer out =
+      upload(ctx, std::vector<std::uint16_t>(static_cast<std::size_t>(tokens * ex.hidden), 0x7FC1));
   const bool ran = accepts([&] {
     if (use_logits) {
       layer.forward_logits(xb, upload(ctx, logits), out, tokens);
@@ -187,7 +237,7 @@ void device_check(ByteReader& in, const std::vector<std::uint16_t>& x, std::int6
   });
   if (ran != valid) finding(valid ? "the device refused routing the reference accepts" : "the device accepted an invalid id");
   if (!ran || !all_finite(*expected) || routing->ambiguous) return;
-  std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * kHidden));
+  std::vector<std::uint16_t> y(static_cast<std::size_t>(tokens * ex.hidden));
   if (!y.empty()) ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, y.size() * 2, y.data());
   for (std::size_t i = 0; i < y.size(); ++i)
     if (!ref::accepts_bf16(*expected, i, y[i]))
