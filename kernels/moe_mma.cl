@@ -53,7 +53,8 @@
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
 //   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default), MMA_ROUTE_LOGITS
 //   (the one-token or routed FC1 routes router logits itself: route_fused 2, with
-//   moe_route_token.cl's ROUTE_* parameters), MMA_TOKEN_SUM and
+//   moe_route_token.cl's ROUTE_* parameters; MMA_ROUTE_SLICES: the tokens the routed one routes
+//   side by side, default 1), MMA_TOKEN_SUM and
 //   MMA_TOPK (above; work-groups of MMA_TOPK · 32 · MMA_RT · MMA_KSPLIT work-items),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
 //   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
