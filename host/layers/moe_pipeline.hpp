@@ -195,7 +195,6 @@ class MoeStrategyKernels {
   // moe_route_token.cl's, their local memory does not fit, or their build failed (a warning).
   cl::Kernel fc1_pair_logits_, fc1_routed_logits_, fc1_routed_wide_logits_;
   std::int64_t route_experts_ = 0;  // E_global of those programs' routing
-  int route_slices_ = 1;  // MMA_ROUTE_SLICES of the routed ones (MoeTiles::route_slices)
   MmaGeometry pair_;
   int pair_row_loop_ = 1;  // MMA_ROW_LOOP of the one-token W4A4 FC1
   int routed_row_loop_ = 1;  // MMA_ROW_LOOP of the routed FC1 (not routed_wide_'s)
