@@ -253,4 +253,20 @@ double median_bound_ulps(const reference::MoeReferenceResult& ref) {
   return r[r.size() / 2];
 }
 
+bool built_with(const LogCapture& log, const std::string& file, const std::string& option) {
+  for (const std::string& line : log.at(log::Level::debug))
+    if (line.find("program " + file) != std::string::npos && line.find(option) != std::string::npos) return true;
+  return false;
+}
+
+bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options) {
+  for (const std::string& line : log.at(log::Level::debug)) {
+    if (line.find("program " + file) == std::string::npos) continue;
+    if (std::all_of(options.begin(), options.end(),
+                    [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace fp4cl::test

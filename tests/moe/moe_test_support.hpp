@@ -20,6 +20,7 @@
 #include "fp4cl/moe.hpp"
 #include "fp4cl/weights.hpp"
 #include "reference/moe_reference.hpp"
+#include "support/log_capture.hpp"
 
 namespace fp4cl {
 // gtest prints parameters through PrintTo found by argument-dependent lookup.
@@ -81,5 +82,12 @@ reference::MoeReferenceOptions reference_options(const MoeConfig& config);
 // The median over the nonzero outputs of bound / ulp_bf16(|value|): how many BF16 ulps the
 // tolerance allows (0 when there are no nonzero outputs).
 double median_bound_ulps(const reference::MoeReferenceResult& ref);
+
+// Whether the program cache's debug log, captured by `log`, built kernel file `file` with an option
+// containing `option` (the "program FILE with OPTIONS" line of each request).
+bool built_with(const LogCapture& log, const std::string& file, const std::string& option);
+// Whether one program of `file` was built with every option of `options`, each a whole option
+// (followed by a space in the line's sorted options).
+bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options);
 
 }  // namespace fp4cl::test

@@ -40,26 +40,6 @@ MoeConfig config(const QuantScheme& scheme, int top_k) {
   return c;
 }
 
-// Whether the program cache's debug log, captured by `log`, built kernel file `file` with an option
-// containing `option` (the "program FILE with OPTIONS" line of each request).
-bool built_with(const LogCapture& log, const std::string& file, const std::string& option) {
-  for (const std::string& line : log.at(log::Level::debug))
-    if (line.find("program " + file) != std::string::npos && line.find(option) != std::string::npos) return true;
-  return false;
-}
-
-// Whether one program of `file` was built with every option of `options`, each a whole option
-// (followed by a space in the line's sorted options).
-bool built_with_all(const LogCapture& log, const std::string& file, const std::vector<std::string>& options) {
-  for (const std::string& line : log.at(log::Level::debug)) {
-    if (line.find("program " + file) == std::string::npos) continue;
-    if (std::all_of(options.begin(), options.end(),
-                    [&](const std::string& o) { return line.find(o + " ") != std::string::npos; }))
-      return true;
-  }
-  return false;
-}
-
 // Creating the layer throws fp4cl::Error whose message contains `expected`.
 void expect_create_error(const Fp4Experts& ex, const MoeConfig& cfg, const std::string& expected) {
   try {
