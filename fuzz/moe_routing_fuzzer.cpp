@@ -102,16 +102,22 @@ fp4cl::MoeLogitRouting softmax_groups() {
   return r;
 }
 
+// The local layer's configuration, the others' starting point.
+fp4cl::MoeConfig local_config() {
+  fp4cl::MoeConfig c;
+  c.scheme = kW4A16;
+  c.top_k = 2;
+  c.max_tokens = 4;  // 5+ tokens run in chunks
+  return c;
+}
+
 DeviceLayers* device_layers() {
   static std::unique_ptr<DeviceLayers> layers = []() -> std::unique_ptr<DeviceLayers> {
     const char* env = std::getenv("FP4CL_FUZZ_MOE_DEVICE");
     if (env && std::string(env) == "0") return nullptr;
     std::optional<fp4cl::Context> ctx;
     if (!accepts([&] { ctx = fp4cl::Context::create(); })) return nullptr;
-    fp4cl::MoeConfig local;
-    local.scheme = kW4A16;
-    local.top_k = 2;
-    local.max_tokens = 4;  // 5+ tokens run in chunks
+    const fp4cl::MoeConfig local = local_config();
     fp4cl::MoeConfig sharded = local;
     sharded.scheme = kW4A4;
     sharded.top_k = 3;
@@ -136,10 +142,7 @@ struct MmaLayers {
 };
 MmaLayers* mma_layers(DeviceLayers& d) {
   static std::unique_ptr<MmaLayers> layers = [&d]() -> std::unique_ptr<MmaLayers> {
-    fp4cl::MoeConfig softmax;
-    softmax.scheme = kW4A16;
-    softmax.top_k = 2;
-    softmax.max_tokens = 4;
+    fp4cl::MoeConfig softmax = local_config();
     softmax.kernel = "mma";
     fp4cl::MoeConfig gated = softmax;
     gated.logit_routing = gate();
