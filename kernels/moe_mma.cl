@@ -53,8 +53,7 @@
 //   MMA_SUM (FC2: the top-k sum fused), MMA_PER_PAIR and MMA_HIDDEN (above), MMA_ROUTED and
 //   MMA_ROUTE_TILE (FC1's routed tiles, at most 8 · MMA_NT pairs: the default), MMA_ROUTE_LOGITS
 //   (the one-token or routed FC1 routes router logits itself: route_fused 2, with
-//   moe_route_token.cl's ROUTE_* parameters; MMA_ROUTE_SLICES: the tokens the routed one routes
-//   side by side, default 1), MMA_TOKEN_SUM and
+//   moe_route_token.cl's ROUTE_* parameters), MMA_TOKEN_SUM and
 //   MMA_TOPK (above; work-groups of MMA_TOPK · 32 · MMA_RT · MMA_KSPLIT work-items),
 //   MMA_NT (MMAs of 8 tokens a step: tiles of 8·MMA_NT pairs), MMA_RT (warps along the rows a
 //   work-group), MMA_MT (row tiles of 16 a warp, default 1), MMA_KSPLIT (warps splitting K; it divides the GEMM's K / 64, the host checks),
@@ -75,13 +74,6 @@
 #error "MMA_ROUTE_LOGITS: the one-token or routed FC1 only"
 #endif
 #include "moe_route_token.cl"
-// The tokens a routed FC1 routes side by side (a power of two; its work-group's slices).
-#ifndef MMA_ROUTE_SLICES
-#define MMA_ROUTE_SLICES 1
-#endif
-#if MMA_ROUTE_SLICES < 1 || (MMA_ROUTE_SLICES & (MMA_ROUTE_SLICES - 1)) || (MMA_ROUTE_SLICES > 1 && !MMA_ROUTED)
-#error "MMA_ROUTE_SLICES: a power of two, above 1 for the routed FC1 only"
-#endif
 // Slot j of a token's pairs after route_token: the routed slots' experts (chosen, through the
 // expert_map to local ids) and weights, then past routed_k the shared experts shared_first, ...
 // with weight 1.
@@ -388,14 +380,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   const int lid = get_local_id(0);
   mma_place_t pl;
 #if MMA_ROUTE_LOGITS
-  // A token's routing scratch (moe_route_token.cl) for each of the MMA_ROUTE_SLICES tokens a
-  // routed FC1 routes side by side; slice sl's at MMA_ROUTE_SCRATCH(sl).
-  __local float route_score[MMA_ROUTE_SLICES * ROUTE_EXPERTS], route_keys[MMA_ROUTE_SLICES * ROUTE_EXPERTS];
-  __local float route_part[MMA_ROUTE_SLICES * ROUTE_LOCAL], route_group_score[MMA_ROUTE_SLICES * ROUTE_GROUPS];
-  __local int route_kept[MMA_ROUTE_SLICES * ROUTE_GROUPS], route_chosen[MMA_ROUTE_SLICES * ROUTE_TOPK];
-#define MMA_ROUTE_SCRATCH(sl)                                                                                       \
-  route_score + (sl) * ROUTE_EXPERTS, route_keys + (sl) * ROUTE_EXPERTS, route_kept + (sl) * ROUTE_GROUPS,         \
-      route_chosen + (sl) * ROUTE_TOPK, route_part + (sl) * ROUTE_LOCAL, route_group_score + (sl) * ROUTE_GROUPS
+  __local float route_score[ROUTE_EXPERTS], route_keys[ROUTE_EXPERTS], route_part[ROUTE_LOCAL];
+  __local float route_group_score[ROUTE_GROUPS];
+  __local int route_kept[ROUTE_GROUPS], route_chosen[ROUTE_TOPK];
+#define MMA_ROUTE_SCRATCH route_score, route_keys, route_kept, route_chosen, route_part, route_group_score
 #else
   (void)logits, (void)route_bias, (void)renormalize, (void)scaling, (void)routed_k, (void)shared_first;
 #endif
@@ -409,7 +397,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
   if (route_fused == 2) {
     // Slot j of the token (chunk token p / top_k: 0).
     route_token(logits + ((long)token_offset + p / top_k) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL,
-                MMA_ROUTE_SCRATCH(0));
+                MMA_ROUTE_SCRATCH);
     const int j = p % top_k;
     e = mma_logit_slot_expert(j, routed_k, shared_first, route_chosen, num_global, expert_map, num_local);
     if (get_group_id(0) == 0 && lid == 0) {
@@ -447,25 +435,18 @@ __kernel __attribute__((reqd_work_group_size(MMA_LOCAL, 1, 1))) void moe_mma_fc1
     for (int i = lid; i < done_count; i += MMA_LOCAL) done[i] = 0;
   if (lid < 2) route_mask[lid] = 0;
 #if MMA_ROUTE_LOGITS
-  // Router logits: the chunk's tokens MMA_ROUTE_SLICES at a time side by side, each by a slice of
-  // MMA_LOCAL / MMA_ROUTE_SLICES work-items (route_token's sums and trees are the same for any
-  // count of work-items: the same bits). A slice past the chunk's tokens routes its last token
-  // again, unread: every work-item meets route_token's barriers.
-  const int route_tokens = num_pairs / top_k, slice_items = MMA_LOCAL / MMA_ROUTE_SLICES;
-  for (int t0 = 0; route_fused == 2 && t0 < route_tokens; t0 += MMA_ROUTE_SLICES) {
-    if (t0 > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous tokens' choices are read
-    const int t = min(t0 + lid / slice_items, route_tokens - 1);
-    route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, route_bias, lid % slice_items, slice_items,
-                MMA_ROUTE_SCRATCH(lid / slice_items));
-    for (int i = lid; i < MMA_ROUTE_SLICES * top_k && t0 + i / top_k < route_tokens; i += MMA_LOCAL) {
-      const int sl = i / top_k, j = i % top_k, q = (t0 + sl) * top_k + j;
-      __local const int* chosen = route_chosen + sl * ROUTE_TOPK;
-      const int e = mma_logit_slot_expert(j, routed_k, shared_first, chosen, num_global, expert_map, num_local);
+  // Router logits: the chunk's tokens one after the other, each by the whole work-group.
+  for (int t = 0; route_fused == 2 && t < num_pairs / top_k; ++t) {
+    if (t > 0) barrier(CLK_LOCAL_MEM_FENCE);  // the previous token's choice is read
+    route_token(logits + ((long)token_offset + t) * ROUTE_EXPERTS, route_bias, lid, MMA_LOCAL,
+                MMA_ROUTE_SCRATCH);
+    for (int j = lid; j < top_k; j += MMA_LOCAL) {
+      const int q = t * top_k + j;
+      const int e = mma_logit_slot_expert(j, routed_k, shared_first, route_chosen, num_global, expert_map, num_local);
       route_expert[q] = e;
       if (get_group_id(0) == 0 && q == p) {
         pair_expert[q] = e;
-        pair_weight[q] =
-            mma_logit_slot_weight(j, routed_k, route_score + sl * ROUTE_EXPERTS, chosen, renormalize, scaling);
+        pair_weight[q] = mma_logit_slot_weight(j, routed_k, route_score, route_chosen, renormalize, scaling);
       }
     }
   }

@@ -19,9 +19,8 @@
 #                       floor: bench/standalone/launch_floor.c, the fastest one or two kernels read
 #                       the decode layers' bytes; router (not in the default): decode calls with
 #                       router logits routed by the router kernel against FC1 itself,
-#                       mma.route_logits 1, 2 (with mma.route_slices 1, 4 and 8: tokens routed side
-#                       by side) and 0 (the automatic choice), qwen3-30b-a3b, mixtral-8x7b and
-#                       deepseek-v3, T = 1, 2, 4, 8, into router-PRESET.csv)
+#                       mma.route_logits 1, 2 and 0 (the automatic choice), qwen3-30b-a3b,
+#                       mixtral-8x7b and deepseek-v3, T = 1, 2, 4, 8, into router-PRESET.csv)
 # Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv;
 # automatic selection: mma where the MMA is native, else gemv_split for decode and gemm_tiled for prefill), linear-all.csv (the
 # linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
@@ -84,10 +83,8 @@ fi
 if part router; then
   log "fp4cl MoE with router logits: the router kernel (mma.route_logits=1), FC1 (=2), the automatic choice (=0)"
   for preset in qwen3-30b-a3b mixtral-8x7b deepseek-v3; do
-    sets="mma.route_logits=1;mma.route_logits=2;mma.route_logits=2,mma.route_slices=4"
-    sets+=";mma.route_logits=2,mma.route_slices=8;mma.route_logits=0"
     "$bench" moe --preset "$preset" --tokens 1,2,4,8 --scheme nvfp4-w4a16,nvfp4-w4a4 --router logits \
-      --tiles "$sets" --iters 50 --warmup 3 --csv \
+      --tiles "mma.route_logits=1;mma.route_logits=2;mma.route_logits=0" --iters 50 --warmup 3 --csv \
       >"$out/router-$preset.csv" || log "moe --router logits $preset failed"
   done
 fi

@@ -71,8 +71,6 @@ inline constexpr MmaTileKey kMmaTileKeys[] = {
       {1, "the router kernel"},
       {2, "FC1 for one token and every routed chunk"}},
      nullptr, false},
-    {"route_slices", &MoeTiles::route_slices, {{0, "automatic: 1"}, {1}, {2}, {4}, {8}},
-     "tokens a routed FC1 routes side by side", false},
 };
 
 // The key of that name ("unroll"), nullptr for the others.

@@ -255,7 +255,7 @@ constexpr TileKey kTileKeys[] = {
     mma_values_key("mma.warp_tiles"),       mma_values_key("mma.routed_warp_tiles"),
     mma_values_key("mma.routed_row_tiles"), mma_values_key("mma.routed_row_loop"),
     mma_values_key("mma.routed_fc2"),       mma_values_key("mma.token_fc2_warp_tiles"),
-    mma_values_key("mma.route_logits"),     mma_values_key("mma.route_slices")};
+    mma_values_key("mma.route_logits")};
 
 // FP4CL_MOE_TILES, parsed: "key=value,..." with positive integer values (0 as well where the key
 // takes it).
@@ -322,7 +322,6 @@ std::string describe_tiles(MoeStrategy id, const MoeTiles& t) {
     if (t.routed_fc2 > 0) s += fmt::format(", routed_fc2 {}", t.routed_fc2);
     if (t.token_fc2_warp_tiles > 0) s += fmt::format(", token_fc2_warp_tiles {}", t.token_fc2_warp_tiles);
     if (t.route_logits > 0) s += fmt::format(", route_logits {}", t.route_logits);
-    if (t.route_slices > 0) s += fmt::format(", route_slices {}", t.route_slices);
   }
   return s;
 }

@@ -90,9 +90,6 @@ struct MoeTiles {
   // work-group routing the chunk's tokens itself). Where FC1 cannot (moe_gather_pairs reads the
   // pairs first, or its local memory does not fit the routing's), the router kernel does.
   int route_logits = 0;
-  // mma, routed chunks whose FC1 routes router logits: the tokens it routes side by side, each by a
-  // slice of the work-group (0: automatic, one at a time). The same bits for every value.
-  int route_slices = 0;
 
   bool operator==(const MoeTiles& o) const {
     return tile_m == o.tile_m && local_i == o.local_i && local_h == o.local_h && split_k == o.split_k &&
@@ -100,8 +97,7 @@ struct MoeTiles {
            row_loop == o.row_loop && stage == o.stage && warp_tiles == o.warp_tiles &&
            routed_warp_tiles == o.routed_warp_tiles &&
            routed_row_tiles == o.routed_row_tiles && routed_row_loop == o.routed_row_loop && routed_fc2 == o.routed_fc2 &&
-           token_fc2_warp_tiles == o.token_fc2_warp_tiles && route_logits == o.route_logits &&
-           route_slices == o.route_slices;
+           token_fc2_warp_tiles == o.token_fc2_warp_tiles && route_logits == o.route_logits;
   }
 };
 

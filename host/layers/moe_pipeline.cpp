@@ -243,7 +243,6 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       if (route_logits) {  // FC1 routes router logits itself, as the router kernel does (moe_route_token.cl)
         o.route->define(b);
         b.define("MMA_ROUTE_LOGITS", 1);
-        if (routed && tiles_.route_slices > 1) b.define("MMA_ROUTE_SLICES", tiles_.route_slices);
       }
       b.define(which)
           .define("MMA_NT", g.nt)
@@ -402,14 +401,12 @@ MoeStrategyKernels::MoeStrategyKernels(const Context& ctx, const MoeSelection::E
       const bool routed = tiles_.route_logits == 2 || mma_fc1_routes_chunk(2, route_experts_);
       if (routed && (mma_direct_ || routed_local_tile_ > 0)) {
         const std::uint64_t tile = token * static_cast<std::uint64_t>(routed_local_tile_);  // W4A16: none
-        // MoeTiles::route_slices tokens routed side by side, each with its own scratch.
-        const std::uint64_t scratch_routed = scratch * static_cast<std::uint64_t>(std::max(1, tiles_.route_slices));
-        if (fc1_other_local(routed_) + tile + scratch_routed <= local)
+        if (fc1_other_local(routed_) + tile + scratch <= local)
           fc1_routed_logits_ = optional("routed", [&] {
             return build(routed_, "moe_mma_fc1", routed_.fc1, "MMA_FC1", true, false, true, routed_row_loop_, false,
                          true);
           });
-        if (fc1_routed_wide_() != nullptr && fc1_other_local(routed_wide_) + tile + scratch_routed <= local)
+        if (fc1_routed_wide_() != nullptr && fc1_other_local(routed_wide_) + tile + scratch <= local)
           fc1_routed_wide_logits_ = optional("routed", [&] {
             return build(routed_wide_, "moe_mma_fc1", routed_wide_.fc1, "MMA_FC1", true, false, true, 1, false, true);
           });

@@ -32,9 +32,8 @@ std::string launch_list(const MoeCall& call) {
   return s;
 }
 
-// `more`: further FP4CL_MOE_TILES keys (",mma.route_slices=4").
-MoeLayer mma_layer(const Fp4Experts& ex, const MoeConfig& cfg, int route_logits, const std::string& more = "") {
-  const ScopedEnv tiles("FP4CL_MOE_TILES", "mma.route_logits=" + std::to_string(route_logits) + more);
+MoeLayer mma_layer(const Fp4Experts& ex, const MoeConfig& cfg, int route_logits) {
+  const ScopedEnv tiles("FP4CL_MOE_TILES", "mma.route_logits=" + std::to_string(route_logits));
   MoeConfig c = cfg;
   c.kernel = "mma";
   return MoeLayer::create(test_context(), ex, c);
@@ -45,12 +44,11 @@ MoeLayer mma_layer(const Fp4Experts& ex, const MoeConfig& cfg, int route_logits,
 // two outputs and statistics are the same bits, and they are within the reference's bound.
 // `shared`: shared experts among ex's (the last), after the routed slots in the reference.
 // `tied`: logits with ties; where the reference calls the routing ambiguous, only the two outputs
-// are compared. `fc1_tiles`: further tiles of the FC1 layer (mma_layer's `more`).
+// are compared.
 ::testing::AssertionResult fc1_routes_like_the_router(const Fp4Experts& ex, const MoeConfig& cfg, std::int64_t tokens,
                                                       const std::vector<float>& logits, std::uint64_t seed,
-                                                      int shared = 0, bool tied = false,
-                                                      const std::string& fc1_tiles = "") {
-  MoeLayer by_fc1 = mma_layer(ex, cfg, 2, fc1_tiles), by_router = mma_layer(ex, cfg, 1);
+                                                      int shared = 0, bool tied = false) {
+  MoeLayer by_fc1 = mma_layer(ex, cfg, 2), by_router = mma_layer(ex, cfg, 1);
   const auto x = make_activations(tokens, ex.hidden, Data::exact, seed);
   const DeviceResult a = run_logits(by_fc1, cfg.output, x, logits, tokens);
   const DeviceResult b = run_logits(by_router, cfg.output, x, logits, tokens);
@@ -159,35 +157,6 @@ TEST(MoeMmaRouteLogits, RoutedW4A4TilesQuantizedInFc1AreTheRoutersBits) {
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 331});
   const MoeConfig cfg = config(kNvW4A4, 8);
   EXPECT_TRUE(fc1_routes_like_the_router(ex, cfg, 3, make_logits(3, E, 332), 333));
-}
-
-TEST(MoeMmaRouteLogits, TokensRoutedSideBySideInFc1AreTheRoutersBits) {
-  // mma.route_slices: the routed FC1 routes 2, 4 or 8 of the chunk's tokens at a time, each by a
-  // slice of the work-group, with the router kernel's bits: softmax top-k (16 experts, k = 4) on
-  // 3 and 5 tokens (a last round with idle slices), DeepSeek's gate with a shared expert on 3, and
-  // routed W4A4 tiles quantized in FC1 (128 experts, k = 8) on 3. The programs carry the option.
-  const std::int64_t E = 16;
-  const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, 64, 64, Data::exact, 351});
-  const Fp4Experts gated = make_experts({WeightFormat::nvfp4, 2 * E + 1, 64, 64, Data::exact, 352});
-  MoeConfig gate_cfg = config(kNvW4A16, 4);
-  gate_cfg.logit_routing = MoeLogitRouting::deepseek_v3(std::vector<float>(static_cast<std::size_t>(2 * E), 0.0625f));
-  gate_cfg.shared_experts = 1;
-  const Fp4Experts wide = make_experts({WeightFormat::nvfp4, 128, 64, 64, Data::exact, 353});
-  for (const int slices : {2, 4, 8}) {
-    const std::string tiles = ",mma.route_slices=" + std::to_string(slices);
-    LogCapture log;
-    for (const std::int64_t T : {3, 5})
-      EXPECT_TRUE(fc1_routes_like_the_router(ex, config(kNvW4A16, 4), T, make_logits(T, E, 354 + T), 355, 0, false,
-                                             tiles))
-          << slices << " slices, softmax, T = " << T;
-    EXPECT_TRUE(fc1_routes_like_the_router(gated, gate_cfg, 3, make_logits(3, 2 * E, 356), 357, 1, false, tiles))
-        << slices << " slices, gate";
-    EXPECT_TRUE(
-        fc1_routes_like_the_router(wide, config(kNvW4A4, 8), 3, make_logits(3, 128, 358), 359, 0, false, tiles))
-        << slices << " slices, W4A4";
-    const std::string option = "-DMMA_ROUTE_SLICES=" + std::to_string(slices);
-    EXPECT_TRUE(built_with_all(log, "moe_mma.cl", {option})) << slices << " slices: no program with " << option;
-  }
 }
 
 TEST(MoeMmaRouteLogits, TheDefaultRoutesSmallChunksInFc1AndTheRestByTheRouter) {

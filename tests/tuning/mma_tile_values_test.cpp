@@ -76,7 +76,6 @@ const std::map<std::string, std::string> kRefusalsOf3 = {
                              "the routed chunks' FC2 of a work-group a token)"},
     {"route_logits", "route_logits = 3 must be 0 (automatic: FC1 for one token and small routed chunks), 1 (the "
                      "router kernel) or 2 (FC1 for one token and every routed chunk)"},
-    {"route_slices", "route_slices = 3 must be 0 (automatic: 1), 1, 2, 4 or 8 (tokens a routed FC1 routes side by side)"},
 };
 
 TEST(MmaTileValues, TheStrategyAndTheTuningDatabaseTakeTheListedValues) {
