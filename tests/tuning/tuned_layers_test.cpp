@@ -517,7 +517,7 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
 // The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
 // layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
 // buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
-// whose own file holds no MoE entries) takes them too.
+// whose own file holds no mixtral entries) takes them too.
 TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
   const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
@@ -669,6 +669,49 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
   const MoeSelection other = select_moe_strategies(gpu, 1, {w4a4, 4096, 14336, 16, 2}, "");
   ASSERT_EQ(other.usable.size(), 1u);
   EXPECT_EQ(other.usable[0].tiles.tile_m, 32);
+}
+
+// The shipped H100 database's qwen3-30b-a3b MoE entries (tuning/nvidia-h100.json): an H100 takes
+// its own file's for that shape, buckets 1, 4, 6, 8, 64, 512, rather than the H200's as a similar
+// device's. Bucket 64 is the H100 tuner's (few_split_k 0; W4A4 FC1's chunks loaded 2 ahead and
+// FC2's 4: on the H100 206–207 µs against 227–241 with the H200's entry, bench/gpu/h100/2026-12-05-b),
+// the others the H200's, which held their own against the H100 tuner's there. Mixtral's entries
+// still come from the H200's file.
+TEST_F(TunedLayers, ShippedH100MoeEntriesServeQwen3OnTheH100) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  test::TempDir config;  // no user database
+  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
+  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
+  tuning::reload_tuning_store();
+  DeviceInfo gpu = test::described_h200();
+  gpu.name = "NVIDIA H100 80GB HBM3";
+  for (const Activations activations : {Activations::bf16, Activations::fp4_dynamic}) {
+    const bool w4a4 = activations == Activations::fp4_dynamic;
+    SCOPED_TRACE(w4a4 ? "W4A4" : "W4A16");
+    const tuning::Match m = tuning::tuning_store()->lookup(
+        gpu, {"moe", w4a4 ? "nvfp4-w4a4" : "nvfp4-w4a16",
+              {{"hidden", 2048}, {"inter", 768}, {"experts", 128}, {"topk", 8}}});
+    ASSERT_NE(m.device, nullptr);
+    EXPECT_FALSE(m.similar);
+    EXPECT_EQ(m.device->device.name, "NVIDIA H100 80GB HBM3");
+    std::vector<std::int64_t> buckets;
+    for (const tuning::Entry* e : m.entries) buckets.push_back(e->tokens);
+    EXPECT_EQ(buckets, (std::vector<std::int64_t>{1, 4, 6, 8, 64, 512}));
+    const MoeSelection qwen3 =
+        select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, activations}, 2048, 768, 128, 8}, "");
+    const MoeSelection::Entry& b64 = qwen3.for_tokens(64, 8);
+    EXPECT_EQ(b64.origin, "tuned bucket 64 (tuning/nvidia-h100.json (shipped))");
+    EXPECT_EQ(b64.tiles.few_split_k, 0);
+    EXPECT_EQ(b64.tiles.unroll, w4a4 ? 2 : 8);
+    EXPECT_EQ(b64.tiles.fc2_unroll, w4a4 ? 4 : 1);
+    // Bucket 8 as the H200's: the token FC2 4 row tiles a warp.
+    EXPECT_EQ(qwen3.for_tokens(8, 8).tiles.token_fc2_warp_tiles, 4);
+    EXPECT_EQ(qwen3.for_tokens(8, 8).origin, "tuned bucket 8 (tuning/nvidia-h100.json (shipped))");
+  }
+  const MoeSelection mixtral =
+      select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::fp4_dynamic}, 4096, 14336, 8, 2}, "");
+  EXPECT_EQ(mixtral.for_tokens(1, 2).origin, "tuned bucket 1 (tuning/nvidia-h200.json (shipped))");
 }
 
 // The shipped H200 database's linear entries (NVFP4 W4A4 at 4096 × 4096, 2048 × 768 and 1536 ×
