@@ -21,6 +21,9 @@
 #   FP4CL_AB_ITERS     timed calls per row (default 30)
 #   FP4CL_AB_ROUTINGS  routings an MoE row cycles through (default 16, as the tuner: one routing
 #                      alone times one set of per-expert counts)
+# Progress goes to stderr as it is measured: each fp4cl-bench call's rows, and after each round
+# but the last the table of the rounds so far. So a run stopped by a time limit (a lent GPU's call)
+# still leaves every finished round's comparison in its log.
 set -euo pipefail
 build=${1:?usage: bench/ab-tuning.sh BUILD [ROUNDS] [SHAPES] [TOKENS] [SCHEMES]}
 rounds=${2:-2}
@@ -46,6 +49,27 @@ case "$baseline" in
     base_file=$baseline ;;
 esac
 
+# The comparison of the rows in $raw so far, as a Markdown table.
+table() {
+  echo "| shape | scheme | tokens | tuned: kernel, µs per round | baseline ($baseline): kernel, µs per round | tuned / baseline |"
+  echo "|---|---|---:|---|---|---:|"
+  python3 - "$raw" <<'PY'
+import collections, statistics, sys
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    side, shape, scheme, tokens, kernel, us = line.strip().split(",")
+    rows.setdefault((shape, scheme, int(tokens)), {"tuned": [], "defaults": []})[side].append((kernel, float(us)))
+for (shape, scheme, tokens), sides in rows.items():
+    cells = []
+    for side in ("tuned", "defaults"):
+        kernels = sorted({k for k, _ in sides[side]})
+        cells.append(f"{'/'.join(kernels)} " + " / ".join(f"{us:.1f}" for _, us in sides[side]))
+    t = statistics.median(us for _, us in sides["tuned"])
+    d = statistics.median(us for _, us in sides["defaults"])
+    print(f"| {shape} | {scheme} | {tokens} | {cells[0]} | {cells[1]} | {t / d:.2f} |")
+PY
+}
+
 for ((r = 1; r <= rounds; ++r)); do
   for side in tuned defaults; do
     for shape in ${shapes//,/ }; do
@@ -65,25 +89,16 @@ for ((r = 1; r <= rounds; ++r)); do
       out=$(env "${env_file[@]}" "$bench" "${what[@]}" --tokens "$tokens" --scheme "$schemes" \
         --iters "${FP4CL_AB_ITERS:-30}" "${check[@]}" --csv 2>"$err") ||
         { cat "$err" >&2; echo "ab-tuning.sh: fp4cl-bench ${what[*]} failed ($side, round $r)" >&2; exit 1; }
-      tail -n +2 <<<"$out" | cut -d, -f2-6 | sed "s/^/$side,/" >>"$raw"
+      rows=$(tail -n +2 <<<"$out" | cut -d, -f2-6 | sed "s/^/$side,/")
+      echo "$rows" >>"$raw"
+      echo "[ab-tuning $(date -u +%H:%M:%S)] round $r of $rounds, $side, $shape:" >&2
+      mapfile -t lines <<<"$rows"
+      printf '  %s\n' "${lines[@]}" >&2
     done
   done
+  if [ "$r" -lt "$rounds" ]; then
+    echo "[ab-tuning] after round $r of $rounds:" >&2
+    table >&2
+  fi
 done
-
-echo "| shape | scheme | tokens | tuned: kernel, µs per round | baseline ($baseline): kernel, µs per round | tuned / baseline |"
-echo "|---|---|---:|---|---|---:|"
-python3 - "$raw" <<'PY'
-import collections, statistics, sys
-rows = collections.OrderedDict()
-for line in open(sys.argv[1]):
-    side, shape, scheme, tokens, kernel, us = line.strip().split(",")
-    rows.setdefault((shape, scheme, int(tokens)), {"tuned": [], "defaults": []})[side].append((kernel, float(us)))
-for (shape, scheme, tokens), sides in rows.items():
-    cells = []
-    for side in ("tuned", "defaults"):
-        kernels = sorted({k for k, _ in sides[side]})
-        cells.append(f"{'/'.join(kernels)} " + " / ".join(f"{us:.1f}" for _, us in sides[side]))
-    t = statistics.median(us for _, us in sides["tuned"])
-    d = statistics.median(us for _, us in sides["defaults"])
-    print(f"| {shape} | {scheme} | {tokens} | {cells[0]} | {cells[1]} | {t / d:.2f} |")
-PY
+table

@@ -745,6 +745,56 @@ class AbTable(unittest.TestCase):
             self.assertIn("usage", err)
 
 
+
+AB_TUNING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "ab-tuning.sh")
+
+
+class AbTuning(unittest.TestCase):
+    """bench/ab-tuning.sh on a tiny linear shape: the final table on stdout (both sides' medians per
+    round and their ratio), and on stderr each call's rows as measured and the table after each
+    round but the last, which a run stopped by a time limit leaves behind; bad arguments named."""
+
+    def script(self, *args, env=None):
+        full_env = dict(os.environ, FP4CL_AB_ITERS="1")
+        full_env.update(env or {})
+        build = os.path.dirname(os.path.dirname(os.path.abspath(BENCH)))
+        p = subprocess.run(["bash", AB_TUNING, build, *args], capture_output=True, text=True, env=full_env,
+                           timeout=240)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_each_round_is_reported_as_it_ends(self):
+        code, out, err = self.script("2", "64x256", "1", "nvfp4-w4a16", env={"FP4CL_AB_BASELINE": "shipped"})
+        self.assertEqual(code, 0, err)
+        rows = [line for line in out.splitlines() if line.startswith("| 64x256 ")]
+        self.assertEqual(len(rows), 1, out)
+        self.assertIn("baseline (shipped)", out)
+        # | shape | scheme | tokens | tuned per round | baseline per round | ratio |
+        cells = [c.strip() for c in rows[0].strip("|").split("|")]
+        self.assertEqual(cells[:3], ["64x256", "nvfp4-w4a16", "1"])
+        for side in cells[3:5]:
+            self.assertRegex(side, r"^\S+ [0-9.]+ / [0-9.]+$")
+        self.assertRegex(cells[5], r"^[0-9]+\.[0-9]{2}$")
+        for r, side in [(1, "tuned"), (1, "defaults"), (2, "tuned"), (2, "defaults")]:
+            self.assertIn(f"round {r} of 2, {side}, 64x256:", err)
+        self.assertIn("after round 1 of 2:", err)
+        self.assertNotIn("after round 2 of 2", err)
+        partial = err.split("after round 1 of 2:")[1]
+        partial_row = [line for line in partial.splitlines() if line.startswith("| 64x256 ")][0]
+        cells = [c.strip() for c in partial_row.strip("|").split("|")]
+        for side in cells[3:5]:
+            self.assertRegex(side, r"^\S+ [0-9.]+$")  # one round each
+
+    def test_bad_arguments_are_named(self):
+        code, _, err = self.script("0")
+        self.assertEqual(code, 2)
+        self.assertIn("ROUNDS must be a positive integer, got '0'", err)
+        code, _, err = self.script("1", "64by256", "1", "nvfp4-w4a16")
+        self.assertEqual(code, 2)
+        self.assertIn("shape '64by256' is neither NxK nor moe:PRESET", err)
+        code, _, err = self.script("1", "64x256", "1", "nvfp4-w4a16", env={"FP4CL_AB_BASELINE": "/nonexistent"})
+        self.assertEqual(code, 2)
+        self.assertIn("neither none, shipped nor a file", err)
+
 if __name__ == "__main__":
     BENCH = sys.argv.pop(1)
     unittest.main(verbosity=2)
