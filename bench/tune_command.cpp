@@ -13,7 +13,9 @@
 // merged into (entries of the same device and key are replaced); --replace first drops all of this
 // device's entries (other devices' stay: tuning/pocl-cpu.json holds two CPUs); its default is
 // the user's database (~/.config/fp4cl/tuning.json). While tuning, no database is loaded
-// (FP4CL_TUNING_FILE=none): candidates are compared from the built-in defaults.
+// (FP4CL_TUNING_FILE=none): candidates are compared from the built-in defaults. The entry each
+// bucket took from the databases loaded before (shipped, user's, FP4CL_TUNING_FILE; the device's
+// own or a similar device's) is timed beside them and written where it is fastest.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -108,7 +110,9 @@ void run_tune(const TuneArgs& a) {
   std::error_code ec;
   if (std::filesystem::exists(output, ec)) db = tuning::load_database(output);  // errors: never clobber
 
-  // Candidates are compared from the built-in defaults, with no database in the way.
+  // What layers on this device use today, kept to time beside the search; then candidates are
+  // compared from the built-in defaults, with no database in the way.
+  const std::shared_ptr<const tuning::TuningStore> database = tuning::tuning_store();
   ::setenv("FP4CL_TUNING_FILE", "none", 1);
   tuning::reload_tuning_store();
   Context ctx = bench_context();
@@ -124,6 +128,7 @@ void run_tune(const TuneArgs& a) {
   settings.check_samples = a.check_samples;
   settings.rotation_bytes = rotation_bytes(ctx, rotation_options);
   settings.log = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  settings.database = database;
   fmt::print(stderr, "tuning on {}\n", ctx.info().describe());
 
   const tuning::DeviceIdentity device = tuning::DeviceIdentity::of(ctx.info());

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bench_options.hpp"
@@ -14,6 +16,7 @@
 #include "reference_checks.hpp"
 #include "synthetic_data.hpp"
 #include "timing.hpp"
+#include "tune_incumbent.hpp"
 #include "tune_targets.hpp"
 #include "tuning/tuning_defaults.hpp"
 #include "tuning_search.hpp"
@@ -99,12 +102,13 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     tuning::Entry best;
     double best_us = 0.0, default_us = 0.0;
     int tried = 0;
+    std::map<std::string, Evaluate> evaluators;  // by kernel, for the database's entry below
     for (const std::string& kernel : linear_kernels().names()) {
       const std::unique_ptr<LinearKernel> candidate = linear_kernels().instantiate(kernel);
       // Not chosen automatically on this device (mma's emulated MMA): a tuned entry may not name it.
       if (!candidate->selectable(ctx.info())) continue;
       if (decode_only && !candidate->designed_for(LinearRegime::decode, kind)) continue;
-      const Evaluate evaluate = [&](const tuning::Params& params) {
+      const Evaluate evaluate = [&, kernel](const tuning::Params& params) {
         Trial t;
         std::vector<Linear> layers;
         try {
@@ -136,6 +140,7 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
         t.us = timing.median_us;
         return t;
       };
+      evaluators[kernel] = evaluate;
       const SearchResult r = coordinate_descent(tuning::linear_default_params(kind, kernel),
                                                 linear_axes(kernel, kind, tokens, !scheme.w4a16()), evaluate,
                                                 settings.max_passes, settings.max_candidates);
@@ -147,6 +152,29 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
         best.params = r.best.params;
       }
     }
+    // The entry the bucket's calls took before tuning, timed as one more candidate (not where its
+    // kernel was not tuned at this bucket).
+    std::string database_result;
+    const tuning::LookupKey key{"linear", tuning::scheme_key(scheme), {{"n", n}, {"k", k}}};
+    if (const std::optional<Incumbent> inc = incumbent_entry(settings.database.get(), ctx.info(), key, tokens)) {
+      const auto at = evaluators.find(inc->entry.kernel);
+      std::string result;
+      if (at == evaluators.end()) {
+        result = fmt::format("not timed: its kernel {} is not tuned at {} tokens", inc->entry.kernel, tokens);
+      } else {
+        const Trial t = at->second(inc->entry.params);
+        ++tried;
+        result = t.ok ? fmt::format("{:.1f} us", t.us)
+                      : "not timed: " + (t.note.empty() ? std::string("it failed") : t.note);
+        if (t.ok && (best_us == 0.0 || t.us < best_us)) {
+          best_us = t.us;
+          best.kernel = inc->entry.kernel;
+          best.params = inc->entry.params;
+        }
+      }
+      database_result = fmt::format("; database entry ({}: {} {}) {}", inc->label, inc->entry.kernel,
+                                    params_text(inc->entry.params), result);
+    }
     if (best_us == 0.0) throw Error(fmt::format("tuning linear {}x{} {} at {} tokens: no candidate passed", n, k,
                                                 tuning::scheme_key(scheme), tokens));
     best.op = "linear";
@@ -157,9 +185,9 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     best.measured.gbps = bytes_per_copy / (best_us * 1e-6) * 1e-9;
     best.measured.gflops = 2.0 * static_cast<double>(tokens * n) * static_cast<double>(k) / (best_us * 1e-6) * 1e-9;
     settings.log(fmt::format("linear {}x{} {} T={}: {} {} {:.1f} us ({:.2f} GB/s, {:.1f} GFLOP/s); best default {:.1f} "
-                             "us; {} trials",
+                             "us{}; {} trials",
                              n, k, best.scheme, tokens, best.kernel, params_text(best.params), best_us,
-                             best.measured.gbps, best.measured.gflops, default_us, tried));
+                             best.measured.gbps, best.measured.gflops, default_us, database_result, tried));
     entries.push_back(best);
   }
   return entries;

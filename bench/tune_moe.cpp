@@ -17,8 +17,10 @@
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
 #include "reference_checks.hpp"
+#include "tuning/moe_tuning.hpp"
 #include "synthetic_data.hpp"
 #include "timing.hpp"
+#include "tune_incumbent.hpp"
 #include "tune_moe_candidates.hpp"
 #include "tune_targets.hpp"
 #include "tuning_search.hpp"
@@ -93,6 +95,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
     };
     std::vector<Finalist> finalists;
     std::vector<Evaluate> evaluators;
+    std::vector<std::string> evaluated;  // evaluators[i]'s strategy
     for (const std::string& strategy : strategies) {
       const bool mma = strategy == "mma";
       // Decode streams an expert's weights for every (token, expert) pair: past a few hundred
@@ -173,6 +176,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
         return t;
       };
       evaluators.push_back(evaluate);
+      evaluated.push_back(strategy);
       const std::vector<ParamAxis> axes =
           moe_axes(strategy, layout.empty(), few, device.kind, routed, !problem.scheme.w4a16());
       const SearchResult r = coordinate_descent(start, axes, evaluate, settings.max_passes, settings.max_candidates);
@@ -183,6 +187,39 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
                    {"fc2_unroll", r.best.params.at("fc2_unroll")}};
       if (r.start.ok && (default_us == 0.0 || r.start.us < default_us)) default_us = r.start.us;
       if (r.best.ok) finalists.push_back({strategy, r.best.params, r.best.us, r.best.bytes, evaluators.size() - 1});
+    }
+    // The entry the bucket's calls took before tuning, timed by its strategy's evaluator: one more
+    // finalist. Not where its strategy is not tuned here, it names no weight layout, or it names
+    // another one than the buckets before held.
+    std::string database_result;
+    if (const std::optional<Incumbent> inc = incumbent_entry(
+            settings.database.get(), device, tuning::moe_lookup_key({scheme, shape.hidden, shape.inter, shape.experts,
+                                                                     shape.topk}),
+            tokens)) {
+      const tuning::Params& p = inc->entry.params;
+      const auto at = std::find(evaluated.begin(), evaluated.end(), inc->entry.kernel);
+      std::string why;
+      if (at == evaluated.end())
+        why = fmt::format("its strategy {} is not tuned here", inc->entry.kernel);
+      else if (p.count("vec") == 0 || p.count("group") == 0)
+        why = "it names no weight layout (vec, group)";
+      else if (!layout.empty() && (p.at("vec") != layout.at("vec") || p.at("group") != layout.at("group")))
+        why = fmt::format("its weight layout (vec {}, group {}) is not the one held since the first bucket",
+                          p.at("vec"), p.at("group"));
+      if (why.empty()) {
+        const std::size_t i = static_cast<std::size_t>(at - evaluated.begin());
+        const Trial t = evaluators[i](p);
+        ++tried;
+        if (t.ok) {
+          finalists.push_back({inc->entry.kernel, p, t.us, t.bytes, i});
+          database_result = fmt::format("{:.1f} us", t.us);
+        } else {
+          why = t.note.empty() ? std::string("it failed") : t.note;
+        }
+      }
+      if (!why.empty()) database_result = "not timed: " + why;
+      database_result = fmt::format("; database entry ({}: {} {}) {}", inc->label, inc->entry.kernel,
+                                    params_text(p), database_result);
     }
     // The strategies' winners against each other: one timing each decided (a quiet moment for one
     // would). The two fastest are timed again, alternating twice, and the better of each one's
@@ -222,11 +259,11 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
     best.measured.gflops = 2.0 * static_cast<double>(tokens) * shape.topk * 3.0 * static_cast<double>(shape.hidden) *
                            static_cast<double>(shape.inter) / (best_us * 1e-6) * 1e-9;
     settings.log(fmt::format("moe H={} I={} E={} k={} {} T={}: {} {} {:.1f} us ({:.2f} GB/s, {:.1f} GFLOP/s); best "
-                             "default {:.1f} us; {} trials ({:.1f} s creating layers, {:.1f} s checking, {:.1f} s "
+                             "default {:.1f} us{}; {} trials ({:.1f} s creating layers, {:.1f} s checking, {:.1f} s "
                              "timing)",
                              shape.hidden, shape.inter, shape.experts, shape.topk, best.scheme, tokens, best.kernel,
                              params_text(best.params), best_us, best.measured.gbps, best.measured.gflops, default_us,
-                             tried, create_s, check_s, time_s));
+                             database_result, tried, create_s, check_s, time_s));
     entries.push_back(best);
   }
   return entries;

@@ -1,16 +1,20 @@
 // What `fp4cl-bench tune` tunes: a linear layer shape or an MoE layer shape, for one scheme, at a
 // list of token buckets. Each returns one database entry per bucket: the fastest strategy with
-// its parameters, every candidate having passed the check against the scalar reference.
+// its parameters, every candidate having passed the check against the scalar reference. Where
+// TuneSettings::database gives the layer an entry already, that entry is timed as one more
+// candidate (tune_incumbent.hpp).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fp4cl/context.hpp"
 #include "fp4cl/scheme.hpp"
 #include "tuning/tuning_database.hpp"
+#include "tuning/tuning_store.hpp"
 
 namespace fp4cl::bench {
 
@@ -27,6 +31,9 @@ struct TuneSettings {
   std::vector<std::string> moe_kernels;
   // Progress lines (one per bucket, and one per failing candidate).
   std::function<void(const std::string&)> log;
+  // The databases layers used before tuning (null: none). The entry each bucket's calls took from
+  // them is timed beside the search, and written where it is fastest.
+  std::shared_ptr<const tuning::TuningStore> database;
 };
 
 std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& scheme, std::int64_t n, std::int64_t k,

@@ -30,12 +30,6 @@ bool valid_value(const std::string& kernel, const std::string& name, long long v
   return false;
 }
 
-LookupKey moe_lookup_key(const MoeShapeKey& key) {
-  return {"moe",
-          scheme_key(key.scheme),
-          {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
-}
-
 // The layer's entries by increasing bucket; none, with a warning, when one names an unknown
 // strategy or holds an invalid value.
 std::vector<const Entry*> usable_entries(const Match& match) {
@@ -77,6 +71,12 @@ std::vector<MoeBucket> strategy_buckets(const std::vector<const Entry*>& entries
 }
 
 }  // namespace
+
+LookupKey moe_lookup_key(const MoeShapeKey& key) {
+  return {"moe",
+          scheme_key(key.scheme),
+          {{"hidden", key.hidden}, {"inter", key.inter}, {"experts", key.experts}, {"topk", key.top_k}}};
+}
 
 MoeTuned moe_tuned(const DeviceInfo& device, const MoeShapeKey& key) {
   const LookupKey lookup = moe_lookup_key(key);

@@ -38,6 +38,7 @@
 
 #include "fp4cl/device.hpp"
 #include "fp4cl/scheme.hpp"
+#include "tuning/tuning_lookup.hpp"
 
 namespace fp4cl::tuning {
 
@@ -46,6 +47,9 @@ struct MoeShapeKey {
   std::int64_t hidden = 0, inter = 0, experts = 0;
   int top_k = 1;
 };
+
+// The database key of an MoE layer: op "moe", its scheme, hidden, inter, experts and topk.
+LookupKey moe_lookup_key(const MoeShapeKey& key);
 
 // A bucket `grouped` or `mma` won, as the tiles it gives calls of up to last_tokens tokens.
 struct MoeBucket {

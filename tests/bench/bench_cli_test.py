@@ -369,6 +369,24 @@ class Tuning(unittest.TestCase):
             for d in devices:
                 self.assertEqual(len(d["entries"]), 1 if d["device"]["name"] == device["name"] else 2, d["device"])
 
+    def test_tune_times_the_entry_the_databases_gave_beside_its_search(self):
+        # The databases loaded before tuning (here FP4CL_TUNING_FILE) give each bucket an entry:
+        # bucket 1 serves 1 and 3 tokens (the nearest bucket). Each is timed beside the search, its
+        # origin named; without a database no such entry is named.
+        tune = ["tune", "--op", "linear", "--linear", "64x256", "--scheme", "nvfp4-w4a4", "--iters", "1",
+                "--warmup-ms", "0", "--passes", "1", "--max-candidates", "1"]
+        with tempfile.TemporaryDirectory() as d:
+            before, after = os.path.join(d, "before.json"), os.path.join(d, "after.json")
+            run(*tune, "--tokens", "1", "--output", before, check=0)
+            _, _, err = run(*tune, "--tokens", "1,3", "--output", after, env={"FP4CL_TUNING_FILE": before}, check=0)
+            for t in (1, 3):
+                line = [l for l in err.splitlines() if l.startswith(f"linear 64x256 nvfp4-w4a4 T={t}:")]
+                self.assertEqual(len(line), 1, err)
+                self.assertRegex(line[0], r"; database entry \(bucket 1 of " + re.escape(before) +
+                                 r": \S+ [^)]*\) [0-9.]+ us; ")
+            _, _, err = run(*tune, "--tokens", "1", "--output", after, env={"FP4CL_TUNING_FILE": "none"}, check=0)
+            self.assertNotIn("database entry", err)
+
     def test_tune_mma_merges_into_a_database_with_linear_entries(self):
         # The tensor-core strategy forced (emulated on PoCL): one candidate per bucket, one timed call.
         with tempfile.TemporaryDirectory() as d:

@@ -21,6 +21,7 @@
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
+#include "tune_incumbent.hpp"
 #include "tune_moe_candidates.hpp"
 #include "tune_targets.hpp"
 #include "tuning/moe_tuning.hpp"
@@ -358,4 +359,96 @@ TEST(TuneMoeMma, EntriesRoundTripThroughTheDatabaseToTheBuildOptions) {
 }
 
 }  // namespace
+}  // namespace fp4cl::bench
+
+namespace fp4cl::bench {
+
+// The entry the databases give a bucket before tuning is timed beside the search and competes
+// with its best: one mma entry whose few-pairs K split (1) the search, held to its start (0), does
+// not reach; an entry of a strategy not tuned here, and one the layer refuses, are named and not
+// timed. The databases are given as a store, as `fp4cl-bench tune` keeps the one it found.
+TEST(TuneMoe, TheDatabaseEntryOfABucketIsTimedBesideTheSearch) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv kernel("FP4CL_MOE_KERNEL", std::nullopt);
+  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::string("none"));
+  tuning::reload_tuning_store();
+  Context ctx = Context::create();
+  const MoeTuneShape shape{128, 64, 4, 2};
+  const MoeProblem problem{kW4A16, 128, 64, 4, 2};
+  cl_uint width = 1;
+  ctx.device().getInfo(CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &width);
+  const tuning::Params start = moe_default_params(ctx.info(), width, problem, "mma");
+  const auto store_with = [&](const std::string& strategy, tuning::Params params) {
+    tuning::Entry e;
+    e.op = "moe";
+    e.kernel = strategy;
+    e.scheme = "nvfp4-w4a16";
+    e.shape = {{"hidden", 128}, {"inter", 64}, {"experts", 4}, {"topk", 2}};
+    e.tokens = 1;
+    e.params = std::move(params);
+    tuning::Database db;
+    db.put(tuning::DeviceIdentity::of(ctx.info()), e);
+    return std::make_shared<const tuning::TuningStore>(
+        std::vector<tuning::DatabaseSource>{{"before.json", tuning::to_json_text(db)}});
+  };
+  const auto tune = [&](std::shared_ptr<const tuning::TuningStore> database, std::vector<std::string>& lines) {
+    TuneSettings settings;
+    settings.buckets = {1};
+    settings.iters = 1;
+    settings.warmup = 0;
+    settings.warmup_ms = 0;
+    settings.max_passes = 1;
+    settings.max_candidates = 1;  // the search times its start alone
+    settings.moe_kernels = {"mma"};
+    settings.log = [&](const std::string& line) { lines.push_back(line); };
+    settings.database = std::move(database);
+    const std::vector<tuning::Entry> entries = tune_moe(ctx, kW4A16, shape, settings);
+    EXPECT_EQ(entries.size(), 1u);
+    return entries.empty() ? tuning::Entry{} : entries[0];
+  };
+  const auto line_with = [](const std::vector<std::string>& lines, const std::string& text) {
+    for (const std::string& l : lines)
+      if (l.find(text) != std::string::npos) return l;
+    return std::string();
+  };
+
+  tuning::Params other = start;
+  other["few_split_k"] = 1;
+  other["fc2_unroll"] = other.at("unroll");
+  {
+    std::vector<std::string> lines;
+    const tuning::Entry best = tune(store_with("mma", other), lines);
+    const std::string summary = line_with(lines, "T=1: mma");
+    EXPECT_NE(summary.find("; database entry (bucket 1 of before.json: mma "), std::string::npos) << summary;
+    // The start and the entry, then each twice again side by side.
+    EXPECT_NE(summary.find(" us; 6 trials"), std::string::npos) << summary;
+    // Two finalists, the search's and the database's, timed again side by side; either may win.
+    EXPECT_NE(line_with(lines, "timed again side by side"), "");
+    EXPECT_TRUE(best.params.at("few_split_k") == 0 || best.params == other) << params_text(best.params);
+  }
+  {
+    std::vector<std::string> lines;
+    const tuning::Entry best = tune(store_with("grouped", {{"vec", 1}, {"group", 64}}), lines);
+    EXPECT_NE(line_with(lines, "T=1: mma").find("not timed: its strategy grouped is not tuned here"),
+              std::string::npos);
+    EXPECT_EQ(line_with(lines, "timed again side by side"), "");
+    EXPECT_EQ(best.params.at("few_split_k"), 0);
+  }
+  {
+    std::vector<std::string> lines;
+    tuning::Params refused = start;
+    refused["split_k"] = 3;  // work-groups of 32 · 3 do not divide the layer's
+    const tuning::Entry best = tune(store_with("mma", refused), lines);
+    EXPECT_NE(line_with(lines, "T=1: mma").find(") not timed: refused: "), std::string::npos)
+        << line_with(lines, "T=1: mma");
+    EXPECT_EQ(best.params.at("split_k"), start.at("split_k"));
+  }
+  // No database: the line says nothing of one.
+  {
+    std::vector<std::string> lines;
+    tune(nullptr, lines);
+    EXPECT_EQ(line_with(lines, "T=1: mma").find("database entry"), std::string::npos);
+  }
+}
+
 }  // namespace fp4cl::bench
