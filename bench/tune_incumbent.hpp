@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fp4cl/device.hpp"
 #include "tuning/tuning_database.hpp"
@@ -27,5 +28,12 @@ struct Incumbent {
 // `store` is null or holds no entry for the key.
 std::optional<Incumbent> incumbent_entry(const tuning::TuningStore* store, const DeviceInfo& device,
                                          const tuning::LookupKey& key, std::int64_t tokens);
+
+// Where the databases give `key` another device's entries (a similar device's, or another driver's
+// of this one) at buckets not among `buckets`: a line saying so, else "". Once the tuner writes this
+// device's own entries for the key, lookups take those alone, and the counts those buckets served
+// go to the nearest tuned one (on 2026-12-05 the H100 lost the H200's bucket 6 that way).
+std::string untuned_buckets_note(const tuning::TuningStore* store, const DeviceInfo& device,
+                                 const tuning::LookupKey& key, const std::vector<std::int64_t>& buckets);
 
 }  // namespace fp4cl::bench

@@ -91,6 +91,10 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
   const std::size_t copies = copies_for_rotation(settings.rotation_bytes, bytes_per_copy, 16);
   for (std::size_t c = 1; c < copies; ++c) weights.push_back(make_linear_weight(scheme.weight, n, k, c + 1));
 
+  const tuning::LookupKey key{"linear", tuning::scheme_key(scheme), {{"n", n}, {"k", k}}};
+  if (const std::string note = untuned_buckets_note(settings.database.get(), ctx.info(), key, settings.buckets);
+      !note.empty())
+    settings.log(note);
   std::vector<tuning::Entry> entries;
   for (std::int64_t tokens : settings.buckets) {
     const std::vector<std::uint16_t> x = make_activations(tokens, k, 99 + static_cast<std::uint64_t>(tokens));
@@ -155,7 +159,6 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     // The entry the bucket's calls took before tuning, timed as one more candidate (not where its
     // kernel was not tuned at this bucket).
     std::string database_result;
-    const tuning::LookupKey key{"linear", tuning::scheme_key(scheme), {{"n", n}, {"k", k}}};
     if (const std::optional<Incumbent> inc = incumbent_entry(settings.database.get(), ctx.info(), key, tokens)) {
       const auto at = evaluators.find(inc->entry.kernel);
       std::string result;

@@ -56,6 +56,10 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
   for (const std::string& s : strategies) names += (names.empty() ? "" : ", ") + s;
   settings.log(fmt::format("moe H={} I={} E={} k={} {}: tuning {}", shape.hidden, shape.inter, shape.experts,
                            shape.topk, tuning::scheme_key(scheme), names));
+  const tuning::LookupKey key =
+      tuning::moe_lookup_key({scheme, shape.hidden, shape.inter, shape.experts, shape.topk});
+  if (const std::string note = untuned_buckets_note(settings.database.get(), device, key, buckets); !note.empty())
+    settings.log(note);
   std::vector<tuning::Entry> entries;
   tuning::Params layout;    // vec and group, fixed after the first bucket
   tuning::Params mma_few;   // mma's few_split_k, unroll, fc2_unroll: fixed after its first few-pairs bucket
@@ -192,10 +196,7 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
     // finalist. Not where its strategy is not tuned here, it names no weight layout, or it names
     // another one than the buckets before held.
     std::string database_result;
-    if (const std::optional<Incumbent> inc = incumbent_entry(
-            settings.database.get(), device, tuning::moe_lookup_key({scheme, shape.hidden, shape.inter, shape.experts,
-                                                                     shape.topk}),
-            tokens)) {
+    if (const std::optional<Incumbent> inc = incumbent_entry(settings.database.get(), device, key, tokens)) {
       const tuning::Params& p = inc->entry.params;
       const auto at = std::find(evaluated.begin(), evaluated.end(), inc->entry.kernel);
       std::string why;

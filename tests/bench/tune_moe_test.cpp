@@ -18,6 +18,7 @@
 #include "fp4cl/error.hpp"
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
+#include "support/described_devices.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -449,6 +450,43 @@ TEST(TuneMoe, TheDatabaseEntryOfABucketIsTimedBesideTheSearch) {
     tune(nullptr, lines);
     EXPECT_EQ(line_with(lines, "T=1: mma").find("database entry"), std::string::npos);
   }
+}
+
+}  // namespace fp4cl::bench
+
+namespace fp4cl::bench {
+
+// Buckets a key takes from another device's entries (a similar device's, another driver's) that a
+// run does not tune are named before it replaces them; the device's own entries, and another
+// device's whose buckets are all tuned, give no note.
+TEST(TuneMoe, AnotherDevicesBucketsThatARunDoesNotTuneAreNamed) {
+  const DeviceInfo h200 = test::described_h200();
+  DeviceInfo h100 = h200;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  DeviceInfo newer_driver = h200;
+  newer_driver.driver_version = "590.1";
+  const tuning::LookupKey key = tuning::moe_lookup_key({kW4A16, 2048, 768, 128, 8});
+  tuning::Database db;
+  for (const std::int64_t bucket : {1, 4, 6, 8}) {
+    tuning::Entry e;
+    e.op = "moe";
+    e.kernel = "mma";
+    e.scheme = "nvfp4-w4a16";
+    e.shape = key.shape;
+    e.tokens = bucket;
+    e.params = {{"vec", 1}, {"group", 64}};
+    db.put(tuning::DeviceIdentity::of(h200), e);
+  }
+  const tuning::TuningStore store({{"h200.json", tuning::to_json_text(db)}});
+  const std::string note = untuned_buckets_note(&store, h100, key, {1, 8, 64});
+  EXPECT_NE(note.find("has buckets 4, 6 from h200.json (tuned on a similar device: NVIDIA H200"), std::string::npos)
+      << note;
+  EXPECT_NE(note.find("add them to --tokens"), std::string::npos) << note;
+  const std::string other_driver = untuned_buckets_note(&store, newer_driver, key, {1, 8});
+  EXPECT_NE(other_driver.find("buckets 4, 6 from h200.json (tuned with driver"), std::string::npos) << other_driver;
+  EXPECT_EQ(untuned_buckets_note(&store, h200, key, {1, 8}), "");        // its own
+  EXPECT_EQ(untuned_buckets_note(&store, h100, key, {1, 4, 6, 8}), "");  // all tuned
+  EXPECT_EQ(untuned_buckets_note(nullptr, h100, key, {1}), "");
 }
 
 }  // namespace fp4cl::bench
