@@ -55,6 +55,17 @@ tuning::Entry linear_entry(std::int64_t tokens, const std::string& kernel, tunin
 
 // Each test points FP4CL_TUNING_FILE at its own database and reloads the process's store; the
 // store is reloaded from the unchanged environment afterwards.
+// The shipped databases alone: no FP4CL_TUNING_FILE, no user database (XDG_CONFIG_HOME an empty
+// folder, `config`), and no FP4CL_MOE_TILES or FP4CL_MOE_KERNEL in the way; the store reloaded.
+struct ShippedDatabasesOnly {
+  test::ScopedEnv tiles{"FP4CL_MOE_TILES", std::nullopt};
+  test::ScopedEnv forced{"FP4CL_MOE_KERNEL", std::nullopt};
+  test::TempDir config;
+  test::ScopedEnv file{"FP4CL_TUNING_FILE", std::nullopt};
+  test::ScopedEnv xdg{"XDG_CONFIG_HOME", config.str()};
+  ShippedDatabasesOnly() { tuning::reload_tuning_store(); }
+};
+
 class TunedLayers : public testing::Test {
  protected:
   void use_database(const tuning::Database& db) { use_text(tuning::to_json_text(db)); }
@@ -519,12 +530,7 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
 // buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
 // whose own file holds no mixtral entries) takes them too.
 TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
-  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
-  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
-  test::TempDir config;  // no user database
-  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
-  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
-  tuning::reload_tuning_store();
+  const ShippedDatabasesOnly databases;
   DeviceInfo gpu = test::described_h200();
   const QuantScheme w4a4{WeightFormat::nvfp4, Activations::fp4_dynamic};
   const MoeProblem mixtral_w4a4{w4a4, 4096, 14336, 8, 2};
@@ -635,8 +641,8 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
       }
     }
     EXPECT_EQ(user.devices.size(), 1u);
-    const std::string path = config.str() + "/fp4cl/tuning.json";
-    std::filesystem::create_directories(config.str() + "/fp4cl");
+    const std::string path = databases.config.str() + "/fp4cl/tuning.json";
+    std::filesystem::create_directories(databases.config.str() + "/fp4cl");
     std::ofstream(path, std::ios::binary | std::ios::trunc) << tuning::to_json_text(user);
     tuning::reload_tuning_store();
     return path;
@@ -678,12 +684,7 @@ TEST_F(TunedLayers, ShippedH200MoeEntriesReachTheMmaSelection) {
 // the others the H200's, which held their own against the H100 tuner's there. Mixtral's entries
 // still come from the H200's file.
 TEST_F(TunedLayers, ShippedH100MoeEntriesServeQwen3OnTheH100) {
-  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
-  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
-  test::TempDir config;  // no user database
-  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
-  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
-  tuning::reload_tuning_store();
+  const ShippedDatabasesOnly databases;
   DeviceInfo gpu = test::described_h200();
   gpu.name = "NVIDIA H100 80GB HBM3";
   for (const Activations activations : {Activations::bf16, Activations::fp4_dynamic}) {
@@ -720,10 +721,7 @@ TEST_F(TunedLayers, ShippedH100MoeEntriesServeQwen3OnTheH100) {
 // 28672 × 4096 ones) still come from the H100's file as a similar device's, and an H100 keeps its
 // own entries for every key.
 TEST_F(TunedLayers, ShippedH200LinearEntriesServeTheH200) {
-  test::TempDir config;  // no user database
-  const test::ScopedEnv file("FP4CL_TUNING_FILE", std::nullopt);
-  const test::ScopedEnv xdg("XDG_CONFIG_HOME", config.str());
-  tuning::reload_tuning_store();
+  const ShippedDatabasesOnly databases;
   DeviceInfo gpu = test::described_h200();
   const auto key = [](const char* scheme, std::int64_t n, std::int64_t k) {
     return tuning::LookupKey{"linear", scheme, {{"n", n}, {"k", k}}};
