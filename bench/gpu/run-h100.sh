@@ -21,6 +21,9 @@
 #                       router logits routed by the router kernel against FC1 itself,
 #                       mma.route_logits 1, 2 and 0 (the automatic choice), qwen3-30b-a3b,
 #                       mixtral-8x7b and deepseek-v3, T = 1, 2, 4, 8, into router-PRESET.csv)
+#   FP4CL_GPU_BUNDLE    a .tar.gz path: after each part, everything in OUT_DIR so far is packed into
+#                       it (one file to fetch where a lent machine returns few, e.g. 8: a call
+#                       stopped at its limit still leaves the finished parts)
 # Outputs: moe.csv, moe-all.csv (every strategy, FP4CL_GPU_SWEEP=0 skips it), linear.csv (fp4cl-bench --csv;
 # automatic selection: mma where the MMA is native, else gemv_split for decode and gemm_tiled for prefill), linear-all.csv (the
 # linear decode strategies forced, 4096x4096; FP4CL_GPU_SWEEP=0 skips it), torch.csv, devices.txt, results.md
@@ -34,6 +37,12 @@ mkdir -p "$out"
 gpu_host_env "$deb_dir"
 parts=" ${FP4CL_GPU_PARTS:-torch moe linear floor} "
 part() { [[ "$parts" == *" $1 "* ]]; }
+# FP4CL_GPU_BUNDLE: OUT_DIR as it stands, packed.
+bundle() {
+  if [ -n "${FP4CL_GPU_BUNDLE:-}" ]; then
+    tar czf "$FP4CL_GPU_BUNDLE" --exclude="$(basename "$FP4CL_GPU_BUNDLE")" -C "$out" . || log "bundle failed"
+  fi
+}
 
 gpu_build "$out" --target fp4cl_bench
 tail -3 "$out/build.log" >&2
@@ -46,6 +55,7 @@ if part torch; then
   log "torch baseline and copy bandwidth"
   python3 "$root/bench/gpu/torch_moe_baseline.py" >"$out/torch.csv" || log "torch baseline failed"
 fi
+bundle
 
 if part floor; then
   log "launch floor (bench/standalone/launch_floor.c)"
@@ -59,6 +69,7 @@ if part floor; then
     log "launch_floor did not build (launch_floor.log)"
   fi
 fi
+bundle
 
 if part moe; then
   log "fp4cl MoE"
@@ -79,6 +90,7 @@ if part moe; then
     done
   fi
 fi
+bundle
 
 if part router; then
   log "fp4cl MoE with router logits: the router kernel (mma.route_logits=1), FC1 (=2), the automatic choice (=0)"
@@ -88,6 +100,7 @@ if part router; then
       >"$out/router-$preset.csv" || log "moe --router logits $preset failed"
   done
 fi
+bundle
 
 if part linear; then
   log "fp4cl linear"
@@ -105,8 +118,10 @@ if part linear; then
       --kernel mma,gemv_split,gemv_rows,gemm_tiled --iters 30 --warmup 2 --csv >"$out/linear-all.csv" || log "linear --kernel sweep failed"
   fi
 fi
+bundle
 
 python3 "$root/bench/gpu/summarize.py" "$out" >"$out/results.md" && cat "$out/results.md" >&2
+bundle
 
 if [ "${FP4CL_GPU_CTEST:-0}" = 1 ]; then
   log "build the tests"
@@ -117,6 +132,7 @@ if [ "${FP4CL_GPU_CTEST:-0}" = 1 ]; then
   (cd "$build" && timeout "$budget" ctest -j8 --timeout 300 >"$out/ctest.log" 2>&1)
   ctest_summary "$out/ctest.log" 40
 fi
+bundle
 if [ "${FP4CL_GPU_POCL_CTEST:-0}" = 1 ]; then
   log "build the tests"
   cmake --build "$build" -j"$(nproc)" >>"$out/build.log" 2>&1 || grep -E "error|Error" "$out/build.log" | head -20 >&2
@@ -126,4 +142,5 @@ if [ "${FP4CL_GPU_POCL_CTEST:-0}" = 1 ]; then
     timeout "$budget" ctest -j"$(nproc)" --timeout 300 >"$out/ctest-cpu.log" 2>&1)
   ctest_summary "$out/ctest-cpu.log" 40
 fi
+bundle
 log "done"
