@@ -17,12 +17,12 @@
 #include "fp4cl/moe.hpp"
 #include "kernels/moe_registry.hpp"
 #include "reference_checks.hpp"
-#include "tuning/moe_tuning.hpp"
 #include "synthetic_data.hpp"
 #include "timing.hpp"
 #include "tune_incumbent.hpp"
 #include "tune_moe_candidates.hpp"
 #include "tune_targets.hpp"
+#include "tuning/moe_tuning.hpp"
 #include "tuning_search.hpp"
 
 namespace fp4cl::bench {

@@ -1,9 +1,10 @@
 // The MoE tuner's search for the mma strategy (bench/tune_moe.cpp, tune_moe_candidates.hpp):
 // which parameters it searches at buckets of few and of many pairs, which strategies it tunes on
 // a device, that candidates the layer refuses are named and skipped without counting against the
-// budget, and a tuning run whose entries, written and read back as a database, reach the layer
+// budget, a tuning run whose entries, written and read back as a database, reach the layer
 // (emulated MMAs on PoCL: tiny shapes, one timed call per candidate, at most two candidates per
-// bucket).
+// bucket), the database's entry of a bucket timed beside the search, and another device's buckets
+// that a run does not tune named (tune_incumbent.hpp).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
