@@ -15,6 +15,18 @@ std::optional<Incumbent> incumbent_entry(const tuning::TuningStore* store, const
   return Incumbent{e, fmt::format("bucket {} of {}{}", e.tokens, e.origin, m.note.empty() ? "" : "; " + m.note)};
 }
 
+std::string incumbent_text(const Incumbent& inc, const Trial* trial, const std::string& why) {
+  std::string result;
+  if (trial != nullptr && trial->ok)
+    result = fmt::format("{:.1f} us", trial->us);
+  else if (!why.empty())
+    result = "not timed: " + why;
+  else
+    result = "not timed: " + (trial != nullptr && !trial->note.empty() ? trial->note : std::string("it failed"));
+  return fmt::format("; database entry ({}: {} {}) {}", inc.label, inc.entry.kernel, params_text(inc.entry.params),
+                     result);
+}
+
 std::string untuned_buckets_note(const tuning::TuningStore* store, const DeviceInfo& device,
                                  const tuning::LookupKey& key, const std::vector<std::int64_t>& buckets) {
   if (store == nullptr) return {};

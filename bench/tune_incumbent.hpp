@@ -14,6 +14,7 @@
 #include "tuning/tuning_database.hpp"
 #include "tuning/tuning_lookup.hpp"
 #include "tuning/tuning_store.hpp"
+#include "tuning_search.hpp"
 
 namespace fp4cl::bench {
 
@@ -28,6 +29,10 @@ struct Incumbent {
 // `store` is null or holds no entry for the key.
 std::optional<Incumbent> incumbent_entry(const tuning::TuningStore* store, const DeviceInfo& device,
                                          const tuning::LookupKey& key, std::int64_t tokens);
+
+// The bucket line's words on `inc`: "; database entry (LABEL: KERNEL PARAMS) X us" where `trial`
+// ran and passed, else "... not timed: " and `why`, or the trial's note (`trial` null: not run).
+std::string incumbent_text(const Incumbent& inc, const Trial* trial, const std::string& why);
 
 // Where the databases give `key` another device's entries (a similar device's, or another driver's
 // of this one) at buckets not among `buckets`: a line saying so, else "". Once the tuner writes this

@@ -161,22 +161,19 @@ std::vector<tuning::Entry> tune_linear(const Context& ctx, const QuantScheme& sc
     std::string database_result;
     if (const std::optional<Incumbent> inc = incumbent_entry(settings.database.get(), ctx.info(), key, tokens)) {
       const auto at = evaluators.find(inc->entry.kernel);
-      std::string result;
-      if (at == evaluators.end()) {
-        result = fmt::format("not timed: its kernel {} is not tuned at {} tokens", inc->entry.kernel, tokens);
-      } else {
-        const Trial t = at->second(inc->entry.params);
+      std::optional<Trial> t;
+      if (at != evaluators.end()) {
+        t = at->second(inc->entry.params);
         ++tried;
-        result = t.ok ? fmt::format("{:.1f} us", t.us)
-                      : "not timed: " + (t.note.empty() ? std::string("it failed") : t.note);
-        if (t.ok && (best_us == 0.0 || t.us < best_us)) {
-          best_us = t.us;
+        if (t->ok && (best_us == 0.0 || t->us < best_us)) {
+          best_us = t->us;
           best.kernel = inc->entry.kernel;
           best.params = inc->entry.params;
         }
       }
-      database_result = fmt::format("; database entry ({}: {} {}) {}", inc->label, inc->entry.kernel,
-                                    params_text(inc->entry.params), result);
+      database_result = incumbent_text(
+          *inc, t ? &*t : nullptr,
+          t ? "" : fmt::format("its kernel {} is not tuned at {} tokens", inc->entry.kernel, tokens));
     }
     if (best_us == 0.0) throw Error(fmt::format("tuning linear {}x{} {} at {} tokens: no candidate passed", n, k,
                                                 tuning::scheme_key(scheme), tokens));

@@ -207,20 +207,14 @@ std::vector<tuning::Entry> tune_moe(const Context& ctx, const QuantScheme& schem
       else if (!layout.empty() && (p.at("vec") != layout.at("vec") || p.at("group") != layout.at("group")))
         why = fmt::format("its weight layout (vec {}, group {}) is not the one held since the first bucket",
                           p.at("vec"), p.at("group"));
+      std::optional<Trial> t;
       if (why.empty()) {
         const std::size_t i = static_cast<std::size_t>(at - evaluated.begin());
-        const Trial t = evaluators[i](p);
+        t = evaluators[i](p);
         ++tried;
-        if (t.ok) {
-          finalists.push_back({inc->entry.kernel, p, t.us, t.bytes, i});
-          database_result = fmt::format("{:.1f} us", t.us);
-        } else {
-          why = t.note.empty() ? std::string("it failed") : t.note;
-        }
+        if (t->ok) finalists.push_back({inc->entry.kernel, p, t->us, t->bytes, i});
       }
-      if (!why.empty()) database_result = "not timed: " + why;
-      database_result = fmt::format("; database entry ({}: {} {}) {}", inc->label, inc->entry.kernel,
-                                    params_text(p), database_result);
+      database_result = incumbent_text(*inc, t ? &*t : nullptr, why);
     }
     // The strategies' winners against each other: one timing each decided (a quiet moment for one
     // would). The two fastest are timed again, alternating twice, and the better of each one's
