@@ -166,21 +166,35 @@ __kernel void moe_gather(__global const ushort* x, int hidden, int top_k, int to
     return;
   }
   __global float* dst = x1 + (long)slot * hidden + b * MOE_QUANT_BLOCK;
-#if defined(MOE_INT_CODES) && MOE_W4A4 && defined(MOE_NVFP4)
-  // The integer dot products' form beside x1 (moe_quant.cl, moe_int_store_codes16).
+#if defined(MOE_INT_CODES) && MOE_W4A4
+  // The integer dot products' form beside x1 (moe_quant.cl, moe_int_store_codes16), a block of 16
+  // elements at a time (an MXFP4 block is two).
   if (pack) {
+    float16 v[MOE_QUANT_BLOCK / 16], q[MOE_QUANT_BLOCK / 16];
+    for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c) v[c] = bf16x16(src, c);
+#ifdef MOE_NVFP4
+    const float gs = fc1_input_scale[pair_expert[pair]];
+#else
+    const float gs = 1.0f;  // MXFP4: no global scale
+#endif
     float s;
-    const float16 q = moe_quantize16_e2m1(bf16x16(src, 0), fc1_input_scale[pair_expert[pair]], &s);
-    vstore16(q * s, 0, dst);
-    moe_int_store_codes16(q, s, x1q + (long)slot * (hidden / 2), hidden, b);
+    moe_quantize_block16s_e2m1(v, gs, q, &s);
+    __global uint* row = x1q + (long)slot * (hidden / 2);
+    for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c) {
+      vstore16(q[c] * s, c, dst);
+      moe_int_store_codes16(q[c], s, row, hidden, b * (MOE_QUANT_BLOCK / 16) + c);
+    }
     return;
   }
 #endif
   moe_gather_block(src, fc1_input_scale, pair_expert[pair], dst);
-#if defined(MOE_INT_PLANES) && !MOE_W4A4 && defined(MOE_NVFP4)
-  // W4A16's integer planes beside x1 (moe_int_planes.cl): block b is chunk b (NVFP4: 16 elements).
+#if defined(MOE_INT_PLANES) && !MOE_W4A4
+  // W4A16's integer planes beside x1 (moe_int_planes.cl): FC1's chunks are 16 elements (an MXFP4
+  // block is two).
   if (pack) {
-    moe_ip_store16(vload16(0, dst), x1q + (long)slot * MOE_IP_ROW(hidden, 16), hidden, b);
+    __global uint* row = x1q + (long)slot * MOE_IP_ROW(hidden, 16);
+    for (int c = 0; c < MOE_QUANT_BLOCK / 16; ++c)
+      moe_ip_store16(vload16(c, dst), row, hidden, b * (MOE_QUANT_BLOCK / 16) + c);
     return;
   }
 #endif

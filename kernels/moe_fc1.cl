@@ -94,7 +94,7 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
     return;
   }
 #elif MOE_INTDOT
-  // Few pairs, NVFP4 W4A4 on 8-lane CPU vectors: exact integer block sums (moe_fp4_vec.cl, MOE_INTDOT).
+  // Few pairs on 8-lane CPU vectors: integer block sums (moe_fp4_vec.cl, MOE_INTDOT; W4A4 exact).
   if (n <= MOE_INT_MAX_PAIRS) {
     const __global uint* x = x1q + (long)start * MOE_INT_ROW1(hidden);
     if (n == 1) moe_int_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);
@@ -232,6 +232,18 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
 #else
       (void)x2q;
 #endif
+#elif MOE_INTDOT
+      // MXFP4: the block (32 values) as two float16 under one scale (moe_quantize_block's values),
+      // stored as fp32 and as FC2's integer form, two blocks of 16 (moe_quant.cl).
+      const __local float* a = a_local + m * rows + (job % blocks) * MOE_BLOCK;
+      const float16 v[2] = {vload16(0, a), vload16(1, a)};
+      float16 q[2];
+      float sq;
+      moe_quantize_block16s_e2m1(v, gs, q, &sq);
+      for (int c = 0; c < 2; ++c) {
+        vstore16(q[c] * sq, c, x2 + (long)(start + m) * inter + rb);
+        moe_int_store_codes16(q[c], sq, x2q + (long)(start + m) * (inter / 2), inter, rb / 16 + c);
+      }
 #else
       float v[MOE_BLOCK];
       for (int i = 0; i < MOE_BLOCK; ++i) v[i] = a_local[m * rows + (job % blocks) * MOE_BLOCK + i];

@@ -358,10 +358,13 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #ifndef MOE_PREFETCH8
 #define MOE_PREFETCH8 64
 #endif
+// The block scale of step b of 16 elements (MXFP4: a block of 32 is two steps).
+#define MOE_STEP_SCALE(b) ((b) / (MOE_BLOCK / 16))
 #if defined(__x86_64__) && MOE_PREFETCH8 > 0
 #define MOE_PREFETCH8_AT(w, s, b)                                                                    \
   __builtin_prefetch((const __global char*)((w) + (long)(2 * ((b) + MOE_PREFETCH8)) * MOE_GROUP), 0, 2); \
-  if (((b) & 3) == 0) __builtin_prefetch((const __global char*)((s) + (long)((b) + MOE_PREFETCH8) * MOE_GROUP), 0, 2);
+  if (((b) & 3) == 0)                                                                                \
+    __builtin_prefetch((const __global char*)((s) + (long)MOE_STEP_SCALE((b) + MOE_PREFETCH8) * MOE_GROUP), 0, 2);
 #else
 #define MOE_PREFETCH8_AT(w, s, b)
 #endif
@@ -402,17 +405,18 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
     }                                                                                            \
   }
 
-// Tiles of few pairs by exact integer dot products (MOE_INTDOT): NVFP4 W4A4 on 8-lane CPU vectors
+// Tiles of few pairs by exact integer dot products (MOE_INTDOT): W4A4 on 8-lane CPU vectors
 // (MOE_VEC = MOE_GROUP = 8, AVX2). Under W4A4 both operands of every product are E2M1 values, so
 // with 2·e2m1 codes a block's sum of products is an exact integer (|.| <= 16 · 144); the block's
 // value is that integer times its weight scale times its activation scale / 4, rounded once, as
-// the float decode rounds each block sum once (FP4.md's error bound holds the same way). The host
-// defines MOE_INT_CODES (host/kernels/moe_build_options.cpp: CPU devices, NVFP4 W4A4, the 8-lane
+// the float decode rounds each block sum once (FP4.md's error bound holds the same way). Blocks
+// here are steps of 16 elements: an MXFP4 block of 32 is two, each with the block's scales. The
+// host defines MOE_INT_CODES (host/kernels/moe_build_options.cpp: CPU devices, W4A4, the 8-lane
 // layout; FP4CL_MOE_INT_DOT=0 turns it off), and then the activations' producers write, beside x1
 // and x2, each row's integer form into x1q / x2q (moe_int_store_codes16, below): per row of K
 // elements (2K bytes), K int8 codes 2·e2m1 with each 8 elements ordered (0, 2, 4, 6, 1, 3, 5, 7);
-// from byte K, K/16 ints, each block's offset -12 · (its code sum); from byte K + K/4, K/16
-// floats, each block's decoded scale.
+// from byte K, K/16 ints, each step's offset -12 · (its code sum); from byte K + K/4, K/16
+// floats, each step's decoded scale.
 //   - x86 with AVX2 (clang's builtins reachable; not with MOE_INT_NO_X86, FP4CL_MOE_INT_DOT=portable):
 //     a vector of 8 words (8 elements of each of the 8 rows) gives its even and odd elements as
 //     bytes (a mask, a shift and a mask), one vpshufb each maps them to 2·e2m1 + 12 (0..24,
@@ -425,17 +429,36 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 //   - elsewhere: the same integers from a select decode and int multiplies in plain OpenCL C.
 // Tiles of up to MOE_INT_MAX_PAIRS pairs; larger tiles and batch-invariant builds keep the float
 // decode (a pair's bits would otherwise depend on its tile's size).
-// NVFP4 W4A16 takes the same loops with MOE_INT_PLANES instead of MOE_INT_CODES (host: CPU devices
+// W4A16 takes the same loops with MOE_INT_PLANES instead of MOE_INT_CODES (host: CPU devices
 // that keep fp32 denormals, the 8-lane layout, FP4CL_W4A16_INT not 0): BF16 activations are not
 // small integers, but on a grid per chunk they are (moe_int_planes.cl), two planes of int8 a row,
 // and each load takes two vpmaddubsw, one a plane. Measured on 2 AVX2 cores (PoCL 3.1, Zen 3),
 // qwen3-30b-a3b NVFP4 W4A16, 2 alternating rounds against the scaled activations (MOE_SCALEDX),
 // µs: T = 1 1414, 1356 against 1140, 1169; T = 8 11414, 10964 against 10398, 7649 (the entries
-// tuned for the scaled activations in both).
-#if (defined(MOE_INT_CODES) || defined(MOE_INT_PLANES)) && MOE_VEC == 8 && MOE_GROUP == 8 && defined(MOE_NVFP4) && \
+// tuned for the scaled activations in both). MXFP4, until then the float decode, on the same
+// machine: see bench/pocl-history/amd-epyc-avx2.md (2026-12-05).
+#if (defined(MOE_INT_CODES) || defined(MOE_INT_PLANES)) && MOE_VEC == 8 && MOE_GROUP == 8 && \
     !defined(MOE_BATCH_INVARIANT)
 #define MOE_INTDOT 1
 #define MOE_INT_MAX_PAIRS 4
+// The weight scales of step b of 16 elements for sums of 2·e2m1 codes: the float decode's block
+// scales × 2^(MOE_E2M1_EXP - 2). NVFP4 through the exponent: e4m3 × 2^-9 (scale_exp 119, the
+// subnormal decode) or × 2^-2 (the exact decode), normal for every E4M3 value. MXFP4: the E8M0
+// scale e, which the block's two steps share, as 2^(e + scale_exp - 127 + MOE_E2M1_EXP - 2) built
+// in integer lanes (moe_int_mx_wscales): exact, a subnormal where it must be one (scales below
+// 2^-124: e + scale_exp < 129 under the subnormal decode, whose scale_exp is 126 wherever the
+// layer's scales are at most 2), 0 below 2^-149; no fp32 operation meets a subnormal on the way.
+#ifdef MOE_NVFP4
+#define MOE_INT_WSCALES(s, b) moe_block_scales((s) + (b) * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2)
+#else
+inline float8 moe_int_mx_wscales(const __global uchar* p, int scale_exp) {
+  const int8 t = convert_int8(vload8(0, p)) + (scale_exp + MOE_E2M1_EXP - 2);  // the biased exponent
+  // Below 2^-126: 2^(t - 127) = 2^-149 · 2^(t + 22), one significand bit.
+  const int8 sub = select((int8)(0), (int8)(1) << clamp(t + 22, 0, 22), t >= -22);
+  return as_float8(select(sub, t << 23, t >= 1));
+}
+#define MOE_INT_WSCALES(s, b) moe_int_mx_wscales((s) + MOE_STEP_SCALE(b) * MOE_GROUP, scale_exp)
+#endif
 #if defined(__has_builtin) && !defined(MOE_INT_NO_X86) && defined(__AVX2__)
 #if __has_builtin(__builtin_ia32_pshufb256) && __has_builtin(__builtin_ia32_pmaddubsw256) && \
     __has_builtin(__builtin_ia32_pmaddwd256)
@@ -446,10 +469,10 @@ FP4_BF16_TARGET inline float16 moe_bf16_block_scales(const __global moe_scale_t*
 #define MOE_INT_X86 0
 #endif
 
-// NVFP4 W4A16 (MOE_INT_PLANES): BF16 activations as integers on a grid per chunk, in two int8
+// W4A16 (MOE_INT_PLANES): BF16 activations as integers on a grid per chunk, in two int8
 // planes (moe_int_planes.cl; README, Numerics): per 8 words, two vpmaddubsw a plane; per chunk one
 // vpmaddwd by 128 and one by 1, the chunk's offset added, and the sum meets the chunk's factor.
-// FC1's inputs come in chunks of 16 (a block), FC2's in chunks of 8. Uints per input row of FC1
+// FC1's inputs come in chunks of 16 (a step), FC2's in chunks of 8. Uints per input row of FC1
 // (MOE_INT_ROW1) and FC2 (MOE_INT_ROW2):
 #include "moe_int_planes.cl"
 #ifdef MOE_INT_PLANES
@@ -591,7 +614,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
 // Block b: FC2's inputs in chunks of 8 (two a block), FC1's in chunks of 16 (one a block).
 #define MOE_IP_BLOCK8(w, s, acc, N)                                                              \
   {                                                                                              \
-    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    const float8 ws = MOE_INT_WSCALES(s, b);                                                     \
     int8 t0[N], t1[N];                                                                           \
     MOE_IP_SUMS(w, 0, 1, t0, N, 8, 2 * b)                                                        \
     MOE_IP_SUMS(w, 1, 2, t1, N, 8, 2 * b + 1)                                                    \
@@ -600,7 +623,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
   }
 #define MOE_IP_BLOCK16(w, s, acc, N)                                                             \
   {                                                                                              \
-    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    const float8 ws = MOE_INT_WSCALES(s, b);                                                     \
     int8 t[N];                                                                                   \
     MOE_IP_SUMS(w, 0, 2, t, N, 16, b)                                                            \
     MOE_IP_ACC(t, ws, acc, 16, b, N)                                                             \
@@ -615,7 +638,7 @@ inline int8 moe_int_twice_e2m1(uint8 w, int j) {
   {                                                                                              \
     MOE_INT_SUM_T s16[N];                                                                        \
     MOE_INT_BLOCK_SUMS(w, s16, N)                                                                \
-    const float8 ws = moe_block_scales((s) + b * MOE_GROUP, scale_exp + MOE_E2M1_EXP - 2);       \
+    const float8 ws = MOE_INT_WSCALES(s, b);                                                     \
     _Pragma("unroll") for (int m = 0; m < (N); ++m)                                              \
       acc[m] = fma(convert_float8(MOE_INT_BLOCK_TOTAL(s16, m)), ws * MOE_INT_SCALES(xr[m], kk)[b], acc[m]); \
   }

@@ -1,12 +1,12 @@
-// The integer-planes form of a MoE activation row (MOE_INT_PLANES, NVFP4 W4A16 on 8-lane CPUs;
+// The integer-planes form of a MoE activation row (MOE_INT_PLANES, W4A16 on 8-lane CPUs;
 // moe_fp4_vec.cl reads it, moe_gather and moe_fc1 write it into x1q / x2q): the BF16 values of each
-// chunk of C elements on its integer grid (common/int_grid.cl), C = 16 for FC1's inputs (one chunk a
-// block) and 8 for FC2's (moe_fc1's work-items hold 8 rows each). A row of kk elements: the hi plane
-// as kk bytes, each 8 ordered (0, 2, 4, 6, 1, 3, 5, 7); from byte kk, kk/C ints: each chunk's
-// offset -12 · Σq; from byte kk + 4kk/C, kk/C floats: each chunk's factor 2^(E - 13) (a subnormal
-// for chunks below 2^-113: the strategy needs a device that keeps them); from byte kk + 8kk/C, the
-// lo plane as kk bytes in the hi plane's order. A chunk holding NaN or an infinity has q = 0 and a
-// NaN factor. MOE_IP_ROW uints a row.
+// chunk of C elements on its integer grid (common/int_grid.cl), C = 16 for FC1's inputs (an NVFP4
+// block, half an MXFP4 one) and 8 for FC2's (moe_fc1's work-items hold 8 rows each). A row of kk
+// elements: the hi plane as kk bytes, each 8 ordered (0, 2, 4, 6, 1, 3, 5, 7); from byte kk, kk/C
+// ints: each chunk's offset -12 · Σq; from byte kk + 4kk/C, kk/C floats: each chunk's factor
+// 2^(E - 13) (a subnormal for chunks below 2^-113: the strategy needs a device that keeps them);
+// from byte kk + 8kk/C, the lo plane as kk bytes in the hi plane's order. A chunk holding NaN or
+// an infinity has q = 0 and a NaN factor. MOE_IP_ROW uints a row.
 #ifndef FP4CL_MOE_INT_PLANES_CL
 #define FP4CL_MOE_INT_PLANES_CL
 #include "common/int_grid.cl"

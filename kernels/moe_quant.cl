@@ -83,9 +83,11 @@ inline float16 moe_quantize16(float16 v, float gs) {
   const float16 q = moe_quantize16_e2m1(v, gs, &s);
   return q * s;
 }
+#endif
 
-// The integer form of block b of a row of kk elements (x1q / x2q rows under MOE_INT_CODES,
-// moe_fp4_vec.cl's MOE_INTDOT): the codes 2·e2m1 (exact small integers; -0 is 0) as int8, each 8
+// The integer form of block b of 16 elements of a row of kk elements (x1q / x2q rows under
+// MOE_INT_CODES, moe_fp4_vec.cl's MOE_INTDOT; an MXFP4 block of 32 is two of them, with the same
+// scale): the codes 2·e2m1 (exact small integers; -0 is 0) as int8, each 8
 // ordered (0, 2, 4, 6, 1, 3, 5, 7), at byte 16b; the block's offset -12 · (their sum: the
 // weights' codes are 2·e2m1 + 12 there) at int b from byte kk; the block's decoded scale at float b
 // from byte kk + kk/4.
@@ -97,7 +99,6 @@ inline void moe_int_store_codes16(float16 e2m1, float scale, __global uint* row,
   ((__global int*)((__global char*)row + kk))[b] = -12 * (q.x + q.y + q.z + q.w);
   ((__global float*)((__global char*)row + kk + kk / 4))[b] = scale;
 }
-#endif
 MOE_QUANTIZE_BLOCK(moe_quantize_block, __global)
 MOE_QUANTIZE_BLOCK(moe_quantize_block_local, __local)
 MOE_QUANTIZE_BLOCK(moe_quantize_block_private, __private)
@@ -115,19 +116,30 @@ inline uint moe_bf16_pair(float lo, float hi) { return (as_uint(lo) >> 16) | (as
 MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs, __global)
 MOE_QUANTIZE_BLOCK_PAIRS(moe_quantize_block_pairs_local, __local)
 
-// One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) as
-// float16 lanes q[0 .. MOE_QUANT_BLOCK / 16 - 1]: NVFP4 one (moe_quantize16), MXFP4 two under the
-// block's one scale. moe_quantize_bf16_pairs writes them as BF16 pairs dst [MOE_QUANT_BLOCK / 2].
-inline void moe_quantize_bf16_block(__global const ushort* src, float gs, float16* q) {
+// One block of values v (BF16 numbers as fp32) in float16 lanes v[0 .. MOE_QUANT_BLOCK / 16 - 1]:
+// their E2M1 values (signed) q[..] and the block's decoded scale *scale, whose products are
+// moe_quantize_block's values. NVFP4 one lane set (moe_quantize16_e2m1), MXFP4 two under the
+// block's one scale.
+inline void moe_quantize_block16s_e2m1(const float16* v, float gs, float16* q, float* scale) {
 #ifdef MOE_NVFP4
-  q[0] = moe_quantize16(bf16x16(src, 0), gs);
+  q[0] = moe_quantize16_e2m1(v[0], gs, scale);
 #else
-  const float16 v0 = bf16x16(src, 0), v1 = bf16x16(src, 1);
-  const float a0 = moe_amax16(v0), a1 = moe_amax16(v1);
+  const float a0 = moe_amax16(v[0]), a1 = moe_amax16(v[1]);
   MOE_QUANT_SCALE(a1 > a0 ? a1 : a0, gs, mult, s);
-  q[0] = moe_e2m1_signed16(v0, mult) * s;
-  q[1] = moe_e2m1_signed16(v1, mult) * s;
+  *scale = s;
+  q[0] = moe_e2m1_signed16(v[0], mult);
+  q[1] = moe_e2m1_signed16(v[1], mult);
 #endif
+}
+// One block of BF16 values src [MOE_QUANT_BLOCK] quantized (moe_quantize_block's values) as
+// float16 lanes q[0 .. MOE_QUANT_BLOCK / 16 - 1]. moe_quantize_bf16_pairs writes them as BF16
+// pairs dst [MOE_QUANT_BLOCK / 2].
+inline void moe_quantize_bf16_block(__global const ushort* src, float gs, float16* q) {
+  float16 v[MOE_QUANT_BLOCK / 16];
+  for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) v[i] = bf16x16(src, i);
+  float s;
+  moe_quantize_block16s_e2m1(v, gs, q, &s);
+  for (int i = 0; i < MOE_QUANT_BLOCK / 16; ++i) q[i] *= s;
 }
 inline uint8 moe_bf16_pairs16(float16 q) { return (as_uint16(q).even >> 16) | (as_uint16(q).odd & 0xFFFF0000u); }
 #define MOE_QUANTIZE_BF16_PAIRS(name, space)                                          \

@@ -28,7 +28,7 @@ std::string moe_int_dot_choice() {
 
 bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group) {
   const std::string choice = moe_int_dot_choice();
-  return choice != "0" && ctx.info().kind == DeviceKind::cpu && scheme.weight == WeightFormat::nvfp4 &&
+  return choice != "0" && ctx.info().kind == DeviceKind::cpu &&
          (!scheme.w4a16() || (w4a16_int_enabled() && ctx.info().fp32_denormals)) && vec == 8 && group == 8 &&
          !moe_bf16_dot_enabled(ctx);
 }

@@ -29,10 +29,11 @@ bool moe_bf16_dot_enabled(const Context& ctx);
 
 // Whether the MoE layer's kernels use integer dot products for tiles of up to 4 pairs
 // (kernels/moe_fp4_vec.cl, MOE_INTDOT; its activations' producers write their integer form):
-// CPU devices, NVFP4, the 8-lane layout (MOE_VEC = MOE_GROUP = 8: AVX2), no BF16 dot products,
-// unless FP4CL_MOE_INT_DOT=0. W4A4: exact (MOE_INT_CODES); W4A16: the activations on an integer
-// grid per chunk of 16 (FC1) or 8 (FC2) elements (MOE_INT_PLANES; README, Numerics), where the
-// device keeps fp32 denormals, unless FP4CL_W4A16_INT=0.
+// CPU devices, NVFP4 and MXFP4 (whose blocks of 32 are two steps of 16 under one scale), the
+// 8-lane layout (MOE_VEC = MOE_GROUP = 8: AVX2), no BF16 dot products, unless FP4CL_MOE_INT_DOT=0.
+// W4A4: exact (MOE_INT_CODES); W4A16: the activations on an integer grid per chunk of 16 (FC1) or
+// 8 (FC2) elements (MOE_INT_PLANES; README, Numerics), where the device keeps fp32 denormals,
+// unless FP4CL_W4A16_INT=0.
 // FP4CL_MOE_INT_DOT=portable keeps the integer path but without the x86 builtins (the same bits;
 // for tests and comparison). Any other value is an error naming the variable.
 bool moe_int_dot_enabled(const Context& ctx, const QuantScheme& scheme, int vec, int group);

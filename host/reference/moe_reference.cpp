@@ -275,8 +275,8 @@ Activated activate(const MoeActivation& act, double g, double e_g, double u, dou
   return {av, e_prod + kU * (std::fabs(av) + e_prod)};
 }
 
-// NVFP4 W4A16 on CPUs may multiply FC2's inputs on their integer grid (chunks of 8; README,
-// Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the largest
+// W4A16 (NVFP4 and MXFP4) on CPUs may multiply FC2's inputs on their integer grid (chunks of 8;
+// README, Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the largest
 // any of its elements' BF16 candidates may take; an element all of whose candidates lie on that
 // grid is exact under any smaller E too, any other may move by half a step.
 void add_fc2_grid_deviation(const std::vector<std::vector<double>>& cand, std::vector<double>& dev) {
@@ -326,9 +326,9 @@ void expert_forward(State& c, std::int64_t e, const std::vector<double>& x, std:
   }
   std::vector<int> qx(xin.size());
   for (std::size_t i = 0; i < xin.size(); ++i) qx[i] = q_of(xin[i]);
-  // NVFP4 W4A16 on CPUs may multiply the inputs on their integer grid (chunks of 16; README,
-  // Numerics): each FC1 sum may then move by Σ |w| · |grid(x) - x|.
-  const bool grid = s.w4a16() && nv;
+  // W4A16 (NVFP4 and MXFP4) on CPUs may multiply the inputs on their integer grid (chunks of 16;
+  // README, Numerics): each FC1 sum may then move by Σ |w| · |grid(x) - x|.
+  const bool grid = s.w4a16();
   std::vector<double> xdev;
   if (grid) {
     xdev.resize(xin.size());

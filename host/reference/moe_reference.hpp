@@ -25,10 +25,10 @@
 //   - routing weights from logits: fp32 softmax / renormalization, a relative error bound
 //     (MoeRouting::weight_rel_error); precomputed weights are exact;
 //   - the top-k sum: k products and k additions, γ(2k+2) relative to Σ|terms|;
-//   - NVFP4 W4A16 on CPUs may multiply the activations on an integer grid per chunk (README,
-//     Numerics; chunks of 16 for FC1's inputs, 8 for FC2's): FC1's sums may move by Σ |w| ·
-//     |grid(x) - x|, and each FC2 input that some BF16 rounding of its SwiGLU output could leave off
-//     the grid by half a grid step.
+//   - W4A16 (NVFP4 and MXFP4) on CPUs may multiply the activations on an integer grid per chunk
+//     (README, Numerics; chunks of 16 for FC1's inputs, 8 for FC2's): FC1's sums may move by
+//     Σ |w| · |grid(x) - x|, and each FC2 input that some BF16 rounding of its SwiGLU output could
+//     leave off the grid by half a grid step.
 // Tests choose data that keeps FC1 exact (BF16 inputs on a coarse grid, block scales of few
 // bits, power-of-two global scales); the bound then stays within a few BF16 ulps, and it remains
 // rigorous for any data.

@@ -949,11 +949,12 @@ TEST(MoeConfig, PrefillPanelsMatchReference) {
 }
 
 // Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
-// W4A4 with the 8-lane layout (forced here, so that any CPU runs it), against the reference, with
-// the AVX2 builtins (where the OpenCL compiler has them), without them (FP4CL_MOE_INT_DOT=portable:
-// the same bits) and off (the float decode); T = 1 only one-pair tiles, T = 5 and 16 over 8 experts
-// with k = 2 tiles of 1 to 8 pairs (8: the float decode, in the same call); decode's FC2 always
-// has one pair. K = 320 and 288: blocks of 16 past any power of two.
+// and MXFP4 W4A4 with the 8-lane layout (forced here, and the BF16 dot products off, so that any
+// CPU runs it), against the reference, with the AVX2 builtins (where the OpenCL compiler has them),
+// without them (FP4CL_MOE_INT_DOT=portable: the same bits) and off (the float decode); T = 1 only
+// one-pair tiles, T = 5 and 16 over 8 experts with k = 2 tiles of 1 to 8 pairs (8: the float
+// decode, in the same call); decode's FC2 always has one pair. K = 320 and 288: blocks of 16 (and
+// of 32: MXFP4's, two steps of 16 under one scale) past any power of two.
 TEST(MoeConfig, IntDotProductsMatchReference) {
   if (test_context().info().kind != DeviceKind::cpu) GTEST_SKIP() << "the integer dot products are for CPU devices";
   {
@@ -966,20 +967,25 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
     ScopedEnv unset("FP4CL_MOE_INT_DOT", "");
     const bool bf16 = moe_bf16_dot_enabled(test_context());
     EXPECT_EQ(moe_int_dot_enabled(test_context(), kNvW4A4, 8, 8), !bf16);
+    EXPECT_EQ(moe_int_dot_enabled(test_context(), kMxW4A4, 8, 8), !bf16);
     // W4A16: activations on their integer grid (MoeConfig.W4A16IntegerPlanes), where denormals are kept.
     EXPECT_EQ(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8), !bf16 && test_context().info().fp32_denormals);
     {
       ScopedEnv off("FP4CL_W4A16_INT", "0");
       EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A16, 8, 8)) << "FP4CL_W4A16_INT=0";
     }
-    EXPECT_FALSE(moe_int_dot_enabled(test_context(), {WeightFormat::mxfp4, Activations::fp4_dynamic}, 8, 8));
     EXPECT_FALSE(moe_int_dot_enabled(test_context(), kNvW4A4, 16, 16)) << "16-lane layouts keep their own paths";
-    if (bf16) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+    if (bf16) {
+      ScopedEnv no_bf16("FP4CL_MOE_BF16_DOT", "0");
+      EXPECT_TRUE(moe_int_dot_enabled(test_context(), kNvW4A4, 8, 8)) << "without the BF16 dot products";
+    }
   }
-  for (const char* strategy : {"grouped", "decode"}) {
+  ScopedEnv no_bf16("FP4CL_MOE_BF16_DOT", "0");  // CPUs with AVX-512 BF16 would take those instead
+  for (const auto& [scheme, strategy] : {std::pair{kNvW4A4, "grouped"}, std::pair{kNvW4A4, "decode"},
+                                         std::pair{kMxW4A4, "grouped"}, std::pair{kMxW4A4, "decode"}}) {
     const std::int64_t E = 8, H = 320, I = 288;
-    const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 61});
-    MoeConfig cfg = config(kNvW4A4, 2);
+    const Fp4Experts ex = make_experts({scheme.weight, E, H, I, Data::exact, 61});
+    MoeConfig cfg = config(scheme, 2);
     cfg.kernel = strategy;
     for (const std::int64_t T : {1, 5, 16}) {
       const auto x = make_activations(T, H, Data::exact, 62 + T);
@@ -994,17 +1000,68 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
         MoeLayer layer = MoeLayer::create(test_context(), ex, cfg);
         // The integer form reaches FC1's build (and, portable, without the x86 builtins), or not.
         EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_INT_CODES"), std::string(choice) != "0")
-            << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+            << scheme.name() << " " << strategy << " FP4CL_MOE_INT_DOT=" << choice;
         EXPECT_EQ(built_with(log, "moe_fc1.cl", "MOE_INT_NO_X86"), std::string(choice) == "portable")
-            << strategy << " FP4CL_MOE_INT_DOT=" << choice;
+            << scheme.name() << " " << strategy << " FP4CL_MOE_INT_DOT=" << choice;
         const DeviceResult dev = run_topk(layer, cfg.output, x, ids, w, T);
         EXPECT_TRUE(matches_reference(ref, dev, cfg.output))
-            << strategy << " FP4CL_MOE_INT_DOT=" << choice << " T=" << T;
+            << scheme.name() << " " << strategy << " FP4CL_MOE_INT_DOT=" << choice << " T=" << T;
         EXPECT_EQ(dev.bf16, run_topk(layer, cfg.output, x, ids, w, T).bf16) << "a rerun differs";
         if (std::string(choice) == "1") x86 = dev.bf16;
         if (std::string(choice) == "portable") {
-          EXPECT_EQ(dev.bf16, x86) << strategy << " T=" << T << ": the portable integer path gave other bits";
+          EXPECT_EQ(dev.bf16, x86) << scheme.name() << " " << strategy << " T=" << T
+                                   << ": the portable integer path gave other bits";
         }
+      }
+    }
+  }
+}
+
+// MXFP4's weight scales in the integer loops (kernels/moe_fp4_vec.cl, moe_int_mx_wscales): the
+// float decode's 2^(e + scale_exp - 127) times 2^(MOE_E2M1_EXP - 2), built from the E8M0 byte e in
+// integer lanes, against the host's exact power of two (rounded to fp32: subnormals below 2^-126,
+// 0 below 2^-149) for every finite byte, under both E2M1 decodes and the scale_exp values a layer
+// may take. The layer tests meet only normal scales; this reaches the subnormal and zero ones.
+TEST(MoeConfig, MxfpIntWeightScalesAreExactPowersOfTwo) {
+  const Context& ctx = test_context();
+  if (ctx.info().kind != DeviceKind::cpu || !ctx.info().fp32_denormals)
+    GTEST_SKIP() << "the integer dot products are for CPU devices; the check needs fp32 denormals";
+  const char* probe = R"CLC(
+__kernel void mx_wscales(__global const uchar* bytes, int scale_exp, __global float* out) {
+  const int i = get_global_id(0);
+  vstore8(moe_int_mx_wscales(bytes + 8 * i, scale_exp), i, out);
+}
+)CLC";
+  std::vector<std::uint8_t> bytes(256);
+  for (int b = 0; b < 256; ++b) bytes[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(b);
+  cl::Buffer in(ctx.opencl_context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes.size(), bytes.data());
+  cl::Buffer out(ctx.opencl_context(), CL_MEM_WRITE_ONLY, 4 * bytes.size());
+  for (const auto& [e2m1_exp, scale_exps] : {std::pair{-126, std::vector<int>{126, 119, 100}},
+                                             std::pair{0, std::vector<int>{0, -5}}}) {
+    BuildOptions options;
+    options.define("MOE_VEC", 8).define("MOE_GROUP", 8).define("MOE_INT_CODES");
+    if (e2m1_exp == 0) options.define("MOE_E2M1_NO_DENORM");
+    cl::Program program(ctx.opencl_context(), kernel_source("moe_fp4_vec.cl") + probe);
+    if (program.build({ctx.device()}, options.str().c_str()) != CL_SUCCESS) {
+      FAIL() << program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(ctx.device());
+    }
+    cl::Kernel kernel(program, "mx_wscales");
+    for (const int scale_exp : scale_exps) {
+      kernel.setArg(0, in);
+      kernel.setArg(1, scale_exp);
+      kernel.setArg(2, out);
+      ASSERT_EQ(ctx.queue().enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(32)), CL_SUCCESS);
+      std::vector<float> got(256);
+      ASSERT_EQ(ctx.queue().enqueueReadBuffer(out, CL_TRUE, 0, 4 * got.size(), got.data()), CL_SUCCESS);
+      int subnormal = 0, zero = 0;
+      for (int b = 0; b < 255; ++b) {  // 255: E8M0's NaN, which a layer refuses
+        const auto want = static_cast<float>(std::ldexp(1.0, b + scale_exp - 127 + e2m1_exp - 2));
+        EXPECT_EQ(got[static_cast<std::size_t>(b)], want) << "byte " << b << " scale_exp " << scale_exp;
+        subnormal += want > 0.0f && want < 0x1p-126f;
+        zero += want == 0.0f;
+      }
+      if (scale_exp == 100) {
+        EXPECT_TRUE(subnormal == 23 && zero > 0) << subnormal << " subnormal, " << zero << " zero";
       }
     }
   }
@@ -1074,8 +1131,9 @@ TEST(MoeConfig, ScaledActivationsMatchReference) {
   EXPECT_GT(nonzero_outputs(dev, MoeOutput::bf16, H), H / 2) << "the denormal activations were flushed";
 }
 
-// Tiles of up to 4 pairs under NVFP4 W4A16 with the activations on their integer grid (chunks of
-// 16 for FC1, 8 for FC2; kernels/moe_int_planes.cl, README Numerics): the 8-lane layout forced;
+// Tiles of up to 4 pairs under NVFP4 and MXFP4 W4A16 with the activations on their integer grid
+// (chunks of 16 for FC1, 8 for FC2; kernels/moe_int_planes.cl, README Numerics): the 8-lane layout
+// and (on CPUs with AVX-512 BF16) the integer path forced;
 // against the reference (whose bound covers the grid) with the AVX2 builtins, without them
 // (FP4CL_MOE_INT_DOT=portable: the same bits) and off (FP4CL_W4A16_INT=0), for activations whose
 // 16-element chunks put 2^20 beside values near 2^-40 (rounded to zero), or elements 2^6 to 2^9
@@ -1092,7 +1150,7 @@ TEST(MoeConfig, W4A16IntegerPlanes) {
   if (test_context().info().kind != DeviceKind::cpu) GTEST_SKIP() << "the integer planes are for CPU devices";
   ScopedEnv layout("FP4CL_MOE_TILES", "vec=8,group=8");
   ScopedEnv unset("FP4CL_W4A16_INT", std::nullopt);
-  if (moe_bf16_dot_enabled(test_context())) GTEST_SKIP() << "this CPU takes the BF16 dot products instead";
+  ScopedEnv no_bf16("FP4CL_MOE_BF16_DOT", "0");  // CPUs with AVX-512 BF16 would take those instead
   if (!test_context().info().fp32_denormals) GTEST_SKIP() << "the planes' factors need fp32 denormals";
   {
     ScopedEnv bad("FP4CL_W4A16_INT", "yes");
@@ -1101,6 +1159,7 @@ TEST(MoeConfig, W4A16IntegerPlanes) {
   }
   const std::int64_t E = 8, H = 320, I = 288;
   const Fp4Experts ex = make_experts({WeightFormat::nvfp4, E, H, I, Data::exact, 101});
+  const Fp4Experts mx = make_experts({WeightFormat::mxfp4, E, H, I, Data::exact, 105});
   const auto on_grid = [&](const std::vector<std::uint16_t>& x) {
     std::vector<double> v(x.size()), g(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) v[i] = bf16_to_float(x[i]);
@@ -1112,7 +1171,7 @@ TEST(MoeConfig, W4A16IntegerPlanes) {
   };
   const auto check = [&](const Fp4Experts& experts, const char* strategy, const std::vector<std::uint16_t>& x,
                          std::int64_t T, const std::string& what) {
-    MoeConfig cfg = config(kNvW4A16, 2);
+    MoeConfig cfg = config({experts.format, Activations::bf16}, 2);
     cfg.kernel = strategy;
     cfg.output = MoeOutput::fp32;
     const auto ids = make_ids(T, 2, E, 103 + T);
@@ -1138,12 +1197,16 @@ TEST(MoeConfig, W4A16IntegerPlanes) {
     EXPECT_EQ(results[0].fp32, results[1].fp32) << what << ": the portable integer path gave other bits";
     return results;
   };
-  for (const char* strategy : {"grouped", "decode"}) {
-    for (const std::int64_t T : {1, 5, 16}) {
-      const std::vector<std::uint16_t> x = wide_chunk_activations(T, H, 16, 102 + T, true);
-      ASSERT_NE(on_grid(x), x) << "the data should exercise the rounding";
-      const auto r = check(ex, strategy, x, T, std::string(strategy) + " wide T=" + std::to_string(T));
-      EXPECT_NE(r[0].fp32, r[2].fp32) << "the grid should show in the outputs";
+  // MXFP4: FC1's chunks of 16 are half blocks, each with the block's E8M0 scales.
+  for (const Fp4Experts* experts : {&ex, &mx}) {
+    for (const char* strategy : {"grouped", "decode"}) {
+      for (const std::int64_t T : {1, 5, 16}) {
+        const std::vector<std::uint16_t> x = wide_chunk_activations(T, H, 16, 102 + T, true);
+        ASSERT_NE(on_grid(x), x) << "the data should exercise the rounding";
+        const std::string what = fmt::format("{} {} wide T={}", to_string(experts->format), strategy, T);
+        const auto r = check(*experts, strategy, x, T, what);
+        EXPECT_NE(r[0].fp32, r[2].fp32) << what << ": the grid should show in the outputs";
+      }
     }
   }
   const DenormalToken tiny = denormal_token(ex, H, 111);

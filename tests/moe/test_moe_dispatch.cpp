@@ -10,6 +10,7 @@
 #include "common/formats.cl"
 #include "moe_test_support.hpp"
 #include "support/check.hpp"
+#include "support/scoped_env.hpp"
 
 namespace fp4cl::test {
 namespace {
@@ -228,7 +229,11 @@ TEST_P(MoeDispatch, RerunsAreBitIdentical) {
 
 // A batch larger than the workspace runs in chunks: the same bits as one pass. (Exact data: the
 // sums are exact in any order. test_moe_chunks.cpp covers generic data, with batch_invariant.)
+// The integer planes of 8-lane CPUs would round the activations of tiles of up to 4 pairs to
+// their grid and no larger tile's (README, "Batch invariance"), which exact data does not undo:
+// they are off here.
 TEST_P(MoeDispatch, ChunksAreBitIdenticalToOnePass) {
+  ScopedEnv exact_products("FP4CL_W4A16_INT", "0");
   const std::int64_t T = 30, E = 8;
   const Fp4Experts ex = make_experts({WeightFormat::mxfp4, E, 64, 64, Data::exact, 81});
   const auto x = make_activations(T, 64, Data::exact, 82);

@@ -430,7 +430,7 @@ def _bf16_neighbours(lo, hi):
 
 
 def _fc2_grid_deviation(lo, hi):
-    """NVFP4 W4A16 on CPUs: how far FC2's inputs may move on their integer grid (chunks of 8) when
+    """W4A16 on CPUs (NVFP4 and MXFP4): how far FC2's inputs may move on their integer grid (chunks of 8) when
     each element is one of the BF16 values in [lo, hi]: the grid step 2^(e - 14) from the largest
     magnitude any element may take; an element whose every candidate has a BF16 exponent at least
     e - 7 lies on the grid (a multiple of its own ulp, 2^(e - 14) or more), any other may move by
@@ -502,9 +502,9 @@ class _Expert:
         u_fac = float(np.float32(in_d * self.gs_up)) if nv else 1.0
         g = g_fac * (xin @ self.gate.T)
         u = u_fac * (xin @ self.up.T)
-        # NVFP4 W4A16 on CPUs may multiply the inputs on their integer grid (chunks of 16):
-        # Σ|w|·|grid(x) - x| more, and terms as much larger.
-        grid = nv and not self.w4a4
+        # W4A16 (NVFP4 and MXFP4) on CPUs may multiply the inputs on their integer grid (chunks of
+        # 16): Σ|w|·|grid(x) - x| more, and terms as much larger.
+        grid = not self.w4a4
         xdev = np.zeros_like(xin)
         if grid:
             with np.errstate(invalid="ignore"):
