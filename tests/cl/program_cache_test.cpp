@@ -2,11 +2,15 @@
 // several miss the same entry at once; corrupt, stale and driver-refused entries are rebuilt with
 // a warning; an unwritable directory or "off" only loses the disk cache.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "fp4cl/program_cache.hpp"
 #include "int_kernel.hpp"
 #include "memory_sources.hpp"
+#include "support/log.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/files.hpp"
@@ -68,6 +73,66 @@ fs::path only_entry(const fs::path& dir) {
   const auto found = entries(dir);
   EXPECT_EQ(found.size(), 1u);
   return found.empty() ? fs::path() : found.front();
+}
+
+// What the build writes to the process's stderr (file descriptor 2, where PoCL's compiler writes).
+template <class F>
+std::string stderr_of(F&& f) {
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  std::FILE* capture = std::tmpfile();
+  if (saved < 0 || capture == nullptr) throw std::runtime_error("stderr_of: no temporary file");
+  ::dup2(::fileno(capture), STDERR_FILENO);
+  try {
+    f();
+  } catch (...) {
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    std::fclose(capture);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::rewind(capture);
+  std::string written;
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) written.push_back(static_cast<char>(c));
+  std::fclose(capture);
+  return written;
+}
+
+// PoCL's compiler writes "1 warning generated." to stderr for a program with a warning: fp4cl
+// builds there with -w, so a layer's programs print nothing, unless the log shows debug messages,
+// where the build log carries the warning. (A fresh define each run: PoCL's own cache would skip
+// the compiler.)
+TEST(ProgramCache, PoclBuildsWriteNoWarningsToStderr) {
+  if (!test::shared_context().info().is_pocl()) GTEST_SKIP() << "PoCL's compiler writes to stderr";
+  const auto table = test::memory_sources(
+      {{"warned.cl", "#warning \"fp4cl's probe of the compiler's warnings\"\n"
+                     "__kernel void warned(__global int* out) { out[get_global_id(0)] = PROBE; }\n"}});
+  const auto probe = static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007);
+  {
+    const log::Level before = log::level();
+    log::set_level(log::Level::info);
+    auto cache = make_cache("", table);
+    std::string err;
+    try {
+      err = stderr_of([&] { cache->program("warned.cl", BuildOptions().define("PROBE", probe)); });
+    } catch (...) {
+      log::set_level(before);
+      throw;
+    }
+    log::set_level(before);
+    EXPECT_EQ(err, "") << "the build wrote to stderr";
+  }
+  test::LogCapture capture;  // at debug level
+  auto cache = make_cache("", table);
+  cache->program("warned.cl", BuildOptions().define("PROBE", probe + 1));
+  bool logged = false;
+  for (const auto& m : capture.at(log::Level::debug))
+    logged = logged || (m.find("build log of warned.cl") != std::string::npos &&
+                        m.find("probe of the compiler") != std::string::npos);
+  EXPECT_TRUE(logged) << "the debug log should carry the build log's warning";
 }
 
 TEST(ProgramCache, MemoryHitReturnsTheSameProgram) {
