@@ -94,7 +94,7 @@ static __attribute__((always_inline)) inline void moe_fc1_dot(const __global uin
     return;
   }
 #elif MOE_INTDOT
-  // Few pairs on 8-lane CPU vectors: integer block sums (moe_fp4_vec.cl, MOE_INTDOT; W4A4 exact).
+  // Few pairs on 8-lane CPU vectors: integer block sums (moe_int_dot.cl, MOE_INTDOT; W4A4 exact).
   if (n <= MOE_INT_MAX_PAIRS) {
     const __global uint* x = x1q + (long)start * MOE_INT_ROW1(hidden);
     if (n == 1) moe_int_fc1_1(gw, gs, uw, us, hidden, scale_exp, x, count, hg, hu);

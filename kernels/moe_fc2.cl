@@ -76,7 +76,7 @@ static __attribute__((always_inline)) inline void moe_fc2_dot(const __global uin
     return;
   }
 #elif MOE_INTDOT
-  // Few pairs on 8-lane CPU vectors: integer block sums (moe_fp4_vec.cl, MOE_INTDOT; W4A4 exact).
+  // Few pairs on 8-lane CPU vectors: integer block sums (moe_int_dot.cl, MOE_INTDOT; W4A4 exact).
   if (n <= MOE_INT_MAX_PAIRS) {
     const __global uint* x = x2q + (long)start * MOE_INT_ROW2(inter);
     if (n == 1) moe_int_fc2_1(w, s, inter, scale_exp, x, count, h);

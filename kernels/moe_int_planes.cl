@@ -1,5 +1,5 @@
 // The integer-planes form of a MoE activation row (MOE_INT_PLANES, W4A16 on 8-lane CPUs;
-// moe_fp4_vec.cl reads it, moe_gather and moe_fc1 write it into x1q / x2q): the BF16 values of each
+// moe_int_dot.cl reads it, moe_gather and moe_fc1 write it into x1q / x2q): the BF16 values of each
 // chunk of C elements on its integer grid (common/int_grid.cl), C = 16 for FC1's inputs (an NVFP4
 // block, half an MXFP4 one) and 8 for FC2's (moe_fc1's work-items hold 8 rows each). A row of kk
 // elements: the hi plane as kk bytes, each 8 ordered (0, 2, 4, 6, 1, 3, 5, 7); from byte kk, kk/C

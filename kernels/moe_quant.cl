@@ -86,7 +86,7 @@ inline float16 moe_quantize16(float16 v, float gs) {
 #endif
 
 // The integer form of block b of 16 elements of a row of kk elements (x1q / x2q rows under
-// MOE_INT_CODES, moe_fp4_vec.cl's MOE_INTDOT; an MXFP4 block of 32 is two of them, with the same
+// MOE_INT_CODES, moe_int_dot.cl's MOE_INTDOT; an MXFP4 block of 32 is two of them, with the same
 // scale): the codes 2·e2m1 (exact small integers; -0 is 0) as int8, each 8
 // ordered (0, 2, 4, 6, 1, 3, 5, 7), at byte 16b; the block's offset -12 · (their sum: the
 // weights' codes are 2·e2m1 + 12 there) at int b from byte kk; the block's decoded scale at float b

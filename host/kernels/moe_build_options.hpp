@@ -28,7 +28,7 @@ struct MoeNumerics {
 bool moe_bf16_dot_enabled(const Context& ctx);
 
 // Whether the MoE layer's kernels use integer dot products for tiles of up to 4 pairs
-// (kernels/moe_fp4_vec.cl, MOE_INTDOT; its activations' producers write their integer form):
+// (kernels/moe_int_dot.cl, MOE_INTDOT; its activations' producers write their integer form):
 // CPU devices, NVFP4 and MXFP4 (whose blocks of 32 are two steps of 16 under one scale), the
 // 8-lane layout (MOE_VEC = MOE_GROUP = 8: AVX2), no BF16 dot products, unless FP4CL_MOE_INT_DOT=0.
 // W4A4: exact (MOE_INT_CODES); W4A16: the activations on an integer grid per chunk of 16 (FC1) or

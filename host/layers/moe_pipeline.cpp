@@ -58,7 +58,7 @@ MoeWorkspace allocate_moe_workspace(const Context& ctx, const MoeShape& shape, c
   const bool grouped = selection.uses(MoeStrategy::grouped) || selection.uses(MoeStrategy::mma);
   // The BF16 pairs of x1 and x2 (x1q, x2q): for grouped and decode with the BF16 dot products;
   // or, in the same buffers, their integer form for the integer dot products (W4A4: 1.5 bytes an
-  // element of the 2 allocated; W4A16's planes up to 3; kernels/moe_fp4_vec.cl, MOE_INTDOT), or the
+  // element of the 2 allocated; W4A16's planes up to 3; kernels/moe_int_dot.cl, MOE_INTDOT), or the
   // scaled activations (kernels/moe_scaled_x.cl: 4.5 bytes an element): x_form_bytes per two.
   const bool packed = (bf16_pairs || x_form_bytes > 0) &&
                       (selection.uses(MoeStrategy::grouped) || selection.uses(MoeStrategy::decode));

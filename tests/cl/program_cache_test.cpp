@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -110,7 +110,7 @@ TEST(ProgramCache, PoclBuildsWriteNoWarningsToStderr) {
   const auto table = test::memory_sources(
       {{"warned.cl", "#warning \"fp4cl's probe of the compiler's warnings\"\n"
                      "__kernel void warned(__global int* out) { out[get_global_id(0)] = PROBE; }\n"}});
-  const auto probe = static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007);
+  const auto probe = static_cast<long long>(std::random_device{}() % 1000000007u);
   {
     const log::Level before = log::level();
     log::set_level(log::Level::info);

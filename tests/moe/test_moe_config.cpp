@@ -948,7 +948,7 @@ TEST(MoeConfig, PrefillPanelsMatchReference) {
   }
 }
 
-// Tiles of up to 4 pairs by exact integer dot products (kernels/moe_fp4_vec.cl, MOE_INTDOT): NVFP4
+// Tiles of up to 4 pairs by exact integer dot products (kernels/moe_int_dot.cl, MOE_INTDOT): NVFP4
 // and MXFP4 W4A4 with the 8-lane layout (forced here, and the BF16 dot products off, so that any
 // CPU runs it), against the reference, with the AVX2 builtins (where the OpenCL compiler has them),
 // without them (FP4CL_MOE_INT_DOT=portable: the same bits) and off (the float decode); T = 1 only
@@ -1017,7 +1017,7 @@ TEST(MoeConfig, IntDotProductsMatchReference) {
   }
 }
 
-// MXFP4's weight scales in the integer loops (kernels/moe_fp4_vec.cl, moe_int_mx_wscales): the
+// MXFP4's weight scales in the integer loops (kernels/moe_int_dot.cl, moe_int_mx_wscales): the
 // float decode's 2^(e + scale_exp - 127) times 2^(MOE_E2M1_EXP - 2), built from the E8M0 byte e in
 // integer lanes, against the host's exact power of two (rounded to fp32: subnormals below 2^-126,
 // 0 below 2^-149) for every finite byte, under both E2M1 decodes and the scale_exp values a layer
