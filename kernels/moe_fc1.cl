@@ -217,32 +217,25 @@ inline void moe_fc1_quantize_tile(__local const float* a_local, int e, int start
   for (int job = lid; job < MOE_TILE_M * blocks; job += MOE_LOCAL) {
     const int m = job / blocks, rb = r0 + (job % blocks) * MOE_BLOCK;
     if (m < count && rb < inter) {
-#ifdef MOE_NVFP4
-      // The block (16 values) as one float16 (moe_quantize16: the values of moe_quantize_block),
-      // stored as fp32 and, for the BF16 dot products, as BF16 pairs.
-      float sq;
-      const float16 q = moe_quantize16_e2m1(vload16(0, a_local + m * rows + (job % blocks) * MOE_BLOCK), gs, &sq);
-      const float16 qv = q * sq;
-      vstore16(qv, 0, x2 + (long)(start + m) * inter + rb);
-#if MOE_INTDOT
-      // FC2's integer dot products read its integer form (moe_quant.cl).
-      moe_int_store_codes16(q, sq, x2q + (long)(start + m) * (inter / 2), inter, rb / 16);
-#elif MOE_BF16DOT
-      vstore8(moe_bf16_quads16(as_uint16(qv)), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2);
-#else
-      (void)x2q;
-#endif
-#elif MOE_INTDOT
-      // MXFP4: the block (32 values) as two float16 under one scale (moe_quantize_block's values),
-      // stored as fp32 and as FC2's integer form, two blocks of 16 (moe_quant.cl).
+#if defined(MOE_NVFP4) || MOE_INTDOT
+      // The block as float16 lanes (NVFP4 one, MXFP4 two under one scale: moe_quantize_block's
+      // values), stored as fp32 and as FC2's integer form (moe_quant.cl) or, for the BF16 dot
+      // products, as BF16 pairs.
       const __local float* a = a_local + m * rows + (job % blocks) * MOE_BLOCK;
-      const float16 v[2] = {vload16(0, a), vload16(1, a)};
-      float16 q[2];
+      float16 v[MOE_BLOCK / 16], q[MOE_BLOCK / 16];
+      for (int c = 0; c < MOE_BLOCK / 16; ++c) v[c] = vload16(c, a);
       float sq;
       moe_quantize_block16s_e2m1(v, gs, q, &sq);
-      for (int c = 0; c < 2; ++c) {
-        vstore16(q[c] * sq, c, x2 + (long)(start + m) * inter + rb);
+      for (int c = 0; c < MOE_BLOCK / 16; ++c) {
+        const float16 qv = q[c] * sq;
+        vstore16(qv, c, x2 + (long)(start + m) * inter + rb);
+#if MOE_INTDOT
         moe_int_store_codes16(q[c], sq, x2q + (long)(start + m) * (inter / 2), inter, rb / 16 + c);
+#elif MOE_BF16DOT
+        vstore8(moe_bf16_quads16(as_uint16(qv)), 0, x2q + (long)(start + m) * (inter / 2) + rb / 2 + 8 * c);
+#else
+        (void)x2q;
+#endif
       }
 #else
       float v[MOE_BLOCK];

@@ -94,11 +94,11 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
   if (device.kind == DeviceKind::cpu) {
     // grouped: 8 pairs a tile on 16-lane vectors, 2 on 8-lane ones (AVX2, where tiles of up to 4
     // pairs take the integer dot products; their 4-pair loops probably outgrow the 16 vector
-    // registers, not checked in the disassembly), else 4. 8-lane, built-in tiles, 2 alternating rounds (2 AVX2 cores of an AMD EPYC,
-    // 2026-12-05), tile_m 4 -> 2, ms: mixtral-8x7b T = 8 W4A16 160 / 151 -> 92 / 89, W4A4 141 / 133
-    // -> 63 / 58; gpt-oss-20b MXFP4 T = 64 W4A16 292 / 288 -> 214 / 244, W4A4 309 / 282 -> 152 /
-    // 169; qwen3-235b-a22b and gpt-oss-20b T = 8 level. The tuner chose 2 for qwen3-30b-a3b's T = 8
-    // and 512 there too (tuning/pocl-cpu.json).
+    // registers, not checked in the disassembly), else 4. 8-lane, built-in tiles, 2 alternating
+    // rounds (2 AVX2 cores of an AMD EPYC, 2026-12-05), tile_m 4 -> 2, ms: mixtral-8x7b T = 8 W4A16
+    // 160 / 151 -> 92 / 89, W4A4 141 / 133 -> 63 / 58; gpt-oss-20b MXFP4 T = 64 W4A16 292 / 288 ->
+    // 214 / 244, W4A4 309 / 282 -> 152 / 169; qwen3-235b-a22b and gpt-oss-20b T = 8 level. The
+    // tuner chose 2 for qwen3-30b-a3b's T = 8 and 512 there too (tuning/pocl-cpu.json).
     t.tile_m = s == MoeStrategy::grouped ? (layout.vec >= 16 ? 8 : layout.vec == 8 ? 2 : 4) : 1;
     t.local_i = std::max(1, block / layout.vec);  // a whole FP4 block per work-group
     t.local_h = 2;

@@ -276,9 +276,9 @@ Activated activate(const MoeActivation& act, double g, double e_g, double u, dou
 }
 
 // W4A16 (NVFP4 and MXFP4) on CPUs may multiply FC2's inputs on their integer grid (chunks of 8;
-// README, Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the largest
-// any of its elements' BF16 candidates may take; an element all of whose candidates lie on that
-// grid is exact under any smaller E too, any other may move by half a step.
+// README, Numerics): a chunk's grid step is 2^(E - 14), 2^E above its largest magnitude, here the
+// largest any of its elements' BF16 candidates may take; an element all of whose candidates lie on
+// that grid is exact under any smaller E too, any other may move by half a step.
 void add_fc2_grid_deviation(const std::vector<std::vector<double>>& cand, std::vector<double>& dev) {
   for (std::size_t c = 0; c < cand.size(); c += 8) {
     const std::size_t end = std::min(cand.size(), c + 8);

@@ -1,11 +1,11 @@
 // The CLI's progress bar: what a line shows, and that a disabled bar (stderr not a terminal)
 // stays silent.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <string>
 
 #include "fp4cl/progress.hpp"
+#include "support/stderr_capture.hpp"
 
 namespace fp4cl::cli {
 namespace {
@@ -24,30 +24,19 @@ TEST(ProgressBar, RendersStageFractionAndMegabytes) {
 }
 
 TEST(ProgressBar, DisabledBarWritesNothing) {
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  std::FILE* capture = std::tmpfile();
-  ASSERT_NE(capture, nullptr);
-  ::dup2(::fileno(capture), STDERR_FILENO);
-  {
-    ProgressBar bar(false);
-    const ProgressCallback callback = bar.callback();
-    callback({"quantizing", 1, 2});
-    bar.update("writing", 2, 2);
-    bar.finish();
-  }
-  {
-    ProgressBar bar(true);
-    bar.update("writing", 1, 2);
-  }
-  std::fflush(stderr);
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
-  std::rewind(capture);
-  std::string written;
-  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture))
-    written.push_back(static_cast<char>(c));
-  std::fclose(capture);
+  const std::string written = test::stderr_of([] {
+    {
+      ProgressBar bar(false);
+      const ProgressCallback callback = bar.callback();
+      callback({"quantizing", 1, 2});
+      bar.update("writing", 2, 2);
+      bar.finish();
+    }
+    {
+      ProgressBar bar(true);
+      bar.update("writing", 1, 2);
+    }
+  });
   // Only the enabled bar drew: one line, ended when it went out of scope.
   EXPECT_EQ(written, "\r" + ProgressBar::render("writing", 1, 2) + "\n");
 }

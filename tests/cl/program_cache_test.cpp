@@ -2,15 +2,12 @@
 // several miss the same entry at once; corrupt, stale and driver-refused entries are rebuilt with
 // a warning; an unwritable directory or "off" only loses the disk cache.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +20,7 @@
 #include "support/log.hpp"
 #include "support/log_capture.hpp"
 #include "support/scoped_env.hpp"
+#include "support/stderr_capture.hpp"
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_context.hpp"
@@ -75,32 +73,6 @@ fs::path only_entry(const fs::path& dir) {
   return found.empty() ? fs::path() : found.front();
 }
 
-// What the build writes to the process's stderr (file descriptor 2, where PoCL's compiler writes).
-template <class F>
-std::string stderr_of(F&& f) {
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  std::FILE* capture = std::tmpfile();
-  if (saved < 0 || capture == nullptr) throw std::runtime_error("stderr_of: no temporary file");
-  ::dup2(::fileno(capture), STDERR_FILENO);
-  try {
-    f();
-  } catch (...) {
-    ::dup2(saved, STDERR_FILENO);
-    ::close(saved);
-    std::fclose(capture);
-    throw;
-  }
-  std::fflush(stderr);
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
-  std::rewind(capture);
-  std::string written;
-  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) written.push_back(static_cast<char>(c));
-  std::fclose(capture);
-  return written;
-}
-
 // PoCL's compiler writes "1 warning generated." to stderr for a program with a warning: fp4cl
 // builds there with -w, so a layer's programs print nothing, unless the log shows debug messages,
 // where the build log carries the warning. (A fresh define each run: PoCL's own cache would skip
@@ -117,7 +89,7 @@ TEST(ProgramCache, PoclBuildsWriteNoWarningsToStderr) {
     auto cache = make_cache("", table);
     std::string err;
     try {
-      err = stderr_of([&] { cache->program("warned.cl", BuildOptions().define("PROBE", probe)); });
+      err = test::stderr_of([&] { cache->program("warned.cl", BuildOptions().define("PROBE", probe)); });
     } catch (...) {
       log::set_level(before);
       throw;
