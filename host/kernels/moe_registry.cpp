@@ -110,7 +110,14 @@ MoeTiles default_tiles(MoeStrategy s, const DeviceInfo& device, const MoeLayout&
   return t;
 }
 
-std::int64_t default_decode_max_pairs(const DeviceInfo& device) { return device.kind == DeviceKind::cpu ? 16 : 64; }
+// CPUs: decode (one weight pass a pair) up to 16 pairs, and no more pairs than local experts:
+// beyond that some expert has 2 pairs, which decode streams twice and grouped once. mixtral-8x7b
+// (8 experts, k = 2), T = 5 / 6 / 7 / 8, median of 3 alternating rounds, decode against grouped
+// (tiles of 2), ms: W4A16 35.9 / 41.1 / 46.2 / 59.4 against 31.4 / 40.7 / 50.2 / 53.2, W4A4 30.2 /
+// 37.4 / 45.1 / 49.2 against 26.4 / 29.7 / 32.3 / 40.5 (2 AVX2 cores of an AMD EPYC, 2026-12-06).
+std::int64_t default_decode_max_pairs(const DeviceInfo& device, const MoeProblem& p) {
+  return device.kind == DeviceKind::cpu ? std::min<std::int64_t>(16, p.local_experts) : 64;
+}
 // GPUs: split while each expert gets at most ~2 pairs on average (it streams an expert once per
 // pair), and up to 512 pairs. Measured on an H100 (bench/gpu/results-h100.md, every strategy
 // forced): split is 2-20x faster at T = 1 and 8 on qwen3-30b-a3b and mixtral-8x7b, level with
@@ -540,7 +547,7 @@ MoeSelection select_moe_strategies(const DeviceInfo& device, unsigned float_widt
   apply(overrides, "group", sel.layout.group);
   if ((sel.layout.vec & (sel.layout.vec - 1)) != 0 || sel.layout.vec > 16 || sel.layout.group % sel.layout.vec != 0)
     fail("FP4CL_MOE_TILES: vec = {} must be 1, 2, 4, 8 or 16 and divide group = {}", sel.layout.vec, sel.layout.group);
-  int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device));
+  int decode_max_pairs = static_cast<int>(default_decode_max_pairs(device, problem));
   apply(overrides, "decode_max_pairs", decode_max_pairs);
   sel.decode_max_pairs = decode_max_pairs;
   int split_max_pairs = static_cast<int>(default_split_max_pairs(device, problem));

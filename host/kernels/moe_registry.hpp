@@ -16,9 +16,10 @@
 // FP4CL_MOE_KERNEL (or MoeConfig::kernel) forces one strategy for every call; otherwise a chunk
 // of T tokens runs `split` when T·k <= split_max_pairs (GPU devices only, by default
 // min(512, 2·E_local): CPUs never build it unless it is forced or split_max_pairs is set), else
-// `decode` when T·k <= decode_max_pairs, else `mma` where it is built, else `grouped`. Where mma
-// is built (NVIDIA, compute capability >= 8.0) the defaults change: split_max_pairs = 0 (split
-// is not built) and decode_max_pairs = 0, unless the tuning database or FP4CL_MOE_TILES set them.
+// `decode` when T·k <= decode_max_pairs (by default 64 on GPUs, min(16, E_local) on CPUs), else
+// `mma` where it is built, else `grouped`. Where mma is built (NVIDIA, compute capability >= 8.0)
+// the defaults change: split_max_pairs = 0 (split is not built) and decode_max_pairs = 0, unless
+// the tuning database or FP4CL_MOE_TILES set them.
 // FP4CL_MOE_TILES="vec=1,group=64,grouped.tile_m=4,decode.local_h=4,decode_max_pairs=64"
 // overrides the defaults of the layout, the tiles and the crossovers (for tuning; an unknown key
 // or a value the device refuses is an error). For `split`, tile_m is the FC1 rows per lane group,

@@ -525,6 +525,32 @@ TEST_F(TunedLayers, BesideMmaOnlyStrategiesThatServeCallsAreBuilt) {
   EXPECT_EQ(with_decode.for_tokens(5, 2).id, MoeStrategy::mma);
 }
 
+// On CPUs decode (one weight pass a pair) serves up to 16 pairs and no more pairs than local
+// experts: past that some expert has two pairs, which grouped streams once. GPUs without tensor
+// cores keep 64.
+TEST_F(TunedLayers, CpuDecodeServesNoMorePairsThanExperts) {
+  const test::ScopedEnv tiles("FP4CL_MOE_TILES", std::nullopt);
+  const test::ScopedEnv forced("FP4CL_MOE_KERNEL", std::nullopt);
+  use_entries({});
+  DeviceInfo cpu = context().info();
+  cpu.kind = DeviceKind::cpu;
+  cpu.nv_compute_capability = 0;
+  const QuantScheme scheme{WeightFormat::nvfp4, Activations::bf16};
+  const MoeProblem few{scheme, 64, 64, 8, 2};  // mixtral-like: 8 experts, k = 2
+  const MoeSelection few_sel = select_moe_strategies(cpu, 8, few, "");
+  EXPECT_EQ(few_sel.decode_max_pairs, 8);
+  EXPECT_EQ(few_sel.for_tokens(4, 2).id, MoeStrategy::decode);
+  EXPECT_EQ(few_sel.for_tokens(5, 2).id, MoeStrategy::grouped);
+  const MoeProblem many{scheme, 64, 64, 128, 2};
+  const MoeSelection many_sel = select_moe_strategies(cpu, 8, many, "");
+  EXPECT_EQ(many_sel.decode_max_pairs, 16);
+  EXPECT_EQ(many_sel.for_tokens(8, 2).id, MoeStrategy::decode);
+  EXPECT_EQ(many_sel.for_tokens(9, 2).id, MoeStrategy::grouped);
+  DeviceInfo gpu = cpu;  // no tensor cores
+  gpu.kind = DeviceKind::gpu;
+  EXPECT_EQ(select_moe_strategies(gpu, 8, few, "").decode_max_pairs, 64);
+}
+
 // The shipped H200 database (tuning/nvidia-h200.json): its MoE entries reach the selection of a
 // layer on that device (no GPU here: the device is described), one mma entry a set of tiles its
 // buckets give, and a similar device (an H100: same platform, vendor, class and compute units,
