@@ -736,22 +736,21 @@ TEST_F(TunedLayers, ShippedH100MoeEntriesServeTheH100) {
   }
   const MoeSelection mixtral_w4a4 =
       select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::fp4_dynamic}, 4096, 14336, 8, 2}, "");
-  for (const std::int64_t bucket : {1, 8, 64, 512})
-    EXPECT_EQ(mixtral_w4a4.for_tokens(bucket, 2).origin,
-              fmt::format("tuned bucket {} (tuning/nvidia-h100.json (shipped))", bucket));
-  // Bucket 8: no few-pairs K split, FC1's chunks loaded 8 ahead and FC2's 2 (the H200's: 4, 4, 4).
+  const MoeSelection mixtral_w4a16 =
+      select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::bf16}, 4096, 14336, 8, 2}, "");
+  for (const MoeSelection* mixtral : {&mixtral_w4a4, &mixtral_w4a16})
+    for (const std::int64_t bucket : {1, 8, 64, 512})
+      EXPECT_EQ(mixtral->for_tokens(bucket, 2).origin,
+                fmt::format("tuned bucket {} (tuning/nvidia-h100.json (shipped))", bucket));
+  // W4A4 bucket 8: no few-pairs K split, FC1's chunks loaded 8 ahead and FC2's 2 (the H200's: 4, 4, 4).
   EXPECT_EQ(mixtral_w4a4.for_tokens(8, 2).tiles.few_split_k, 0);
   EXPECT_EQ(mixtral_w4a4.for_tokens(8, 2).tiles.unroll, 8);
   EXPECT_EQ(mixtral_w4a4.for_tokens(8, 2).tiles.fc2_unroll, 2);
-  // Bucket 64: tiles of 16 pairs with local sizes 128 and 32 (the H200's: 64 and 128).
+  // W4A4 bucket 64: tiles of 16 pairs with local sizes 128 and 32 (the H200's: 64 and 128).
   EXPECT_EQ(mixtral_w4a4.for_tokens(64, 2).tiles.tile_m, 16);
   EXPECT_EQ(mixtral_w4a4.for_tokens(64, 2).tiles.local_i, 128);
   EXPECT_EQ(mixtral_w4a4.for_tokens(64, 2).tiles.local_h, 32);
-  const MoeSelection mixtral_w4a16 =
-      select_moe_strategies(gpu, 1, {{WeightFormat::nvfp4, Activations::bf16}, 4096, 14336, 8, 2}, "");
-  for (const std::int64_t bucket : {1, 8, 64, 512})
-    EXPECT_EQ(mixtral_w4a16.for_tokens(bucket, 2).origin,
-              fmt::format("tuned bucket {} (tuning/nvidia-h100.json (shipped))", bucket));
+  // W4A16: bucket 8 the tuner's, the others the H200's.
   EXPECT_EQ(mixtral_w4a16.for_tokens(8, 2).tiles.few_split_k, 0);  // the H200's: 4
   EXPECT_EQ(mixtral_w4a16.for_tokens(8, 2).tiles.unroll, 8);       // the H200's: 4
   EXPECT_EQ(mixtral_w4a16.for_tokens(64, 2).tiles.unroll, 8);      // as the H200's
